@@ -1,0 +1,5 @@
+"""``python -m symbolic`` runs the command line."""
+
+from .cli import run
+
+run()

@@ -1,0 +1,57 @@
+"""The ``symbolic`` command: parse arguments, call the layers below, print or write.
+
+Each group of subcommands lives in its own module with an ``add_commands(subparsers)``
+function; this module wires them together and turns every expected failure into a one-line
+error with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .common import CliError, Parser
+
+COMMAND_MODULES = ("formulas",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (all subcommands)."""
+    import importlib
+
+    parser = Parser(prog="symbolic", description="Memory of training and serving neural networks as explicit formulas.")
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"symbolic {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        handler: Callable[[argparse.Namespace], int | None] = args.handler
+        return handler(args) or 0
+    except CliError as err:
+        print(f"symbolic: error: {err}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, OSError) as err:
+        message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
+        print(f"symbolic: error: {message.splitlines()[0] if message else type(err).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("symbolic: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Subcommands on named formulas: list, show, eval, sensitivity, solve, symbols, seeds."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import library, printing, seeds
+from .. import symbols as symtab
+from ..formula import Formula, to_plain
+from ..library.errata import ERRATA
+from ..units import format_bytes, format_count, parse_size
+from .common import CliError, parse_sets, print_json, table
+
+FORMS = ("terms", "expanded", "simplified", "composed")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register this module's subcommands."""
+    p = sub.add_parser("list", help="list formula keys")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_list)
+
+    p = sub.add_parser("show", help="show a formula: its terms, sources and forms")
+    p.add_argument("key")
+    p.add_argument("--form", choices=FORMS, default="terms", help="which form of the total to print")
+    p.add_argument("--latex", action="store_true", help="print LaTeX instead of text")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_show)
+
+    for name, handler, helptext in (
+        ("eval", cmd_eval, "evaluate a formula for given values"),
+        ("sensitivity", cmd_sensitivity, "derivatives and elasticities at a point"),
+        ("solve", cmd_solve, "largest whole value of one symbol that fits a budget"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("key")
+        p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol (repeatable)")
+        p.add_argument("--example", action="store_true", help="start from the source's worked-example values")
+        p.add_argument("--json", action="store_true")
+        if name == "solve":
+            p.add_argument("--for", dest="target", required=True, metavar="SYMBOL", help="symbol to solve for")
+            p.add_argument("--budget", required=True, help="memory budget, e.g. 16GiB, 80GB or 8e10 (bytes)")
+        p.set_defaults(handler=handler)
+
+    p = sub.add_parser("symbols", help="the symbol table")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_symbols)
+
+    p = sub.add_parser("seeds", help="reproduce every number of the two source articles")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_seeds)
+
+
+def _values(formula: Formula, args: argparse.Namespace) -> dict[str, object]:
+    given = parse_sets(args.set)
+    base = formula.restrict(formula.example) if args.example else {}
+    base.pop(getattr(args, "target", None), None)  # solving for a symbol drops its example value
+    return {**base, **given}
+
+
+def _amount(formula: Formula, value: object) -> str:
+    return format_bytes(value) if formula.unit == "bytes" else format_count(value)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    rows = [(k, library.get(k).unit, library.get(k).title) for k in library.keys()]
+    if args.json:
+        print_json([{"key": k, "unit": u, "title": t} for k, u, t in rows])
+    else:
+        print(table(rows))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    f = library.get(args.key)
+    if args.json:
+        print_json({
+            "key": f.key, "title": f.title, "unit": f.unit, "source": f.source, "name": f.name,
+            "text": f.text(), "latex": f.latex(args.form, equation=True),
+            "terms": [{"key": t.key, "title": t.title, "expr": printing.text(t.expr), "latex": printing.latex(t.expr),
+                       "source": t.source, "where": t.where, "note": t.note} for t in f.terms],
+            "definitions": {s.name: d.key for s, d in f.definitions.items()},
+            "inputs": [s.name for s in f.inputs], "example": f.example,
+        })
+        return 0
+    if args.latex:
+        print(f.latex(args.form, equation=True))
+        return 0
+    print(f"{f.key}: {f.title}  [{f.unit}; {f.source}{', ' + f.where if f.where else ''}]")
+    if args.form == "terms":
+        print(f"  {f}")
+    else:
+        expr = {"expanded": f.expanded, "simplified": f.simplified, "composed": f.composed}[args.form]()
+        print(f"  {f.name} = {printing.text(expr)}")
+    for s, d in f.definitions.items():
+        if s in f.expr.free_symbols:
+            print(f"  where {s.name} = {d.key}: {d.text()}")
+    print(table([("  " + t.key, printing.text(t.expr), t.title) for t in f.terms]))
+    for note in [f.note] + [f"{t.key}: {t.note}" for t in f.terms if t.note]:
+        if note:
+            print(f"  note: {note}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    f = library.get(args.key)
+    result = f.evaluate(_values(f, args))
+    if args.json:
+        print_json(result.as_dict())
+        return 0
+    given = ", ".join(f"{s.name}={v}" for s, v in {**result.values, **result.derived}.items())
+    print(f"{f.key}: {f.title}")
+    print(f"  at {given}")
+    rows = [(t.key, printing.text(t.expr), format_count(v), _amount(f, v) if f.unit == "bytes" else "")
+            for t, v in result.terms]
+    rows.append(("total", "", format_count(result.total), _amount(f, result.total) if f.unit == "bytes" else ""))
+    unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}[f.unit]
+    print(table([("term", "formula", unit, "")] + rows, "<<>>"))
+    return 0
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    f = library.get(args.key)
+    values = _values(f, args)
+    rows = f.sensitivity(values)
+    total = f.evaluate(values).total
+    data = [{"symbol": r.symbol.name, "derivative": to_plain(r.derivative), "elasticity": float(r.elasticity)}
+            for r in rows]
+    if args.json:
+        print_json({"key": f.key, "total": to_plain(total), "sensitivities": data})
+        return 0
+    print(f"{f.key} = {_amount(f, total)}; elasticity e means 1 % more of the symbol gives e % more {f.name}")
+    ordered = sorted(data, key=lambda d: -abs(d["elasticity"]))
+    print(table([("symbol", "∂/∂symbol", "elasticity")] +
+                [(d["symbol"], f"{d['derivative']:,}" if isinstance(d["derivative"], int) else f"{d['derivative']:.6g}",
+                  f"{d['elasticity']:.4f}") for d in ordered], "<>>"))
+    return 0
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    f = library.get(args.key)
+    budget = parse_size(args.budget)
+    if f.unit != "bytes" and not args.budget.strip().replace(".", "").replace("e", "").replace("E", "").isdigit():
+        raise CliError(f"{f.key} counts {f.unit}; give --budget as a plain number")
+    sol = f.solve(args.target, budget, _values(f, args))
+    data = {
+        "key": f.key, "symbol": sol.symbol.name, "status": sol.status, "value": sol.value,
+        "budget": to_plain(sol.budget),
+        "total_at_value": None if sol.total_at_value is None else to_plain(sol.total_at_value),
+        "total_at_next": None if sol.total_at_next is None else to_plain(sol.total_at_next),
+        "message": sol.message,
+    }
+    if args.json:
+        print_json(data)
+        return 0
+    print(f"{f.key} ≤ {_amount(f, budget)}: {sol.message}")
+    if sol.value is not None:
+        print(f"  {sol.symbol.name} = {sol.value}: {_amount(f, sol.total_at_value)}; "
+              f"{sol.symbol.name} = {sol.value + 1}: {_amount(f, sol.total_at_next)}")
+    return 0
+
+
+def cmd_symbols(args: argparse.Namespace) -> int:
+    entries = symtab.all_symbols()
+    if args.json:
+        print_json([{"name": e.name, "latex": e.latex, "unit": e.unit, "integer": e.integer,
+                     "description": e.description} for e in entries])
+    else:
+        print(table([(e.name, e.unit, e.description) for e in entries]))
+    return 0
+
+
+def cmd_seeds(args: argparse.Namespace) -> int:
+    checks = seeds.report()
+    if args.json:
+        print_json({"checks": checks, "errata": [e.__dict__ for e in ERRATA]})
+        return 0
+    for source in ("article-A", "article-B"):
+        print(f"{source}:")
+        rows = [("", "figure", "article", "engine", "unit", "formula")]
+        for c in checks:
+            if c["source"] == source:
+                mark = "ok" if c["agrees"] else "DIFF"
+                prefix = "≈ " if c["approx"] else ""
+                rows.append((mark, c["label"], prefix + c["article"], c["engine"], c["unit"], c["formula"]))
+        print(table(rows, "<<>><<"))
+        for c in checks:
+            if c["source"] == source and not c["agrees"] and c["note"]:
+                print(f"  DIFF {c['label']}: {c['note']}")
+        print()
+    print("errata:")
+    for e in ERRATA:
+        print(f"  {e.source} #{e.number} {e.title}: {e.text}")
+    agree = sum(c["agrees"] for c in checks)
+    print(f"\n{agree} of {len(checks)} printed figures agree; the others are the articles' errata.")
+    return 0

@@ -1,0 +1,125 @@
+"""The vocabulary: every symbol the library uses, with its meaning, display name and unit.
+
+Printers take display names from this table and no other module invents symbol names, so
+``B`` is the same SymPy object wherever it appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from difflib import get_close_matches
+
+import sympy
+
+
+@dataclass(frozen=True)
+class SymbolInfo:
+    """One entry of the symbol table."""
+
+    name: str
+    latex: str
+    description: str
+    unit: str  # "count", "bytes", "bytes/element", "ratio"
+    integer: bool = True
+    symbol: sympy.Symbol | None = None
+
+    def __post_init__(self) -> None:
+        if self.symbol is None:
+            sym = sympy.Symbol(self.name, positive=True, integer=self.integer or None)
+            object.__setattr__(self, "symbol", sym)
+
+
+_TABLE: dict[str, SymbolInfo] = {}
+
+
+def declare(name: str, latex: str, description: str, unit: str = "count", *, integer: bool = True) -> sympy.Symbol:
+    """Add a symbol to the table (once) and return its SymPy object."""
+    if name in _TABLE:
+        info = _TABLE[name]
+        if (info.latex, info.description, info.unit, info.integer) != (latex, description, unit, integer):
+            raise ValueError(f"symbol {name!r} is already declared differently")
+        return info.symbol  # type: ignore[return-value]
+    info = SymbolInfo(name, latex, description, unit, integer)
+    _TABLE[name] = info
+    return info.symbol  # type: ignore[return-value]
+
+
+def info(symbol: sympy.Symbol | str) -> SymbolInfo:
+    """The table entry of a symbol or symbol name; a clear error if it is unknown."""
+    name = symbol if isinstance(symbol, str) else symbol.name
+    try:
+        return _TABLE[name]
+    except KeyError:
+        raise UnknownSymbolError(name, list(_TABLE)) from None
+
+
+def lookup(name: str) -> sympy.Symbol:
+    """The SymPy symbol called ``name``."""
+    return info(name).symbol  # type: ignore[return-value]
+
+
+def all_symbols() -> list[SymbolInfo]:
+    """Every declared symbol, in declaration order."""
+    return list(_TABLE.values())
+
+
+def ordered(symbols: Iterable[sympy.Symbol]) -> list[sympy.Symbol]:
+    """Symbols in table order (stable, meaningful), unknown ones last by name."""
+    position = {name: i for i, name in enumerate(_TABLE)}
+    return sorted(symbols, key=lambda s: (position.get(s.name, len(position)), s.name))
+
+
+def suggest(name: str, candidates: Iterable[str]) -> str:
+    """' (did you mean X?)' for the closest candidate, or ''."""
+    match = get_close_matches(name, list(candidates), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+class UnknownSymbolError(KeyError):
+    """A name that is not in the symbol table (or not in a formula)."""
+
+    def __init__(self, name: str, candidates: Iterable[str], where: str = "") -> None:
+        self.name = name
+        place = f" in {where}" if where else ""
+        self.message = f"unknown symbol {name!r}{place}{suggest(name, candidates)}"
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- training shape -------------------------------------------------------------------
+B = declare("B", "B", "batch size (sequences or samples per step)")
+S = declare("S", "S", "sequence length in tokens")
+D = declare("D", "D", "input dimension: int64 values per sample (article B; D = S for token ids)")
+
+# --- transformer architecture ---------------------------------------------------------
+H = declare("H", "H", "hidden size d_model (article B writes d in its parameter formulas)")
+L = declare("L", "L", "number of transformer layers (article B writes n)")
+a = declare("a", "a", "attention heads (article B writes h)")
+V = declare("V", "V", "vocabulary size")
+d_ff = declare("d_ff", r"d_{\mathrm{ff}}", "feed-forward inner size (usually 4H)")
+E = declare("E", "E", "activation elements of one layer output, E = B·S·H (article B)")
+
+# --- counts and element sizes -----------------------------------------------------------
+N = declare("N", "N", "number of model parameters")
+b = declare("b", "b", "bytes per element of the stored tensors (fp32 4, fp16/bf16 2, int8 1, int4 1/2)",
+            "bytes/element", integer=False)
+
+# --- article A's network ----------------------------------------------------------------
+d_in = declare("d_in", r"d_{\mathrm{in}}", "input width of article A's network (2048)")
+d_h = declare("d_h", r"d_{\mathrm{h}}", "hidden width of article A's network (4096)")
+n_out = declare("n_out", r"n_{\mathrm{out}}", "output classes of article A's network (10)")
+
+# --- real architectures (issue: real models) ---------------------------------------------
+a_kv = declare("a_kv", r"a_{\mathrm{kv}}", "key/value heads (a for multi-head, 1 for multi-query, else grouped-query)")
+d_head = declare("d_head", r"d_{\mathrm{head}}", "dimension of one attention head (H/a unless the config says otherwise)")
+n_pos = declare("n_pos", r"n_{\mathrm{pos}}", "rows of a learned position-embedding table")
+n_exp = declare("n_exp", r"n_{\mathrm{exp}}", "experts per mixture-of-experts layer")
+k_exp = declare("k_exp", r"k_{\mathrm{exp}}", "experts each token is routed to (top-k)")
+
+# --- parallelism -------------------------------------------------------------------------
+t = declare("t", "t", "tensor-parallel degree")
+p = declare("p", "p", "pipeline-parallel degree")
+n_d = declare("n_d", r"N_{d}", "data-parallel degree (ZeRO shards over it)")

@@ -1,0 +1,85 @@
+"""Byte sizes: IEC formatting (GiB is 2**30, never labelled GB) and parsing of budgets."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from numbers import Rational as _Rational
+
+IEC = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+SI = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
+
+_MULTIPLIERS = {
+    "": 1, "b": 1,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+MAX_BYTES = 2**80
+
+
+class SizeError(ValueError):
+    """A malformed or out-of-range size."""
+
+
+def parse_size(text: str) -> int:
+    """Bytes from '80GiB', '80GB', '80 GiB', '8e10' or '1234'; whole bytes only.
+
+    GiB/MiB/KiB/TiB are powers of two, GB/MB/kB/TB powers of ten, as their names say.
+    """
+    match = _SIZE.match(text)
+    if not match:
+        raise SizeError(f"malformed size {text!r}: expected a number with an optional unit, e.g. 80GiB, 80GB or 8e10")
+    number, unit = match.groups()
+    multiplier = _MULTIPLIERS.get(unit.lower())
+    if multiplier is None:
+        raise SizeError(f"unknown unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
+    value = _exact_decimal(number) * multiplier
+    if value <= 0:
+        raise SizeError(f"size {text!r} must be positive")
+    if value > MAX_BYTES:
+        raise SizeError(f"size {text!r} is implausibly large")
+    if value.denominator != 1:
+        raise SizeError(f"size {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def _exact_decimal(text: str) -> Fraction:
+    mantissa, _, exponent = text.lower().partition("e")
+    value = Fraction(mantissa)
+    if exponent:
+        exp = int(exponent)
+        if exp > 30:
+            raise SizeError(f"exponent in {text!r} is too large")
+        value *= 10**exp
+    return value
+
+
+def format_bytes(value: int | float | _Rational, digits: int = 2) -> str:
+    """'128.08 MiB' style text with the IEC unit that keeps the number at least 1."""
+    number = float(value)
+    sign = "-" if number < 0 else ""
+    number = abs(number)
+    for label, size in IEC:
+        if number >= size:
+            return f"{sign}{number / size:.{digits}f} {label}"
+    if number == int(number):
+        return f"{sign}{int(number)} B"
+    return f"{sign}{number:.{digits}f} B"
+
+
+def format_si_bytes(value: int | float | _Rational, digits: int = 2) -> str:
+    """'493.67 MB' style text in decimal units, for comparing with sources that use them."""
+    number = float(value)
+    for label, size in SI:
+        if abs(number) >= size:
+            return f"{number / size:.{digits}f} {label}"
+    return f"{number:.{digits}f} B"
+
+
+def format_count(value: int | float | _Rational) -> str:
+    """'124,439,808' for whole counts; a short decimal otherwise."""
+    number = Fraction(value) if not isinstance(value, float) else value
+    if isinstance(number, Fraction) and number.denominator == 1:
+        return f"{int(number):,}"
+    return f"{float(number):,.4g}"
