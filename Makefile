@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: report test lint setup system-deps clean
 
 report: $(STAMP)
-	$(BIN)/symbolic seeds
+	$(BIN)/symbolic report -o reports/llama-3-8b-h100.pdf
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -17,6 +18,9 @@ from . import symbols as symtab
 from . import values as vals
 from .term import Term
 from .units import format_bytes, format_count
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compiled import CompiledFormula
 
 Values = Mapping[object, object]
 
@@ -216,6 +220,12 @@ class Formula:
         if limit <= 0:
             raise ValueError("budget must be positive")
         return algebra.solve_max(expr, x, limit)
+
+    def compile(self, form: str = "composed", *, keep: tuple[str, ...] = ()) -> CompiledFormula:
+        """The total as cached vectorised NumPy code over keyword arrays (see ``symbolic.compiled``)."""
+        from .compiled import compile_formula  # NumPy is imported only when something is compiled
+
+        return compile_formula(self, form, keep)
 
     def _resolve(self, given: Values) -> tuple[dict[sympy.Symbol, sympy.Rational], dict[sympy.Symbol, sympy.Rational]]:
         point = vals.bind(given, self.inputs, f"formula {self.key!r}")

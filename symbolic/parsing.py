@@ -23,20 +23,37 @@ With ``implicit=True`` the article notation ``L(14E + 4BSS) + 6BSV`` means
 ``L*(14*E + 4*B*S*S) + 6*B*S*V``: a ``*`` is inserted between number and
 name, name and name, number or name and ``(`` (unless the name is a function)
 and after ``)`` before a number, name or ``(``.  A run of letters that is not
-a known symbol or function is split into one-letter names; runs containing
-digits or ``_`` (``x2``, ``d_model``) are kept whole.  In this mode ``e``/``E``
-after a number is a name, so scientific notation (``1e3``) is not available.
+a known symbol, function or Python keyword is split into one-letter names;
+runs containing digits or ``_`` (``x2``, ``d_model``) are kept whole.  In this
+mode ``e``/``E`` after a number is a name, so ``1e3`` is not scientific notation.
 
-``to_text`` prints an accepted expression back in this grammar; parsing that
-text with the same symbols gives an equal expression, provided the printed
-text itself fits the limits (constant folding can yield numbers with more
-digits, or exponents larger, than the input limits allow).
+SymPy evaluates eagerly, and some evaluations effectively never finish:
+deciding whether ``sqrt(2) + sqrt(3) - sqrt(5 + 2*sqrt(6))`` is zero, ``floor``
+of a huge irrational, roots of 30-digit fractions, or the sign of
+``x**4096 - 2*x + 2`` (done by factoring).  So the walk refuses, *before*
+SymPy sees them: powers whose result would exceed ``max_result_digits``;
+inexact roots of numbers above 2**30; division by an exact zero; fractional
+powers of negative constants; ``ceil``/``floor``/``max``/``min`` of irrational
+constants; and, in every intermediate result, sums with a power of one name
+above ``max_degree`` and constants other than sums of rational multiples of
+roots of small rationals (``1 + sqrt(2)/2`` is fine, ``log2(3)`` or
+``sqrt(1 + sqrt(2))`` are not).  ``ceil``/``floor`` evaluate constant
+arguments only and ``max``/``min`` only fold rational arguments (and flatten
+nesting), because SymPy's symbolic evaluation of them runs many sign tests.
+The sign of symbolic expressions is not analysed: ``sqrt(x - y)`` is accepted.
+
+``to_text`` prints an accepted expression back in this grammar (``log2``,
+``ceil``, ``max``, ``min``; ``Abs(u)`` as ``sqrt(u**2)``).  Parsing that text
+with the same symbols gives an equal expression, provided the printed text
+fits the limits: constant folding can produce longer numbers, or larger
+exponents (``x**64*x**64``), than the input limits allow.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import keyword
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,6 +61,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 import sympy
+from sympy.printing.precedence import PRECEDENCE
 from sympy.printing.str import StrPrinter
 
 __all__ = [
@@ -97,6 +115,7 @@ class ParseLimits:
     max_int_digits: int = 30  # digits in one number literal (and |e| in 1e5)
     max_exponent: int = 64  # |exponent| of a power; must be a rational number
     max_result_digits: int = 200  # digits of any number the result may hold
+    max_degree: int = 8  # highest power of one name inside a sum, like x**8 + 1
 
 
 DEFAULT_LIMITS = ParseLimits()
@@ -110,9 +129,11 @@ DEFAULT_LIMITS = ParseLimits()
 class _Function(NamedTuple):
     """How to build one allowed function call, and how many arguments it takes."""
 
-    build: Callable[..., sympy.Expr]
+    build: Callable[..., sympy.Expr] | None  # None: the call is ``arg**exponent``
     min_args: int
     max_args: int | None  # None: no upper bound
+    rational_constants: bool  # constant arguments must be rational numbers
+    exponent: sympy.Rational | None = None  # sqrt is a power, checked like one
 
 
 def _log2(arg: sympy.Expr) -> sympy.Expr:
@@ -120,20 +141,52 @@ def _log2(arg: sympy.Expr) -> sympy.Expr:
     return sympy.log(arg, 2)
 
 
+def _rounding(cls: type[sympy.ceiling] | type[sympy.floor]) -> Callable[[sympy.Expr], sympy.Expr]:
+    """Build ``ceiling``/``floor``, evaluated only for constant arguments.
+
+    For symbolic arguments SymPy's evaluation runs many sign tests on the
+    argument, each potentially slow; ``ceil(x/2)`` is kept as written.
+    """
+
+    def build(arg: sympy.Expr) -> sympy.Expr:
+        return cls(arg) if arg.is_number else cls(arg, evaluate=False)
+
+    return build
+
+
+def _extremum(cls: type[sympy.Max] | type[sympy.Min]) -> Callable[..., sympy.Expr]:
+    """Build ``Max``/``Min`` without SymPy's pairwise symbolic comparisons.
+
+    Evaluated ``Max`` compares every pair of arguments through the assumption
+    system, which takes seconds for a few dozen symbolic arguments.  Here
+    nested calls are flattened, rational arguments collapse to the extreme
+    one, and the rest is kept as written (deduplicated, canonically ordered).
+    """
+    pick = max if cls is sympy.Max else min
+
+    def build(*args: sympy.Expr) -> sympy.Expr:
+        flat = [part for arg in args for part in (arg.args if isinstance(arg, cls) else (arg,))]
+        numbers = [arg for arg in flat if isinstance(arg, sympy.Rational)]
+        rest = [arg for arg in flat if not isinstance(arg, sympy.Rational)]
+        if numbers:
+            rest.append(pick(numbers))
+        return cls(*rest, evaluate=False)
+
+    return build
+
+
 _FUNCTIONS: dict[str, _Function] = {
-    "ceil": _Function(sympy.ceiling, 1, 1),
-    "floor": _Function(sympy.floor, 1, 1),
-    "max": _Function(sympy.Max, 1, None),
-    "min": _Function(sympy.Min, 1, None),
-    "log2": _Function(_log2, 1, 1),
-    "sqrt": _Function(sympy.sqrt, 1, 1),
+    "ceil": _Function(_rounding(sympy.ceiling), 1, 1, rational_constants=True),
+    "floor": _Function(_rounding(sympy.floor), 1, 1, rational_constants=True),
+    "max": _Function(_extremum(sympy.Max), 1, None, rational_constants=True),
+    "min": _Function(_extremum(sympy.Min), 1, None, rational_constants=True),
+    "log2": _Function(_log2, 1, 1, rational_constants=False),
+    "sqrt": _Function(None, 1, 1, rational_constants=False, exponent=sympy.Rational(1, 2)),
 }
 
 FUNCTION_NAMES: frozenset[str] = frozenset(_FUNCTIONS)
 
-_NAME_RULE = (
-    "names must match [A-Za-z][A-Za-z0-9_]{0,31} without leading, trailing or double underscores"
-)
+_NAME_RULE = "names must match [A-Za-z][A-Za-z0-9_]{0,31} without leading, trailing or double underscores"
 _NEW_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _NAME_RUN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER_SCI = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -199,9 +252,7 @@ def _check_number(token: _Token, limits: ParseLimits) -> None:
     """Bound the size of one number literal before anything converts it."""
     mantissa, _, exponent = token.text.lower().partition("e")
     if sum(ch.isdigit() for ch in mantissa) > limits.max_int_digits:
-        raise ParseError(
-            f"numbers may have at most {limits.max_int_digits} digits", token.column, token.text
-        )
+        raise ParseError(f"numbers may have at most {limits.max_int_digits} digits", token.column, token.text)
     if exponent and abs(int(exponent)) > limits.max_int_digits:
         raise ParseError(
             f"the exponent in scientific notation must be at most {limits.max_int_digits}",
@@ -210,9 +261,7 @@ def _check_number(token: _Token, limits: ParseLimits) -> None:
         )
 
 
-def _lex(
-    text: str, *, implicit: bool, is_known: Callable[[str], bool], limits: ParseLimits
-) -> list[_Token]:
+def _lex(text: str, *, implicit: bool, is_known: Callable[[str], bool], limits: ParseLimits) -> list[_Token]:
     """Split text into tokens, refusing (left to right) any character outside
     the whitelist, oversized numbers and malformed unknown names."""
     number = _NUMBER_PLAIN if implicit else _NUMBER_SCI
@@ -234,7 +283,7 @@ def _lex(
                     kind == "name"
                     and not is_known(token.text)
                     # In implicit mode unknown letter runs become one-letter names.
-                    and not (implicit and token.text.isalpha())
+                    and not (implicit and token.text.isalpha() and not keyword.iskeyword(token.text))
                     and not _valid_new_name(token.text)
                 ):
                     raise ParseError(_NAME_RULE, token.column, token.text)
@@ -262,7 +311,12 @@ def _insert_products(tokens: list[_Token], is_known: Callable[[str], bool]) -> l
     out: list[_Token] = []
     prev: _Token | None = None
     for token in tokens:
-        if token.kind == "name" and not is_known(token.text) and token.text.isalpha():
+        if (
+            token.kind == "name"
+            and not is_known(token.text)
+            and token.text.isalpha()
+            and not keyword.iskeyword(token.text)  # `a if b else c` stays a (refused) IfExp
+        ):
             pieces = [_Token("name", ch, token.column + i) for i, ch in enumerate(token.text)]
         else:
             pieces = [token]
@@ -285,19 +339,12 @@ def _check_tokens(tokens: list[_Token], limits: ParseLimits, *, implicit: bool) 
         if token.text == "(":
             open_parens.append(token)
             if len(open_parens) > limits.max_depth:
-                raise ParseError(
-                    f"parentheses may nest at most {limits.max_depth} deep", token.column, "("
-                )
+                raise ParseError(f"parentheses may nest at most {limits.max_depth} deep", token.column, "(")
         elif token.text == ")":
             if not open_parens:
                 raise ParseError("this ')' has no matching '('", token.column, ")")
             open_parens.pop()
-        if (
-            not implicit
-            and prev is not None
-            and prev.kind == "num"
-            and token.kind in ("num", "name")
-        ):
+        if not implicit and prev is not None and prev.kind == "num" and token.kind in ("num", "name"):
             raise ParseError(
                 "missing operator after a number; write '*' (or use implicit=True)",
                 token.column,
@@ -313,6 +360,8 @@ def _render(tokens: list[_Token]) -> tuple[str, list[int]]:
     chars: list[str] = []
     columns: list[int] = []
     for token in tokens:
+        if token.kind == "space" and not chars:
+            continue  # leading blanks would be an "unexpected indent"
         piece = "**" if token.text == "^" else token.text
         for i, char in enumerate(piece):
             chars.append(char)
@@ -335,6 +384,39 @@ def _magnitude_bits(expr: sympy.Basic) -> float:
 
 
 _UNDEFINED = (sympy.zoo, sympy.nan, sympy.oo, -sympy.oo)
+_LOG_OF_2 = sympy.log(2)
+_MAX_RADICAND = 2**30  # SymPy fully factors radicands this small (trial division to 2**15)
+
+
+def _is_exact_root(number: sympy.Rational, degree: int) -> bool:
+    """Whether ``number`` is the ``degree``-th power of a rational."""
+    return bool(sympy.integer_nthroot(abs(number.p), degree)[1] and sympy.integer_nthroot(number.q, degree)[1])
+
+
+def _is_simple_constant(expr: sympy.Basic) -> bool:
+    """Whether a symbol-free ``expr`` is a constant SymPy handles cheaply.
+
+    Allowed: sums of products of rationals, roots of small positive rationals
+    (``sqrt(2)``, ``3**(1/5)``) and ``log(2)`` (which ``log2`` introduces).
+    Roots of distinct square-free rationals are linearly independent, so such
+    a sum is zero essentially only when SymPy already sees it cancel, and sign
+    tests and comparisons stay quick numerical checks (SymPy's products of
+    roots are not fully canonical, but the zero tests that leaves are small).
+    Nested roots, products of sums and other logarithms can hide an exact zero,
+    e.g. ``sqrt(2) + sqrt(3) - sqrt(5 + 2*sqrt(6))``; SymPy then falls back to
+    minimal polynomials or ``simplify``, which may not finish.
+    """
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        return all(not isinstance(arg, sympy.Add) and _is_simple_constant(arg) for arg in expr.args)
+    if isinstance(expr, sympy.Rational) or expr == _LOG_OF_2:
+        return True
+    if isinstance(expr, sympy.Pow) and isinstance(expr.exp, sympy.Rational):
+        base = expr.base
+        if base == _LOG_OF_2:
+            return True
+        small_positive = isinstance(base, sympy.Rational) and 0 < base.p <= _MAX_RADICAND
+        return small_positive and base.q <= _MAX_RADICAND
+    return False
 
 
 class _Walker:
@@ -395,19 +477,57 @@ class _Walker:
         return handler(self, node, depth)
 
     def checked(self, expr: sympy.Expr, node: ast.AST) -> sympy.Expr:
-        """Refuse undefined, non-real or oversized results."""
-        for sub in sympy.preorder_traversal(expr):
-            if sub in _UNDEFINED:
-                raise self.error(node, "division by zero or undefined result")
-            if sub is sympy.I or isinstance(sub, (sympy.NumberSymbol, sympy.Float)):
-                raise self.error(node, "result is not a real number")
-            if isinstance(sub, sympy.Rational) and (
-                abs(sub.p) > self.number_bound or sub.q > self.number_bound
-            ):
-                raise self.error(
-                    node, f"numbers may have at most {self.limits.max_result_digits} digits"
-                )
+        """Refuse undefined, non-real, oversized or unsupported results."""
+        self._check_tree(expr, node)
         return expr
+
+    def _check_tree(self, expr: sympy.Basic, node: ast.AST) -> dict[sympy.Symbol, float] | None:
+        """Check ``expr`` bottom-up.
+
+        Returns ``None`` for a constant, else the degree of ``expr`` in each of
+        its symbols (``sqrt(x)*y**2`` -> ``{x: 0.5, y: 2}``; functions count
+        like their arguments).
+        """
+        if isinstance(expr, sympy.Symbol):
+            return {expr: 1.0}
+        if expr in _UNDEFINED:
+            raise self.error(node, "division by zero or undefined result")
+        if expr is sympy.I or isinstance(expr, (sympy.NumberSymbol, sympy.Float)):
+            raise self.error(node, "result is not a real number")
+        if isinstance(expr, sympy.Rational):
+            if abs(expr.p) > self.number_bound or expr.q > self.number_bound:
+                digits = self.limits.max_result_digits
+                raise self.error(node, f"numbers may have at most {digits} digits")
+            return None
+        parts = [self._check_tree(arg, node) for arg in expr.args]
+        if all(part is None for part in parts):
+            if isinstance(expr, sympy.Pow) and not expr.exp.is_integer and expr.base.is_negative:
+                raise self.error(node, "fractional power of a negative value")
+            if not _is_simple_constant(expr):
+                shown = str(expr) if len(str(expr)) <= 40 else str(expr)[:37] + "..."
+                raise self.error(
+                    node,
+                    f"the constant {shown} is not supported; constants must be sums of "
+                    "rational multiples of roots, such as 1 + sqrt(2)/2",
+                )
+            return None
+        degrees: dict[sympy.Symbol, float] = {}
+        if isinstance(expr, sympy.Pow):
+            scale = abs(float(expr.exp)) if isinstance(expr.exp, sympy.Rational) else 1.0
+            degrees = {symbol: degree * scale for symbol, degree in (parts[0] or {}).items()}
+        else:
+            combine = (lambda a, b: a + b) if isinstance(expr, sympy.Mul) else max
+            for part in parts:
+                for symbol, degree in (part or {}).items():
+                    degrees[symbol] = combine(degrees.get(symbol, 0.0), degree)
+        if isinstance(expr, sympy.Add) and max(degrees.values()) > self.limits.max_degree:
+            # SymPy decides the sign of a sum in one symbol by finding the real
+            # roots of its derivative; for high degrees that takes minutes.
+            raise self.error(
+                node,
+                f"sums may contain powers of a name up to degree {self.limits.max_degree}",
+            )
+        return degrees
 
     # -- node handlers --------------------------------------------------------
 
@@ -458,11 +578,7 @@ class _Walker:
         group = _CHAIN_GROUP.get(type(node.op))
         chain = [node]
         left = node.left
-        while (
-            group is not None
-            and isinstance(left, ast.BinOp)
-            and _CHAIN_GROUP.get(type(left.op)) == group
-        ):
+        while group is not None and isinstance(left, ast.BinOp) and _CHAIN_GROUP.get(type(left.op)) == group:
             self.count(left, depth)
             chain.append(left)
             left = left.left
@@ -492,32 +608,43 @@ class _Walker:
         too_many = function.max_args is not None and count > function.max_args
         if count < function.min_args or too_many:
             expected = (
-                str(function.min_args)
-                if function.min_args == function.max_args
-                else f"at least {function.min_args}"
+                str(function.min_args) if function.min_args == function.max_args else f"at least {function.min_args}"
             )
             raise self.error(node, f"{name} takes {expected} argument(s), got {count}")
         args = [self.visit(arg, depth + 1) for arg in node.args]
+        if function.rational_constants:
+            for arg, arg_node in zip(args, node.args, strict=True):
+                if arg.is_number and not isinstance(arg, sympy.Rational):
+                    raise self.error(arg_node, f"{name} of an irrational constant is not supported")
+        if function.exponent is not None:
+            return self.checked(self.power(args[0], function.exponent, node, node), node)
+        assert function.build is not None
         return self.checked(function.build(*args), node)
 
     # -- binary operations ----------------------------------------------------
 
-    def power(self, base: sympy.Expr, exponent: sympy.Expr, node: ast.BinOp) -> sympy.Expr:
+    def power(self, base: sympy.Expr, exponent: sympy.Expr, node: ast.AST, exponent_node: ast.AST) -> sympy.Expr:
         """``base**exponent``, refused before SymPy computes anything large."""
         limit = self.limits.max_exponent
         if not isinstance(exponent, sympy.Rational):
-            raise self.error(node.right, "exponents must be numbers such as 2, -1 or 1/2")
+            raise self.error(exponent_node, "exponents must be numbers such as 2, -1 or 1/2")
         if abs(exponent) > limit:
-            raise self.error(node.right, f"exponents must be at most {limit} in absolute value")
-        if base.is_zero and exponent.is_negative:
+            raise self.error(exponent_node, f"exponents must be at most {limit} in absolute value")
+        if base == 0 and exponent.is_negative:
             raise self.error(node, "division by zero")
-        if not exponent.is_integer and base.is_number and base.is_negative:
-            raise self.error(node, "fractional power of a negative number")
+        if not exponent.is_integer:
+            # Only constants are sign-tested: for symbolic sums SymPy's sign
+            # test can be slow, and sqrt(x - y) is legitimate anyway.
+            if base.is_number and base.is_negative:
+                raise self.error(node, "fractional power of a negative value")
+            # SymPy factors the number it takes a root of (after raising it to
+            # the exponent's numerator), which is slow for large numbers.
+            coeff = base.as_coeff_Mul()[0]
+            if max(abs(coeff.p), coeff.q) > _MAX_RADICAND and not _is_exact_root(coeff, exponent.q):
+                raise self.error(node, "roots of numbers above 2**30 must be exact, like (10**30)**(1/2)")
         digits_bits = self.limits.max_result_digits * 3.33
         if _magnitude_bits(base) * abs(float(exponent)) > digits_bits:
-            raise self.error(
-                node, f"result would have more than {self.limits.max_result_digits} digits"
-            )
+            raise self.error(node, f"result would have more than {self.limits.max_result_digits} digits")
         return sympy.Pow(base, exponent)
 
 
@@ -538,14 +665,14 @@ def _mul(walker: _Walker, left: sympy.Expr, right: sympy.Expr, node: ast.BinOp) 
 
 def _div(walker: _Walker, left: sympy.Expr, right: sympy.Expr, node: ast.BinOp) -> sympy.Expr:
     """``left / right``, refusing a divisor that is exactly zero."""
-    if right.is_zero:
+    if right == 0 or (right.is_number and right.is_zero):
         raise walker.error(node, "division by zero")
     return sympy.Mul(left, sympy.Pow(right, -1))
 
 
 def _pow(walker: _Walker, left: sympy.Expr, right: sympy.Expr, node: ast.BinOp) -> sympy.Expr:
     """``left ** right`` with exponent checks."""
-    return walker.power(left, right, node)
+    return walker.power(left, right, node, node.right)
 
 
 _BinaryOp = Callable[[_Walker, sympy.Expr, sympy.Expr, ast.BinOp], sympy.Expr]
@@ -595,7 +722,7 @@ def _unknown_name_reason(name: str, symbols: Mapping[str, sympy.Symbol]) -> str:
 
 def _syntax_error(exc: SyntaxError, text: str, columns: list[int]) -> ParseError:
     """Translate Python's SyntaxError into a ParseError on the user's text."""
-    offset = (exc.offset or 1) - 1
+    offset = (exc.offset or 0) - 1  # Python reports 0 for "ran out of input"
     column = columns[offset] if 0 <= offset < len(columns) else len(text) + 1
     token = text[column - 1] if column <= len(text) else ""
     match = _NAME_RUN.match(text, column - 1) or _NUMBER_SCI.match(text, column - 1)
@@ -642,9 +769,7 @@ def parse_expression(
         raise TypeError(f"text must be str, not {type(text).__name__}")
     if len(text) > limits.max_length:
         cut = limits.max_length
-        raise ParseError(
-            f"formula is longer than {limits.max_length} characters", cut + 1, text[cut : cut + 10]
-        )
+        raise ParseError(f"formula is longer than {limits.max_length} characters", cut + 1, text[cut : cut + 10])
 
     def is_known(name: str) -> bool:
         return name in symbols or name in _FUNCTIONS
@@ -685,14 +810,39 @@ _PRINTABLE = (
     sympy.floor,
     sympy.Max,
     sympy.Min,
+    sympy.Abs,
 )
 
 
 class _TextPrinter(StrPrinter):
-    """SymPy's str printer, with this grammar's function names."""
+    """SymPy's str printer, with this grammar's function names.
+
+    Products whose leading coefficient would distribute over a sum when the
+    text is read back left to right (``2*(a + b)*c`` -> ``(2*a + 2*b)*c``) are
+    written with the coefficient last, ``(a + b)*c*2``, so the re-parsed
+    expression is structurally equal.
+    """
+
+    def _print_Mul(self, expr: sympy.Mul) -> str:  # noqa: N802 (SymPy's naming)
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff == 1 or not any(
+            factor.is_Add or (factor.is_Pow and factor.base.is_Add) for factor in sympy.Mul.make_args(rest)
+        ):
+            return super()._print_Mul(expr)
+        # Read back left to right, a leading number would distribute over a sum
+        # (2*(a + b)*c -> (2*a + 2*b)*c), so the coefficient goes last.
+        text = super()._print_Mul(rest) if rest.is_Mul else self._print(rest)
+        if coeff < 0:
+            text = f"-({text})"
+        numerator, denominator = abs(coeff.p), coeff.q
+        return text + (f"*{numerator}" if numerator != 1 else "") + (f"/{denominator}" if denominator != 1 else "")
 
     def _print_ceiling(self, expr: sympy.ceiling) -> str:
         return f"ceil({self._print(expr.args[0])})"
+
+    def _print_Abs(self, expr: sympy.Abs) -> str:  # noqa: N802 (SymPy's naming)
+        # sqrt(u**2) re-parses to Abs(u) for real u, the only kind SymPy makes here.
+        return f"sqrt({self.parenthesize(expr.args[0], PRECEDENCE['Pow'])}**2)"
 
     def _print_Max(self, expr: sympy.Max) -> str:  # noqa: N802 (SymPy's naming)
         return f"max({self.stringify(expr.args, ', ')})"
@@ -704,26 +854,67 @@ class _TextPrinter(StrPrinter):
 def _check_printable(expr: sympy.Basic) -> None:
     """Refuse anything the grammar cannot express."""
     for sub in sympy.preorder_traversal(expr):
-        if isinstance(sub, sympy.Dummy) or (
-            isinstance(sub, sympy.Symbol) and _NAME_RUN.fullmatch(sub.name) is None
-        ):
+        if isinstance(sub, sympy.Dummy) or (isinstance(sub, sympy.Symbol) and _NAME_RUN.fullmatch(sub.name) is None):
             raise ValueError(f"to_text: symbol {sub.name!r} cannot be written as a name")
         if isinstance(sub, sympy.Pow) and not isinstance(sub.exp, sympy.Rational):
             raise ValueError(f"to_text: exponent {sub.exp} is not a rational number")
-        if not (isinstance(sub, _PRINTABLE) or (sub.func == _LOG2 and len(sub.args) == 1)):
+        if isinstance(sub, sympy.Abs) and not sub.args[0].is_extended_real:
+            raise ValueError("to_text: Abs of a possibly complex value is outside the grammar")
+        if not (isinstance(sub, _PRINTABLE) or (isinstance(sub, sympy.log) and len(sub.args) == 1)):
             raise ValueError(f"to_text: {type(sub).__name__} is outside the formula grammar")
+
+
+_SCALE_FREE = (sympy.ceiling, sympy.floor)  # arguments must not carry a log(2) factor
+_SCALE_THROUGH = (sympy.Add, sympy.Max, sympy.Min, sympy.Abs)  # f(u*c) = f(u)*c for c > 0
+
+
+def _log2_form(expr: sympy.Basic) -> tuple[sympy.Basic, sympy.Rational]:
+    """Split ``expr`` into ``(form, k)`` with ``expr == form * log(2)**k``.
+
+    SymPy stores ``log2(a)`` as ``log(a)/log(2)``.  ``form`` writes each
+    ``log(a)`` as ``log2(a)`` (one factor of ``log(2)`` each) and drops the
+    ``log(2)`` factors; it is built unevaluated, so printing it cannot change
+    the expression.  ``to_text`` needs ``k == 0``, which holds for anything
+    ``parse_expression`` returned.
+    """
+    one = sympy.Integer(1)
+    if isinstance(expr, sympy.log):
+        if expr.args[0] == 2:
+            return one, one
+        inner, degree = _log2_form(expr.args[0])
+        if degree != 0:
+            raise ValueError("to_text: log(2) does not cancel inside a logarithm")
+        return _LOG2(inner), one
+    if not expr.args:
+        return expr, sympy.Integer(0)
+    forms, degrees = zip(*(_log2_form(arg) for arg in expr.args), strict=True)
+    if isinstance(expr, sympy.Mul):
+        factors = [form for form in forms if form != 1]
+        return sympy.Mul(*factors, evaluate=False), sum(degrees, sympy.Integer(0))
+    if isinstance(expr, sympy.Pow):
+        base, exponent = forms
+        if degrees[1] != 0 or (degrees[0] != 0 and not isinstance(exponent, sympy.Rational)):
+            raise ValueError("to_text: log(2) does not cancel inside a power")
+        if base == 1:
+            return one, degrees[0] * exponent
+        return sympy.Pow(base, exponent, evaluate=False), degrees[0] * exponent
+    if isinstance(expr, _SCALE_THROUGH) and len(set(degrees)) == 1:
+        return expr.func(*forms, evaluate=False), degrees[0]
+    if isinstance(expr, _SCALE_FREE) and not any(degrees):
+        return expr.func(*forms, evaluate=False), sympy.Integer(0)
+    raise ValueError(f"to_text: log(2) does not cancel in {type(expr).__name__}")
 
 
 def to_text(expr: sympy.Expr) -> str:
     """Print an expression in the grammar ``parse_expression`` accepts.
 
-    ``log2(x)`` is stored by SymPy as ``log(x)/log(2)``; each ``log(a)`` is
-    written back as ``log2(a)`` and every ``log(2)`` must cancel against them,
-    otherwise (and for anything else outside the grammar) ``ValueError``.
+    Raises ``ValueError`` for anything outside the grammar (other functions,
+    floats, non-rational exponents, natural logarithms not coming from
+    ``log2``).  ``Abs(u)``, which SymPy makes from ``sqrt(u**2)``, is written
+    as ``sqrt(u**2)``.
     """
-    scale = sympy.Dummy("log_of_2", positive=True)
-    rewritten = expr.replace(sympy.log, lambda arg: scale if arg == 2 else _LOG2(arg) * scale)
-    if rewritten.has(scale):
+    _check_printable(expr)
+    form, degree = _log2_form(expr)
+    if degree != 0:
         raise ValueError("to_text: natural logarithms can only be written through log2(...)")
-    _check_printable(rewritten)
-    return _TextPrinter().doprint(rewritten)
+    return _TextPrinter().doprint(form)

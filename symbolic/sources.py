@@ -40,3 +40,37 @@ register("megatron", "NVIDIA Megatron-LM, megatron/training/theoretical_memory_u
 register("deepspeed", "DeepSpeed, estimate_zero2/zero3_model_states_mem_needs")
 register("pytorch", "PyTorch nn.Linear / nn.LayerNorm parameter shapes")
 register("project", "symbolic: derived in this project from the definitions cited beside it")
+
+# --- issue 4: training and inference memory ----------------------------------------------------
+register("micikevicius2018", "P. Micikevicius et al., \"Mixed Precision Training\", ICLR 2018",
+         "https://arxiv.org/abs/1710.03740")
+register("megatron-distopt", "NVIDIA Megatron-LM docs, distributed optimizer: bytes per parameter by dtype "
+         "(fp16/fp16 20, bf16/fp32 18, fp32/fp32 16; distributed 4 + 16/d, 6 + 12/d, 8 + 8/d)",
+         "https://github.com/NVIDIA/Megatron-LM/blob/main/docs/api-guide/dist_optimizer.md")
+register("narayanan2021", "D. Narayanan et al., \"Efficient Large-Scale Language Model Training on GPU Clusters "
+         "Using Megatron-LM\" (1F1B and interleaved pipeline schedules), SC 2021", "https://arxiv.org/abs/2104.04473")
+register("ren2021", "J. Ren et al., \"ZeRO-Offload: Democratizing Billion-Scale Model Training\", USENIX ATC 2021",
+         "https://arxiv.org/abs/2101.06840")
+register("dettmers2022", "T. Dettmers et al., \"8-bit Optimizers via Block-wise Quantization\", ICLR 2022 "
+         "(bitsandbytes: 2048-element blocks, one fp32 absmax each)", "https://arxiv.org/abs/2110.02861")
+register("chen2023", "X. Chen et al., \"Symbolic Discovery of Optimization Algorithms\" (Lion), NeurIPS 2023",
+         "https://arxiv.org/abs/2302.06675")
+register("shazeer2018", "N. Shazeer, M. Stern, \"Adafactor: Adaptive Learning Rates with Sublinear Memory Cost\", "
+         "ICML 2018", "https://arxiv.org/abs/1804.04235")
+register("dao2022", "T. Dao et al., \"FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness\", "
+         "NeurIPS 2022", "https://arxiv.org/abs/2205.14135")
+register("shazeer2019", "N. Shazeer, \"Fast Transformer Decoding: One Write-Head is All You Need\" (multi-query "
+         "attention, the KV cache)", "https://arxiv.org/abs/1911.02150")
+register("ainslie2023", "J. Ainslie et al., \"GQA: Training Generalized Multi-Query Transformer Models from "
+         "Multi-Head Checkpoints\", EMNLP 2023", "https://arxiv.org/abs/2305.13245")
+register("frantar2022", "E. Frantar et al., \"GPTQ: Accurate Post-Training Quantization for Generative Pre-trained "
+         "Transformers\" (group-wise int4 weights, group size 128), ICLR 2023", "https://arxiv.org/abs/2210.17323")
+register("dettmers2022int8", "T. Dettmers et al., \"LLM.int8(): 8-bit Matrix Multiplication for Transformers at "
+         "Scale\", NeurIPS 2022", "https://arxiv.org/abs/2208.07339")
+register("eleuther2023", "Q. Anthony, S. Biderman, H. Schoelkopf, \"Transformer Math 101\", EleutherAI blog, 2023 "
+         "(read second-hand)", "https://blog.eleuther.ai/transformer-math/")
+register("huggingface", "Hugging Face transformers: LlamaForCausalLM forward and ForCausalLMLoss (logits upcast to "
+         "fp32 before cross-entropy)")
+register("shazeer2020", "N. Shazeer, \"GLU Variants Improve Transformer\" (gated feed-forward: gate, up, down)",
+         "https://arxiv.org/abs/2002.05202")
+register("user", "Defined by the user (command line --term or a report specification)")

@@ -123,3 +123,26 @@ k_exp = declare("k_exp", r"k_{\mathrm{exp}}", "experts each token is routed to (
 t = declare("t", "t", "tensor-parallel degree")
 p = declare("p", "p", "pipeline-parallel degree")
 n_d = declare("n_d", r"N_{d}", "data-parallel degree (ZeRO shards over it)")
+
+# --- real architectures: extra sizes (issue 3: Hugging Face configs and presets) -----------
+n_type = declare("n_type", r"n_{\mathrm{type}}", "rows of a token-type (segment) embedding table (BERT)")
+d_emb = declare("d_emb", r"d_{\mathrm{emb}}", "width of the word embedding when it is not H (OPT's word_embed_proj_dim)")
+d_exp = declare("d_exp", r"d_{\mathrm{exp}}", "feed-forward inner size of one routed expert when it is not d_ff")
+n_shared = declare("n_shared", r"n_{\mathrm{shared}}", "shared (always active) experts per mixture-of-experts layer")
+d_shared = declare("d_shared", r"d_{\mathrm{shared}}", "feed-forward inner size of one shared expert")
+n_cls = declare("n_cls", r"n_{\mathrm{cls}}", "outputs of a classification head (labels)")
+
+# --- memory planning (issue 4: precision, optimizers, parallelism, KV cache, fit) ----------
+# Element sizes of the tensor classes are written into the planner's terms as numbers chosen by
+# the regime (2·N for bf16 weights, 4·N for fp32 master weights ...); the symbols below are the
+# ones a published formula keeps symbolic.
+K = declare("K", "K", "optimizer-state bytes per parameter (ZeRO paper's K; 12 for mixed-precision Adam)",
+            "bytes/element", integer=False)
+b_kv = declare("b_kv", r"b_{\mathrm{kv}}", "bytes per KV-cache element (fp16/bf16 2, fp8/int8 1, int4 1/2)",
+               "bytes/element", integer=False)
+b_s = declare("b_s", r"b_{\mathrm{s}}", "bytes per quantization scale (fp16 2, fp32 4)", "bytes/element", integer=False)
+g_q = declare("g_q", r"g_{\mathrm{q}}", "quantization group size: consecutive weights sharing one scale")
+n_mat = declare("n_mat", r"n_{\mathrm{mat}}", "number of weight matrices (for Adafactor's factored second moment)")
+N_gpu = declare("N_gpu", r"N_{\mathrm{gpu}}", "parameters held by one GPU: the most loaded tensor/pipeline shard")
+n_mb = declare("n_mb", "m", "micro-batches per optimizer step (the pipeline's in-flight limit)")
+v_pp = declare("v_pp", "v", "model chunks per GPU in the interleaved pipeline schedule")

@@ -3,6 +3,12 @@
 Each group of subcommands lives in its own module with an ``add_commands(subparsers)``
 function; this module wires them together and turns every expected failure into a one-line
 error with exit code 2.
+
+Import rule (start-up time): every command module is imported to build the parser, for every
+command, so a command module's top level imports only the standard library and light project
+modules (sympy-level: library, formula, printing). Heavy packages (numpy, matplotlib,
+weasyprint, ziamath, jinja2, torch, transformers) are imported inside the handler that needs
+them. ``tests/test_sweep_cli.py`` checks that ``symbolic list`` loads none of them.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Callable, Sequence
 
 from .common import CliError, Parser
 
-COMMAND_MODULES = ("formulas",)
+COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "report", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +44,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         handler: Callable[[argparse.Namespace], int | None] = args.handler
         return handler(args) or 0
+    except BrokenPipeError:
+        # the reader (e.g. `| head`) went away: stop quietly, and keep Python from
+        # complaining again when it flushes stdout at exit
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("symbolic: interrupted", file=sys.stderr)
+        return 130
     except CliError as err:
         print(f"symbolic: error: {err}", file=sys.stderr)
         return 2
@@ -45,11 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
         print(f"symbolic: error: {message.splitlines()[0] if message else type(err).__name__}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("symbolic: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+    except Exception as err:  # a bug, not bad input: still one line unless debugging
+        import os
+
+        if os.environ.get("SYMBOLIC_DEBUG"):
+            raise
+        print(f"symbolic: internal error: {type(err).__name__}: {err} (set SYMBOLIC_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def run() -> None:

@@ -6,9 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..values import parse_assignment
+
+if TYPE_CHECKING:
+    from ..formula import Formula
 
 
 class CliError(Exception):
@@ -52,3 +55,36 @@ def table(rows: Sequence[Sequence[str]], align: str = "") -> str:
             cells.append(f"{cell:{how}{widths[i]}}")
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def add_term_options(parser: argparse.ArgumentParser) -> None:
+    """--term NAME[:UNIT]=EXPR (repeatable) and --implicit, for commands that take custom terms."""
+    parser.add_argument("--term", action="append", metavar="NAME[:UNIT]=EXPR",
+                        help="add a user-defined term to the total, e.g. lora:params=2*r*H*L (bytes unless a unit "
+                             "is given: B, KiB, MiB, GiB, kB, MB, GB, params); new symbols take values with --set")
+    parser.add_argument("--implicit", action="store_true",
+                        help="read --term formulas in article notation: 14E + 4BSS means 14*E + 4*B*S*S")
+
+
+def cli_terms(args: argparse.Namespace) -> list:
+    """The CustomTerm objects named by --term (parsed lazily: most commands have none)."""
+    if not getattr(args, "term", None):
+        return []
+    from ..custom import parse_cli_term
+
+    terms = [parse_cli_term(text) for text in args.term]
+    if args.implicit:
+        from dataclasses import replace
+
+        terms = [replace(t, implicit=True) for t in terms]
+    return terms
+
+
+def with_cli_terms(formula: Formula, args: argparse.Namespace) -> Formula:
+    """``formula`` with the --term terms appended (unchanged when there are none)."""
+    terms = cli_terms(args)
+    if not terms:
+        return formula
+    from ..custom import with_terms
+
+    return with_terms(formula, terms)

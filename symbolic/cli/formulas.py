@@ -9,7 +9,7 @@ from .. import symbols as symtab
 from ..formula import Formula, to_plain
 from ..library.errata import ERRATA
 from ..units import format_bytes, format_count, parse_size
-from .common import CliError, parse_sets, print_json, table
+from .common import CliError, add_term_options, parse_sets, print_json, table, with_cli_terms
 
 FORMS = ("terms", "expanded", "simplified", "composed")
 
@@ -36,6 +36,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("key")
         p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol (repeatable)")
         p.add_argument("--example", action="store_true", help="start from the source's worked-example values")
+        add_term_options(p)
         p.add_argument("--json", action="store_true")
         if name == "solve":
             p.add_argument("--for", dest="target", required=True, metavar="SYMBOL", help="symbol to solve for")
@@ -103,7 +104,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    f = library.get(args.key)
+    f = with_cli_terms(library.get(args.key), args)
     result = f.evaluate(_values(f, args))
     if args.json:
         print_json(result.as_dict())
@@ -120,7 +121,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:
-    f = library.get(args.key)
+    f = with_cli_terms(library.get(args.key), args)
     values = _values(f, args)
     rows = f.sensitivity(values)
     total = f.evaluate(values).total
@@ -138,7 +139,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    f = library.get(args.key)
+    f = with_cli_terms(library.get(args.key), args)
     budget = parse_size(args.budget)
     if f.unit != "bytes" and not args.budget.strip().replace(".", "").replace("e", "").replace("E", "").isdigit():
         raise CliError(f"{f.key} counts {f.unit}; give --budget as a plain number")

@@ -1,6 +1,18 @@
 """The library of named formulas; importing it registers every source's terms."""
 
-from . import article_a, article_b  # noqa: F401  (registration on import)
+# Registration on import: the two articles; issue 4's memory terms (activations, inference,
+# optimizers, parallel, precision); issue 6's measured PyTorch terms (activations_pytorch, peak_pytorch).
+from . import (  # noqa: F401
+    activations,
+    activations_pytorch,
+    article_a,
+    article_b,
+    inference,
+    optimizers,
+    parallel,
+    peak_pytorch,
+    precision,
+)
 from .errata import ERRATA, Erratum, errata_for
 from .registry import UnknownKeyError, get, keys
 

@@ -1,0 +1,22 @@
+"""Real transformer architectures: exact parameter counts from Hugging Face configs and presets.
+
+>>> from symbolic import architectures
+>>> spec = architectures.load("gpt2")            # a preset, or a path to a config.json
+>>> print(spec.params_formula())
+N = L·(12·H^2 + 13·H) + H·V + H·n_pos + 2·H
+>>> spec.param_count()
+124439808
+"""
+
+from __future__ import annotations
+
+from .configs import ConfigError, load_config, read_json, spec_from_config
+from .families import SUPPORTED
+from .formulas import Component, breakdown, with_numbers
+from .presets import load, preset_config, preset_names, preset_source
+from .spec import ModelSpec, SpecError
+
+__all__ = [
+    "SUPPORTED", "Component", "ConfigError", "ModelSpec", "SpecError", "breakdown", "load", "load_config",
+    "preset_config", "preset_names", "preset_source", "read_json", "spec_from_config", "with_numbers",
+]

@@ -1,0 +1,201 @@
+"""ModelSpec: the sizes and structure of one real transformer that decide its parameter count.
+
+A spec is plain, validated data. Its parameter count is never computed here by arithmetic: the
+methods build the model's parameter formula (``formulas.py``), a ``Formula`` of symbolic terms,
+and evaluate it at the spec's numbers.
+
+Three sizes may be left as ``None``, meaning "by the standard relation", and the formula then
+writes that relation instead of a new symbol: ``kv_heads`` (= heads, multi-head attention),
+``head_dim`` (= hidden / heads) and ``ffn`` (= 4·hidden). That is how GPT-2's formula reads
+``L·(12·H^2 + 13·H) + ...``: its config gives neither a head size nor ``n_inner``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from . import formulas
+
+NORMS = ("layernorm", "rmsnorm")
+MAX_SIZE = 2**40
+
+_POSITIVE_OR_NONE = ("kv_heads", "head_dim", "ffn", "embed_dim", "expert_ffn", "shared_ffn")
+_POSITIVE = ("hidden", "layers", "heads", "vocab")
+_COUNTS = ("norms_per_layer", "positions", "token_types", "classifier", "experts", "top_k", "shared_experts")
+
+
+class SpecError(ValueError):
+    """A model description that cannot be counted; the message is one line."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The fields of a transformer that change its parameter count (see the module docstring).
+
+    Biases are named by the linear layers that carry them; ``norm`` is "layernorm" (scale and,
+    unless ``norm_bias=False``, bias) or "rmsnorm" (scale only); ``norm_scale=False`` is a
+    LayerNorm without affine parameters. ``experts > 0`` replaces each layer's MLP by a mixture
+    of experts routed to ``top_k`` of them; ``expert_ffn`` and ``shared_ffn`` default to ``ffn``.
+    ``embed_dim`` is a word-embedding width other than ``hidden`` (OPT's project_in/out).
+    """
+
+    name: str
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    vocab: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    ffn: int | None = None
+    gated_mlp: bool = False
+    # which linear layers carry biases
+    qkv_bias: bool = False
+    attn_out_bias: bool = False
+    mlp_bias: bool = False
+    lm_head_bias: bool = False
+    # norms and block structure
+    norm: str = "layernorm"
+    norm_bias: bool | None = None
+    norm_scale: bool = True
+    norms_per_layer: int = 2
+    final_norm: bool = True
+    qk_norm: bool = False
+    parallel_block: bool = False
+    cross_attention: bool = False
+    # embeddings
+    positions: int = 0
+    token_types: int = 0
+    embedding_norm: bool = False
+    embed_dim: int | None = None
+    # output heads
+    lm_head: bool = True
+    tied: bool = False
+    mlm_transform: bool = False
+    pooler: bool = False
+    classifier: int = 0
+    classifier_bias: bool = False
+    # mixture of experts
+    experts: int = 0
+    top_k: int = 0
+    expert_ffn: int | None = None
+    router_bias: bool = False
+    shared_experts: int = 0
+    shared_ffn: int | None = None
+    shared_expert_gate: bool = False
+    # where it comes from (display only)
+    architecture: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.norm_bias is None:
+            object.__setattr__(self, "norm_bias", self.norm == "layernorm" and self.norm_scale)
+        _validate(self)
+
+    # --- resolved sizes ------------------------------------------------------------------
+    @property
+    def resolved_kv_heads(self) -> int:
+        """Key/value heads (``heads`` when not given)."""
+        return self.heads if self.kv_heads is None else self.kv_heads
+
+    @property
+    def resolved_head_dim(self) -> int:
+        """Width of one head (``hidden // heads`` when not given)."""
+        return self.hidden // self.heads if self.head_dim is None else self.head_dim
+
+    @property
+    def resolved_ffn(self) -> int:
+        """Dense feed-forward inner size (``4 · hidden`` when not given)."""
+        return 4 * self.hidden if self.ffn is None else self.ffn
+
+    @property
+    def resolved_embed_dim(self) -> int:
+        """Width of the word embedding (``hidden`` when not given)."""
+        return self.hidden if self.embed_dim is None else self.embed_dim
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether each layer's MLP is a mixture of experts."""
+        return self.experts > 0
+
+    # --- numbers and formulas ------------------------------------------------------------
+    def numbers(self) -> dict[str, int]:
+        """Every architecture symbol that applies to this model, with its number."""
+        out = {"H": self.hidden, "L": self.layers, "a": self.heads, "a_kv": self.resolved_kv_heads,
+               "d_head": self.resolved_head_dim, "d_ff": self.resolved_ffn, "V": self.vocab}
+        optional = {
+            "n_pos": self.positions, "n_type": self.token_types, "n_cls": self.classifier,
+            "d_emb": self.embed_dim or 0, "n_exp": self.experts, "k_exp": self.top_k,
+            "d_exp": self.expert_ffn or 0, "n_shared": self.shared_experts, "d_shared": self.shared_ffn or 0,
+        }
+        out.update({k: v for k, v in optional.items() if v})
+        return out
+
+    def values(self, active: bool = False) -> dict[str, int]:
+        """The numbers of exactly the symbols this model's formula uses.
+
+        ``params_formula().evaluate(spec.values())`` is the exact count; with ``active=True``
+        the symbols of ``active_params_formula()``.
+        """
+        numbers = self.numbers()
+        formula = self.active_params_formula() if active else self.params_formula()
+        return {s.name: numbers[s.name] for s in formula.inputs}
+
+    def params_formula(self) -> formulas.Formula:
+        """Total parameters as a ``Formula``: per-layer terms times L, embeddings, norms, heads."""
+        return formulas.params_formula(self)
+
+    def active_params_formula(self) -> formulas.Formula:
+        """Parameters used per token: as ``params_formula`` with top-k experts instead of all."""
+        return formulas.params_formula(self, active=True)
+
+    def layer_formula(self, active: bool = False) -> formulas.Formula:
+        """Parameters of one layer, one term per component."""
+        return formulas.layer_formula(self, active)
+
+    def param_count(self) -> int:
+        """Exact number of parameters (tied tensors counted once)."""
+        return int(self.params_formula().evaluate(self.values()).total)
+
+    def active_param_count(self) -> int:
+        """Exact parameters per token (equal to ``param_count()`` without experts)."""
+        return int(self.active_params_formula().evaluate(self.values(active=True)).total)
+
+    def components(self, active: bool = False) -> dict[str, int]:
+        """Parameters per component (per-layer ones times L); they add up to the total."""
+        return {c.key: c.total for c in formulas.breakdown(self, active)}
+
+
+def _validate(spec: ModelSpec) -> None:
+    where = spec.name or "model"
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if f.type in ("bool", "bool | None") and not isinstance(value, bool):
+            raise SpecError(f"{where}: {f.name} must be true or false, got {value!r}")
+    for name in _POSITIVE + _POSITIVE_OR_NONE + _COUNTS:
+        value = getattr(spec, name)
+        if value is None and name in _POSITIVE_OR_NONE:
+            continue
+        low = 0 if name in _COUNTS else 1
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_SIZE:
+            kind = "a positive integer" if low else "a non-negative integer"
+            raise SpecError(f"{where}: {name} must be {kind}, got {value!r}")
+    if spec.norm not in NORMS:
+        raise SpecError(f"{where}: norm must be one of {', '.join(NORMS)}, got {spec.norm!r}")
+    if spec.norm == "rmsnorm" and spec.norm_bias:
+        raise SpecError(f"{where}: an RMSNorm has no bias")
+    if spec.head_dim is None and spec.hidden % spec.heads:
+        raise SpecError(f"{where}: {spec.heads} heads do not divide the hidden size {spec.hidden} and no head_dim is given")
+    if spec.experts:
+        if not 1 <= spec.top_k <= spec.experts:
+            raise SpecError(f"{where}: top_k must be between 1 and the {spec.experts} experts, got {spec.top_k}")
+    elif spec.top_k or spec.shared_experts or spec.expert_ffn is not None or spec.router_bias:
+        raise SpecError(f"{where}: top_k, shared experts, expert_ffn and router_bias need experts > 0")
+    if spec.shared_expert_gate and not spec.shared_experts:
+        raise SpecError(f"{where}: shared_expert_gate needs shared_experts > 0")
+    if spec.shared_ffn is not None and not spec.shared_experts:
+        raise SpecError(f"{where}: shared_ffn needs shared_experts > 0")
+    if spec.mlm_transform and not spec.lm_head:
+        raise SpecError(f"{where}: an MLM head transform needs lm_head")
+    if spec.classifier_bias and not spec.classifier:
+        raise SpecError(f"{where}: classifier_bias needs classifier outputs > 0")

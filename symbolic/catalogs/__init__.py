@@ -1,0 +1,7 @@
+"""Catalogues of hardware the planner answers questions about (GPUs and their memory)."""
+
+from __future__ import annotations
+
+from .gpus import GPU, GPUS, get, names
+
+__all__ = ["GPU", "GPUS", "get", "names"]

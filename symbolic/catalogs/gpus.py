@@ -1,0 +1,111 @@
+"""GPU catalogue: memory capacity in bytes, which number that is, and where it comes from.
+
+Vendors write "GB" on memory that is often sized in GiB: an "80GB" A100 reports 81,920 MiB,
+exactly 80 GiB (85.9 × 10⁹ bytes), while an "80GB" H100 reports 81,559 MiB (79.6 GiB) and a
+"141GB" H200 143,771 MiB (140.4 GiB, 150.8 × 10⁹ bytes). So the catalogue stores bytes, not the
+label, and says which number it stores (``basis``):
+
+- ``nvidia-smi``: the ``memory.total`` nvidia-smi prints (MiB × 2²⁰), copied from the output
+  quoted in the source. This is the board's memory as the driver reports it. CUDA's own total
+  (``cudaMemGetInfo`` / ``torch.cuda.get_device_properties().total_memory``) is a little lower
+  (A100-40GB: 42,298,834,944 bytes against nvidia-smi's 42,949,672,960, 1.5 % less), and the CUDA
+  context and allocator take a few hundred MiB more, so the headroom a plan reports is an upper
+  bound on what a job can use.
+- ``rocm-smi``: AMD's ``VRAM Total Memory (B)``, in bytes (``torch.cuda.mem_get_info`` on ROCm
+  reports the same number in the source).
+- ``vendor``: no device report was found; the vendor's figure, taken as decimal gigabytes.
+
+Nothing here is measured by this project; every entry names its source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..symbols import suggest
+
+MIB = 2**20
+MODAL = "https://github.com/modal-labs/modal-client/pull/2797 (nvidia-smi memory.total of Modal's GPUs)"
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator model and its memory."""
+
+    name: str  # short id used on the command line
+    title: str
+    vendor_label: str  # what the vendor's name says
+    bytes: int
+    basis: str  # "nvidia-smi", "rocm-smi" or "vendor"
+    source: str
+    note: str = ""
+
+    @property
+    def gib(self) -> float:
+        """Capacity in GiB (2³⁰ bytes)."""
+        return self.bytes / 2**30
+
+    @property
+    def gb(self) -> float:
+        """Capacity in decimal GB (10⁹ bytes)."""
+        return self.bytes / 10**9
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        return {"name": self.name, "title": self.title, "vendor_label": self.vendor_label, "bytes": self.bytes,
+                "gib": round(self.gib, 3), "gb": round(self.gb, 3), "basis": self.basis, "source": self.source,
+                "note": self.note}
+
+
+def _smi(name: str, title: str, label: str, mib: int, source: str, note: str = "") -> GPU:
+    return GPU(name, title, label, mib * MIB, "nvidia-smi", source, f"nvidia-smi memory.total {mib:,} MiB. {note}".strip())
+
+
+_ENTRIES = (
+    _smi("v100-16gb", "NVIDIA Tesla V100 16GB (SXM2 or PCIe)", "16GB HBM2", 16160,
+         "nvidia-smi outputs quoted in public repositories (Tesla V100-SXM2/PCIE, 16160MiB)"),
+    _smi("v100-32gb", "NVIDIA Tesla V100 32GB (SXM2 or PCIe)", "32GB HBM2", 32510,
+         "nvidia-smi outputs quoted in public repositories (Tesla V100-SXM2/PCIE, 32510MiB)"),
+    _smi("t4", "NVIDIA T4", "16GB GDDR6", 15360, MODAL),
+    _smi("a10g", "NVIDIA A10G (AWS g5; Modal lists it as A10)", "24GB GDDR6", 23028, MODAL),
+    _smi("l4", "NVIDIA L4", "24GB GDDR6", 23034, MODAL),
+    _smi("l40s", "NVIDIA L40S", "48GB GDDR6", 46068, MODAL),
+    _smi("rtx-3090", "NVIDIA GeForce RTX 3090", "24GB GDDR6X", 24576,
+         "https://github.com/noonghunna/club-3090/issues/1128 (nvidia-smi: 24576MiB)"),
+    _smi("rtx-4090", "NVIDIA GeForce RTX 4090", "24GB GDDR6X", 24564,
+         "https://github.com/RLinf/RLinf/issues/255 (nvidia-smi: 24564MiB)"),
+    _smi("a100-40gb", "NVIDIA A100 40GB (SXM4)", "40GB HBM2", 40960, MODAL,
+         "CUDA's deviceQuery reports 42,298,834,944 bytes (bottlerocket-os/bottlerocket PR #3873)."),
+    _smi("a100-80gb", "NVIDIA A100 80GB (SXM4)", "80GB HBM2e", 81920, MODAL, "Exactly 80 GiB."),
+    _smi("h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", "80GB HBM3", 81559,
+         MODAL + "; https://github.com/NVIDIA/nccl/issues/1264", "79.6 GiB: less than the A100's 80 GiB."),
+    GPU("h100-94gb", "NVIDIA H100 NVL", "94GB HBM3", 94 * 10**9, "vendor",
+        "NVIDIA H100 NVL product brief: 94 GB", "No nvidia-smi total found in our sources; the vendor's 94 GB "
+        "taken as 94 × 10⁹ bytes (the device probably reports somewhat more)."),
+    _smi("h200-141gb", "NVIDIA H200 (SXM)", "141GB HBM3e", 143771,
+         "nvidia-smi outputs quoted in public repositories (NVIDIA H200, 143771MiB)", "140.4 GiB = 150.8 × 10⁹ bytes."),
+    _smi("b200", "NVIDIA B200 (HGX)", "180GB HBM3e (192 GB marketed)", 183359,
+         "nvidia-smi outputs quoted in public repositories (NVIDIA B200, 183359MiB)", "179.1 GiB = 192.3 × 10⁹ bytes."),
+    GPU("mi300x", "AMD Instinct MI300X", "192GB HBM3", 205_822_885_888, "rocm-smi",
+        "rocm-smi --showmeminfo vram and torch.cuda.mem_get_info outputs quoted in public repositories "
+        "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes."),
+)
+
+GPUS: dict[str, GPU] = {g.name: g for g in _ENTRIES}
+# Names people also say, where they are unambiguous.
+ALIASES = {"h100": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",
+           "3090": "rtx-3090", "a10": "a10g"}
+
+
+def names() -> list[str]:
+    """Every GPU id, in catalogue order (roughly by generation)."""
+    return list(GPUS)
+
+
+def get(name: str) -> GPU:
+    """The GPU called ``name`` (case-insensitive); a one-line error with a suggestion otherwise."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key in GPUS:
+        return GPUS[key]
+    raise ValueError(f"unknown GPU {name!r}{suggest(key, GPUS)}; 'symbolic gpus' lists them")

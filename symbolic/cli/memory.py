@@ -1,0 +1,223 @@
+"""Subcommands on per-GPU memory of real models: ``memory``, ``fit`` and ``gpus``.
+
+The handlers are thin: they turn arguments into the keyword options of ``symbolic.planning``
+(the same API the report uses), print, and let ``ValueError`` become a one-line error. The
+planner is imported inside the handlers (see the import rule in ``cli/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import TYPE_CHECKING
+
+from ..units import format_bytes
+from .common import CliError, add_term_options, cli_terms, parse_sets, print_json, table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..catalogs import GPU
+    from ..planning import Plan
+
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
+OPTIMIZERS = ("sgd", "sgd-momentum", "adamw", "adam-8bit", "lion", "adafactor")
+GRADS = ("16bit", "fp32", "16bit+fp32")
+RECOMPUTE = ("none", "selective", "full")
+LOGITS = ("hf", "megatron", "fused")
+ACTIVATIONS = ("korthikanti", "article-b")
+WEIGHTS = ("fp32", "fp16", "bf16", "int8", "int4")
+KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+# argparse destination -> planning option (all default to None: "use the planner's default")
+OPTIONS = ("batch", "seq", "dp", "tp", "pp", "flash", "precision", "optimizer", "grads", "recompute", "dropout", "zero",
+           "sequence_parallel", "microbatches", "interleave", "offload", "logits", "activations", "weights",
+           "kv_dtype")
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return int(text)
+
+
+def _add_plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models') or path to config.json")
+    p.add_argument("--mode", choices=("train", "infer"), default="train", help="training or inference (default train)")
+    g = p.add_argument_group("shape and parallelism (both modes)")
+    g.add_argument("--batch", type=_positive, help="micro-batch per GPU; concurrent sequences when serving (default 1)")
+    g.add_argument("--seq", type=_positive, help="sequence length / context in tokens (default 4096, or the "
+                                                 "model's learned positions if fewer)")
+    g.add_argument("--dp", type=_positive, help="data-parallel degree (default 1)")
+    g.add_argument("--tp", type=_positive, help="tensor-parallel degree (must divide the heads; default 1)")
+    g.add_argument("--pp", type=_positive, help="pipeline-parallel degree (must divide the layers; default 1)")
+    g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
+                   help="FlashAttention: no s² attention tensors (default on)")
+    g = p.add_argument_group("training (--mode train)")
+    g.add_argument("--precision", choices=PRECISIONS, help="default bf16-mixed")
+    g.add_argument("--optimizer", choices=OPTIMIZERS, help="default adamw")
+    g.add_argument("--grads", choices=GRADS, help="gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)")
+    g.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
+    g.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=None,
+                   help="count dropout masks (default on for gpt2/bert, off otherwise)")
+    g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage over the dp ranks (default 0)")
+    g.add_argument("--sequence-parallel", dest="sequence_parallel", action=argparse.BooleanOptionalAction,
+                   default=None, help="Megatron sequence parallelism over the tp ranks (default off)")
+    g.add_argument("--microbatches", type=_positive, help="micro-batches per step (default pp: fills the pipeline)")
+    g.add_argument("--interleave", type=_positive, help="virtual pipeline stages per GPU (default 1)")
+    g.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None,
+                   help="ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)")
+    g.add_argument("--logits", choices=LOGITS, help="byte accounting of logits and loss (default hf)")
+    g.add_argument("--activations", choices=ACTIVATIONS, help="activation model (default korthikanti)")
+    g = p.add_argument_group("inference (--mode infer)")
+    g.add_argument("--weights", choices=WEIGHTS, help="weight dtype; int8/int4 with fp16 scales per 128 (default bf16)")
+    g.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES, help="KV-cache dtype (default: the weights' "
+                                                                        "16-bit dtype)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``memory``, ``fit`` and ``gpus``."""
+    p = sub.add_parser("memory", help="per-GPU memory of a model: every term and the total",
+                       description="Per-GPU training or inference memory of a preset or config.json, term by term.")
+    _add_plan_options(p)
+    p.add_argument("--gpu", help="check the total against a GPU of the catalogue ('symbolic gpus')")
+    p.add_argument("--formula", action="store_true", help="show the formula behind each number")
+    add_term_options(p)
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol a --term introduces")
+    p.set_defaults(handler=cmd_memory)
+
+    p = sub.add_parser("fit", help="largest batch or context, or fewest GPUs, that fit a GPU",
+                       description="Solve the per-GPU memory formula against a GPU's capacity.")
+    _add_plan_options(p)
+    p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus')")
+    p.add_argument("--for", dest="question", required=True, choices=("batch", "seq", "gpus"),
+                   help="batch: largest micro-batch; seq: longest context; gpus: fewest GPUs")
+    p.add_argument("--over", choices=("auto", "dp", "tp", "pp"), default="auto",
+                   help="for --for gpus: which degree grows (auto: dp with ZeRO-3 when training, tp when serving)")
+    p.set_defaults(handler=cmd_fit)
+
+    p = sub.add_parser("gpus", help="the GPU catalogue: memory in bytes and where each number comes from")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_gpus)
+
+
+def plan_options(args: argparse.Namespace) -> dict[str, object]:
+    """The planning keyword options the user gave (None: the planner's default)."""
+    return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
+
+
+def _show(value: object) -> str:
+    return {True: "on", False: "off"}.get(value, str(value)) if isinstance(value, bool) else str(value)
+
+
+def _choices_text(plan: Plan) -> str:
+    defaulted = set(plan.regime.defaulted)
+    items = [f"{name.replace('_', '-')} {_show(value)}{'*' if name in defaulted else ''}"
+             for name, value in plan.regime.options().items() if name != "mode"]
+    body = textwrap.fill(", ".join(items), width=96, initial_indent="  options: ", subsequent_indent="           ")
+    return body + "\n  (* = default)"
+
+
+def _fit_line(plan: Plan, gpu: GPU) -> str:
+    fit = plan.fit(gpu)
+    head = f"  on {gpu.name} ({gpu.bytes:,} bytes = {format_bytes(gpu.bytes)}, {gpu.basis}): "
+    if fit.fits:
+        return head + f"fits, headroom {format_bytes(fit.headroom)} ({fit.headroom:,} bytes)"
+    return head + f"does NOT fit: {format_bytes(-fit.headroom)} over ({-fit.headroom:,} bytes)"
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    from .. import planning
+
+    gpu = planning.gpu(args.gpu) if args.gpu else None
+    plan = planning.plan(args.model, args.mode, **plan_options(args))
+    terms, values = cli_terms(args), parse_sets(args.set)
+    if terms or values:
+        plan = plan.with_terms(terms, values)
+    if args.json:
+        print_json(plan.as_dict(gpu, formulas=args.formula))
+        return 0
+    what = "training" if plan.regime.train else "inference"
+    print(f"{plan.model.name}: {what} memory per GPU ({plan.regime.gpus} GPU{'s' if plan.regime.gpus > 1 else ''} "
+          f"in the job)")
+    print(_choices_text(plan))
+    _print_terms(plan, args.formula)
+    if plan.host is not None:
+        rows = [("  " + k, f"{v:,}", format_bytes(v)) for k, v in plan.host_terms().items()]
+        rows.append(("  host total", f"{plan.host_total:,}", format_bytes(plan.host_total)))
+        print("host memory per GPU process (offload):")
+        print(table(rows, "<>>"))
+    if gpu is not None:
+        print(_fit_line(plan, gpu))
+    for note in plan.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def _print_terms(plan: Plan, formulas: bool) -> None:
+    from .. import printing
+
+    terms = plan.terms()
+    total = plan.total
+    rows = [("term", "bytes", "size", "share") + (("formula", "source") if formulas else ())]
+    for term in plan.formula.terms:
+        value = terms[term.key]
+        share = f"{100 * value / total:.1f} %" if total else ""
+        row = (term.key, f"{value:,}", format_bytes(value), share)
+        rows.append(row + ((printing.text(term.expr), term.source) if formulas else ()))
+    rows.append(("total", f"{total:,}", format_bytes(total), "") + (("", "") if formulas else ()))
+    print(table(rows, "<>>><<"))
+    if not formulas:
+        return
+    print(f"formula: {plan.formula}")
+    _print_definitions(plan.formula, "  ")
+    values = ", ".join(f"{k}={v}" for k, v in plan.values.items())
+    print(textwrap.fill(values, width=100, initial_indent="  at ", subsequent_indent="     "))
+    for term in plan.formula.terms:
+        if term.note:
+            print(textwrap.fill(f"{term.key}: {term.note}", width=100, initial_indent="  ", subsequent_indent="    "))
+
+
+def _print_definitions(formula: object, indent: str) -> None:
+    for symbol, definition in formula.definitions.items():  # type: ignore[attr-defined]
+        print(f"{indent}where {symbol.name} = {definition.text()}   [{definition.key}]")
+        _print_definitions(definition, indent + "  ")
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from .. import planning
+
+    options = plan_options(args)
+    if args.question != "gpus" and args.over != "auto":
+        raise CliError("--over applies to --for gpus only")
+    if args.question == "batch":
+        answer = planning.fit_batch(args.model, args.gpu, args.mode, **options)
+    elif args.question == "seq":
+        answer = planning.fit_seq(args.model, args.gpu, args.mode, **options)
+    else:
+        answer = planning.fit_gpus(args.model, args.gpu, args.mode, args.over, **options)
+    if args.json:
+        print_json(answer.as_dict())
+        return 0
+    print(f"{answer.plan.model.name if answer.plan else args.model} on {answer.gpu.name} "
+          f"({answer.gpu.bytes:,} bytes = {format_bytes(answer.gpu.bytes)}): {answer.message}")
+    if answer.plan is not None:
+        print(_choices_text(answer.plan))
+        _print_terms(answer.plan, False)
+        for note in answer.plan.notes:
+            print(f"  note: {note}")
+    return 0
+
+
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from .. import catalogs
+
+    gpus = list(catalogs.GPUS.values())
+    if args.json:
+        print_json([g.as_dict() for g in gpus])
+        return 0
+    rows = [("name", "bytes", "GiB", "GB", "vendor says", "basis")]
+    rows += [(g.name, f"{g.bytes:,}", f"{g.gib:.2f}", f"{g.gb:.2f}", g.vendor_label, g.basis) for g in gpus]
+    print(table(rows, "<>>><<"))
+    print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
+          "no device report was found. CUDA's own total is slightly lower and the CUDA context takes a few hundred "
+          "MiB more. 'symbolic gpus --json' gives each source.")
+    return 0

@@ -1,0 +1,163 @@
+"""``symbolic validate MODEL``: measure real PyTorch training steps and compare with the formulas.
+
+Needs the ``torch`` extra (torch; transformers for Hugging Face configs). They are imported by
+the handler, never when the parser is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import CliError, print_json, table
+
+DEFAULTS = {"batch": "1,2", "seq": "64,128", "layers": "1,2", "dtype": "fp32,bf16", "attn": "eager,sdpa"}
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``validate``."""
+    p = sub.add_parser("validate", help="measure real training steps (torch) and compare with the formulas",
+                       description="Build MODEL with random weights (never downloaded), measure the bytes saved for "
+                                   "backward and the peak of whole AdamW steps over a grid, and print predicted vs "
+                                   "measured. MODEL is 'mlp' or 'mlp-nobias' (article A's network), a preset name "
+                                   "(see 'symbolic models') or a path to a config.json.")
+    p.add_argument("model", metavar="MODEL")
+    for name, default in DEFAULTS.items():
+        p.add_argument(f"--{name}", default=default, help=f"comma-separated values (default {default})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=N",
+                   help="override a whole-number config field, e.g. vocab_size=8192 (repeatable)")
+    p.add_argument("--dropout", choices=("config", "off"), default="config",
+                   help="keep the config's dropout probabilities or set them all to 0")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--no-peak", action="store_true", help="measure saved bytes only (faster)")
+    p.add_argument("--method", choices=("dispatch", "profiler", "cuda"), default=None,
+                   help="how the peak is measured (default: cuda on CUDA, dispatch on the CPU)")
+    p.add_argument("--terms", action="store_true", help="also compare each module type's share")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="machine-readable output")
+    out.add_argument("--markdown", action="store_true", help="the summary as a Markdown table row")
+    p.set_defaults(handler=cmd_validate)
+
+
+def _ints(text: str, name: str) -> tuple[int, ...]:
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items or not all(x.isdigit() and int(x) > 0 for x in items):
+        raise CliError(f"--{name}: give positive whole numbers separated by commas, e.g. 1,2")
+    return tuple(int(x) for x in items)
+
+
+def _words(text: str, name: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    items = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not items or set(items) - set(allowed):
+        raise CliError(f"--{name}: choose from {', '.join(allowed)}")
+    return items
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:+.2f} %"
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .. import measure
+
+    try:
+        measure.require_torch()
+    except measure.TorchMissing as err:
+        raise CliError(str(err)) from None
+    from .. import validate as val
+
+    grid = val.Grid(batch=_ints(args.batch, "batch"), seq=_ints(args.seq, "seq"), layers=_ints(args.layers, "layers"),
+                    dtype=_words(args.dtype, "dtype", val.DTYPES), attn=_words(args.attn, "attn", ("eager", "sdpa")))
+    overrides = val.parse_overrides(args.set)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CliError("--device cuda: no CUDA device is available")
+    points = val.run(args.model, grid, device=args.device, peak=not args.no_peak, overrides=overrides,
+                     method=args.method, dropout=args.dropout)
+    summary = val.summarize(points)
+    info = val.environment()
+    if args.json:
+        print_json({"model": args.model, "environment": info, "summary": summary,
+                    "points": [p.as_dict() for p in points]})
+        return 0
+    if args.markdown:
+        print(MARKDOWN_HEAD)
+        print(markdown_row(args.model, points, summary))
+        return 0
+    _print_text(args, points, summary, info)
+    return 0
+
+
+MARKDOWN_HEAD = ("| model | points | saved: ours | saved: article A/B | saved: Korthikanti | peak: ours "
+                 "| peak: article A/B |\n|---|---:|---:|---:|---:|---:|---:|")
+
+
+def markdown_row(model: str, points: list[Any], summary: dict[str, Any]) -> str:
+    """One README table row: ours as the largest |error|, the seeds' as their error range."""
+    def worst(key: str) -> str:
+        s = summary.get(key)
+        return "–" if not s else f"{100 * s['max_abs']:.2f} %"
+
+    def span(key: str) -> str:
+        s = summary.get(key)
+        if not s:
+            return "–"
+        low, high = 100 * s["min"], 100 * s["max"]
+        return f"{low:+.0f} %" if round(low) == round(high) else f"{low:+.0f} … {high:+.0f} %"
+
+    seed = "article A" if "article A" in summary else "article B"
+    return (f"| {model} | {summary['points']} | {worst('saved')} | {span(seed)} | {span('Korthikanti')} | "
+            f"{worst('peak')} | {span('peak ' + seed)} |")
+
+
+def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, Any], info: dict[str, str]) -> None:
+    from ..units import format_bytes
+
+    first = points[0]
+    print(f"symbolic validate {args.model}: family {first.family}, device {args.device}, "
+          f"torch {info['torch']}, transformers {info.get('transformers', '-')}")
+    if first.note:
+        print(f"  note: {first.note}")
+    seeds = list(first.seeds)
+    head = ["B", "S", "L", "dtype", "attn", "saved (measured)", "ours", "error"]
+    for seed in seeds:
+        head += [seed, "error"]
+    if first.peak_measured is not None:
+        head += ["peak (measured)", "ours", "error", "at"]
+    rows: list[list[str]] = [head]
+    for p in points:
+        row = [str(p.B), str(p.S or "-"), str(p.L or "-"), p.dtype, p.attn or "-", f"{p.saved_measured:,}",
+               f"{p.saved_predicted:,}", _pct(p.saved_error)]
+        for seed in seeds:
+            row += [f"{p.seeds[seed]:,}", _pct(p.seed_errors()[seed])]
+        if p.peak_measured is not None:
+            row += [format_bytes(p.peak_measured), format_bytes(p.peak_predicted), _pct(p.peak_error), p.peak_phase]
+        rows.append(row)
+    print(table(rows, "<>><<>>>" + ">>" * len(seeds) + ">>><"))
+    if args.terms:
+        for p in points:
+            print(f"\n  B={p.B} S={p.S} L={p.L} {p.dtype} {p.attn}: bytes saved per module type")
+            names = sorted(set(p.modules_measured) | set(p.modules_predicted))
+            print(table([["  module", "measured", "ours", "error"]] +
+                        [[f"  {n}", f"{p.modules_measured.get(n, 0):,}", f"{p.modules_predicted.get(n, 0):,}",
+                          _pct(None if not p.modules_measured.get(n) else
+                               (p.modules_predicted.get(n, 0) - p.modules_measured[n]) / p.modules_measured[n])]
+                         for n in names], "<>>>"))
+    s = summary["saved"]
+    print(f"\nsaved bytes: ours within {100 * s['max_abs']:.3f} % (mean {100 * s['mean_abs']:.3f} %) over "
+          f"{summary['points']} points; target {100 * val_tolerance('saved'):.0f} %")
+    for seed in seeds:
+        t = summary[seed]
+        print(f"  {seed}: {100 * t['min']:+.1f} % … {100 * t['max']:+.1f} %")
+    if "peak" in summary:
+        t = summary["peak"]
+        print(f"peak of a step: ours within {100 * t['max_abs']:.3f} %; target {100 * val_tolerance('peak'):.0f} %")
+    print("all within the targets" if summary["within_targets"] else "NOT within the targets")
+
+
+def val_tolerance(kind: str) -> float:
+    from .. import validate as val
+
+    return val.TOLERANCE_SAVED if kind == "saved" else val.TOLERANCE_PEAK

@@ -1,0 +1,281 @@
+"""Activation memory of transformer training: Korthikanti et al. 2022 and its variants.
+
+Three models of the same quantity are kept side by side, none replacing another:
+
+- article B's ``llm.activations``: L·(14E + 4BSS) + 6BSV (see ``article_b.py`` and its errata);
+- Korthikanti et al. 2022, Table 2, verbatim: ``act.korthikanti.<row>``, one formula per row;
+- a per-tensor generalisation of Korthikanti's derivation (``layer_parts``), which the planner
+  uses and which reduces to Korthikanti's rows for a GPT-2-style layer (tests check this
+  symbolically): ``act.layer.<attention>.<mlp>``.
+
+Derivation (Korthikanti §4.1, 16-bit activations, 1-byte dropout masks; s sequence, b micro-
+batch, h hidden, a heads). What the backward pass needs from one layer:
+
+- attention, 11sbh + 5as²b: the input of the QKV projection 2sbh; Q and K 4sbh (for QKᵀ);
+  the softmax output 2as²b; the softmax-dropout mask as²b; the dropout output 2as²b (input of
+  the product with V); V 2sbh; the input of the output projection 2sbh; its dropout mask sbh;
+- MLP, 19sbh: the input of the first linear 2sbh; its output 8sbh (input of GeLU, d_ff = 4h);
+  the GeLU output 8sbh (input of the second linear); the dropout mask sbh;
+- two LayerNorms, 4sbh: each keeps its input.
+
+Sum: sbh(34 + 5as/h). Under tensor parallelism t the attention and MLP internals (24sbh and the
+5as²b term) are split over t ranks, while the norms, dropouts and the inputs of the QKV and first
+MLP projections (10sbh) are replicated; sequence parallelism splits those 10sbh too. Selective
+recompute drops the 5as²b term (softmax, dropout and attention-over-V are recomputed); full
+recompute keeps only the layer input, 2sbh.
+
+The generalisation replaces the assumptions by symbols:
+
+- GQA/MQA: K and V are a_kv·d_head wide, Q and the attention output a·d_head wide, so Q and K
+  take 2sb·d_head·(a + a_kv) and V plus the projection input 2sb·d_head·(a_kv + a).
+- gated MLP (SwiGLU/GeGLU, Shazeer 2020): the gate and up projections' outputs, the activation's
+  output and the product (input of the down projection) are kept: 4 · 2sb·d_ff instead of 2 · 2sb·d_ff.
+- FlashAttention (Dao et al. 2022): the s² tensors are never stored (the backward pass
+  recomputes them from Q, K, V, the output and the per-row log-sum-exp); the log-sum-exp adds
+  4asb bytes (fp32). Attention dropout masks are regenerated from the RNG state.
+- no dropout (most current LLMs): the masks go and the softmax output is itself the input of
+  the product with V.
+- mixture of experts: each token's MLP tensors exist in k_exp experts (× k_exp), plus the
+  router's fp32 probabilities 4sb·n_exp; capacity-factor padding, token-permutation buffers and
+  shared (always active) experts are ignored.
+- element size: 2 bytes (16-bit) or 4 (fp32 training); masks stay 1 byte.
+
+Outputs (``logits_terms``), three named byte accountings:
+
+- ``hf``: 16-bit logits 2sbV (kept as the model output), the fp32 log-softmax output 4sbV that
+  cross-entropy saves after Hugging Face upcasts the logits, and the fp32 gradient of the logits
+  4sbV alive at the start of backward — 10sbV, article B's 6BSV + 4BSV; plus the LM-head input.
+- ``megatron``: Korthikanti §4.3: 4sbh(1 + V/h) — final norm and output-projection inputs 4sbh,
+  fp32 logits of the fused vocab-parallel cross-entropy 4sbV.
+- ``fused``: a fused linear + cross-entropy kernel that never materialises the s × V logits
+  (e.g. Liger's): only the LM-head input is kept; its chunk workspace is ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from ..formula import Formula
+from ..symbols import B, H, S, V, a, a_kv, d_ff, d_head, k_exp, n_exp, t
+from ..term import Term
+from .registry import register
+
+SRC = "korthikanti2022"
+RECOMPUTE = ("none", "selective", "full")
+LOGITS = ("hf", "megatron", "fused")
+
+# --- Korthikanti et al. 2022, Table 2, verbatim ------------------------------------------------
+ROWS: dict[str, tuple[str, sympy.Expr]] = {
+    "none": ("no parallelism", S * B * H * (34 + 5 * a * S / H)),
+    "tp": ("tensor parallel", S * B * H * (10 + 24 / t + 5 * a * S / (H * t))),
+    "tp_sp": ("tensor + sequence parallel", S * B * H * (34 / t + 5 * a * S / (H * t))),
+    "tp_selective": ("tensor parallel + selective recompute", S * B * H * (10 + 24 / t)),
+    "tp_sp_selective": ("tensor + sequence parallel + selective recompute", 34 * S * B * H / t),
+    "full": ("full recompute", 2 * S * B * H),
+}
+EXAMPLE_GPT3 = {"S": 2048, "B": 1, "H": 12288, "a": 96, "t": 8}  # GPT-3 175B as in the paper's Table 3
+
+for _key, (_title, _expr) in ROWS.items():
+    register(Formula(
+        f"act.korthikanti.{_key}", f"Activations per layer, {_title} (Korthikanti et al. 2022, Table 2)",
+        (Term("layer", f"one layer, {_title}", _expr, "bytes", SRC, "Table 2"),),
+        source=SRC, where="Table 2", name="M_layer",
+        example={k: v for k, v in EXAMPLE_GPT3.items() if k != "t" or "tp" in _key},
+        note="16-bit activations, 1-byte dropout masks; GPT-2-style layer (LayerNorm, GeLU MLP with d_ff = 4h, "
+             "multi-head attention)."))
+
+register(Formula(
+    "act.korthikanti.layer", "Activations per layer broken down (Korthikanti et al. 2022, §4.1): sbh(34 + 5as/h)",
+    (Term("attention", "self-attention block", 11 * S * B * H + 5 * a * S**2 * B, "bytes", SRC, "§4.1 eq. 1",
+          "QKV input 2sbh, Q and K 4sbh, softmax 2as²b, its dropout mask as²b and output 2as²b, V 2sbh, "
+          "projection input 2sbh, dropout mask sbh."),
+     Term("mlp", "MLP block", 19 * S * B * H, "bytes", SRC, "§4.1",
+          "input 2sbh, GeLU input 8sbh, GeLU output 8sbh, dropout mask sbh."),
+     Term("layernorm", "two layer norms", 4 * S * B * H, "bytes", SRC, "§4.1", "each keeps its input, 2sbh")),
+    source=SRC, where="§4.1", name="M_layer", example={k: v for k, v in EXAMPLE_GPT3.items() if k != "t"}))
+
+
+# --- the per-tensor generalisation --------------------------------------------------------------
+@dataclass(frozen=True)
+class LayerVariant:
+    """What a layer's stored activations depend on besides the sizes."""
+
+    flash: bool = False
+    gated: bool = False
+    dropout: bool = True
+    moe: bool = False
+    act_bytes: int = 2
+
+    @property
+    def name(self) -> str:
+        """Short name, e.g. 'flash.gated'."""
+        parts = ["flash" if self.flash else "standard", "gated" if self.gated else "gelu"]
+        if self.moe:
+            parts.append("moe")
+        if not self.dropout:
+            parts.append("nodropout")
+        if self.act_bytes != 2:
+            parts.append(f"{self.act_bytes}byte")
+        return ".".join(parts)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One stored tensor of a layer.
+
+    ``shard`` is "tp" when tensor parallelism splits it, "sp" when only sequence parallelism
+    does; ``scores`` marks the s² tensors selective recompute drops.
+    """
+
+    key: str
+    title: str
+    expr: sympy.Expr
+    shard: str
+    scores: bool = False
+    source: str = SRC
+
+
+def layer_parts(v: LayerVariant) -> list[Part]:
+    """Every tensor one layer keeps for backward, for one micro-batch, in bytes."""
+    b = v.act_bytes
+    sbh = S * B * H
+    parts = [
+        Part("ln1_input", "input of the first norm", b * sbh, "sp"),
+        Part("qkv_input", "norm output: input of the QKV projection", b * sbh, "sp"),
+        Part("query", "Q (a·d_head wide)", b * S * B * a * d_head, "tp"),
+        Part("key", "K (a_kv·d_head wide)", b * S * B * a_kv * d_head, "tp", source="ainslie2023"),
+    ]
+    if v.flash:
+        parts.append(Part("softmax_stats", "per-row log-sum-exp (fp32)", 4 * a * S * B, "tp", source="dao2022"))
+    else:
+        parts.append(Part("softmax_output", "softmax output a·s²", b * a * S**2 * B, "tp", True))
+        if v.dropout:
+            parts.append(Part("attn_dropout_mask", "softmax dropout mask (1 byte)", a * S**2 * B, "tp", True))
+            parts.append(Part("attn_dropout_output", "softmax dropout output", b * a * S**2 * B, "tp", True))
+    parts += [
+        Part("value", "V (a_kv·d_head wide)", b * S * B * a_kv * d_head, "tp", source="ainslie2023"),
+        Part("attn_output", "attention output: input of the output projection", b * S * B * a * d_head, "tp"),
+    ]
+    if v.dropout:
+        parts.append(Part("attn_out_dropout_mask", "attention-output dropout mask (1 byte)", sbh, "sp"))
+    parts += [
+        Part("ln2_input", "input of the second norm", b * sbh, "sp"),
+        Part("mlp_input", "norm output: input of the MLP", b * sbh, "sp"),
+    ]
+    k = k_exp if v.moe else 1
+    per = " per routed expert" if v.moe else ""
+    if v.gated:
+        src = "shazeer2020"
+        parts += [
+            Part("gate_output", "gate projection output" + per, k * b * S * B * d_ff, "tp", source=src),
+            Part("up_output", "up projection output" + per, k * b * S * B * d_ff, "tp", source=src),
+            Part("act_output", "activation(gate) output" + per, k * b * S * B * d_ff, "tp", source=src),
+            Part("product", "gate·up product: input of the down projection" + per, k * b * S * B * d_ff, "tp",
+                 source=src),
+        ]
+    else:
+        parts += [
+            Part("fc1_output", "first linear output: input of GeLU" + per, k * b * S * B * d_ff, "tp"),
+            Part("act_output", "GeLU output: input of the second linear" + per, k * b * S * B * d_ff, "tp"),
+        ]
+    if v.moe:
+        parts.append(Part("router_probs", "router probabilities over the experts (fp32)", 4 * S * B * n_exp, "sp",
+                          source="project"))
+    if v.dropout:
+        parts.append(Part("mlp_dropout_mask", "MLP dropout mask (1 byte)", sbh, "sp"))
+    return parts
+
+
+def _check(recompute: str) -> None:
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
+
+
+def layer_terms(v: LayerVariant, recompute: str = "none", tp: sympy.Expr | int = 1,
+                sp: bool = False) -> list[Term]:
+    """Per-layer, per-micro-batch stored activations as terms, after parallelism and recompute."""
+    _check(recompute)
+    if recompute == "full":
+        return [Term("layer_input", "layer input (everything else is recomputed)", v.act_bytes * S * B * H, "bytes",
+                     SRC, "Table 2, full recompute", "Kept unsplit, as Table 2 writes it (2sbh).")]
+    out = []
+    for part in layer_parts(v):
+        if recompute == "selective" and part.scores:
+            continue
+        divide = part.shard == "tp" or (part.shard == "sp" and sp)
+        expr = part.expr / tp if divide else part.expr
+        out.append(Term(part.key, part.title, expr, "bytes", part.source, "§4.1"))
+    return out
+
+
+def per_layer(v: LayerVariant, recompute: str = "none", tp: sympy.Expr | int = 1, sp: bool = False) -> sympy.Expr:
+    """Bytes one layer keeps for one micro-batch (a single expression)."""
+    return sympy.Add(*(term.expr for term in layer_terms(v, recompute, tp, sp)))
+
+
+def korthikanti_assumptions() -> dict[sympy.Symbol, sympy.Expr]:
+    """GPT-2-style sizes under which the generalisation must equal Korthikanti's rows."""
+    return {a_kv: a, d_head: H / a, d_ff: 4 * H}
+
+
+# --- outputs: logits and cross-entropy -----------------------------------------------------------
+def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bool = False) -> list[Term]:
+    """Output-layer and loss activations for one micro-batch (bytes), under a named accounting."""
+    if kind not in LOGITS:
+        raise ValueError(f"unknown logits accounting {kind!r}; choose from {', '.join(LOGITS)}")
+    b = act_bytes
+    hidden_tp = tp if sp else 1
+    if kind == "megatron":
+        return [
+            Term("output_inputs", "final norm and output-projection inputs", 4 * S * B * H / hidden_tp, "bytes", SRC,
+                 "§4.3", "4sbh (split by t with sequence parallelism)."),
+            Term("logits_fp32", "fp32 logits of the vocab-parallel cross-entropy", 4 * S * B * V / tp, "bytes", SRC,
+                 "§4.3", "4sbV/t: Megatron's fused cross-entropy keeps fp32 logits."),
+        ]
+    head_input = Term("lm_head_input", "final norm output: input of the LM head", b * S * B * H / hidden_tp, "bytes",
+                      "huggingface")
+    if kind == "fused":
+        return [head_input.replace(note="A fused linear + cross-entropy kernel never stores the s × V logits "
+                                        "(its chunk workspace is ignored).")]
+    return [
+        head_input,
+        Term("logits", f"logits in the training dtype ({b} bytes)", b * S * B * V / tp, "bytes", "huggingface",
+             "model output", "Kept as the model's output until the step ends."),
+        Term("log_softmax_fp32", "fp32 log-softmax saved by cross-entropy", 4 * S * B * V / tp, "bytes",
+             "huggingface", "ForCausalLMLoss", "Hugging Face upcasts the logits to fp32 before cross-entropy."),
+        Term("logits_grad_fp32", "fp32 gradient of the logits at the start of backward", 4 * S * B * V / tp, "bytes",
+             "article-B", "peak memory total", "Article B's 4BSV extra allocation; with the two above, 10sbV."),
+    ]
+
+
+# --- registered variants --------------------------------------------------------------------------
+_LLAMA_LIKE = {"S": 4096, "B": 1, "H": 4096, "a": 32, "a_kv": 8, "d_head": 128, "d_ff": 14336}
+_GPT2_LIKE = {"S": 1024, "B": 1, "H": 768, "a": 12, "a_kv": 12, "d_head": 64, "d_ff": 3072}
+
+for _flash in (False, True):
+    for _gated in (False, True):
+        _v = LayerVariant(flash=_flash, gated=_gated)
+        register(Formula(
+            f"act.layer.{_v.name}", f"Activations per layer: {'FlashAttention' if _flash else 'standard attention'}, "
+            f"{'gated' if _gated else 'GeLU'} MLP, GQA-aware (Korthikanti's derivation generalised)",
+            layer_terms(_v), source=SRC, where="§4.1", name="M_layer",
+            example=_LLAMA_LIKE if _gated else _GPT2_LIKE,
+            note="16-bit activations, 1-byte dropout masks, no parallelism, no recompute. Equals "
+                 "act.korthikanti.none when a_kv = a, d_head = H/a, d_ff = 4H and attention is standard."))
+
+for _kind in LOGITS:
+    register(Formula(
+        f"act.logits.{_kind}", f"Output layer and cross-entropy activations ({_kind} accounting)",
+        logits_terms(_kind), source=SRC if _kind == "megatron" else "huggingface", name="M_logits",
+        example={"S": 4096, "B": 1, "H": 4096, "V": 128256}))
+
+# Every activation model a plan can select, by name (none silently replaces another).
+MODELS = {
+    "korthikanti": "Korthikanti et al. 2022 per tensor, generalised (GQA, gated MLP, FlashAttention, MoE)",
+    "article-b": "article B's llm.activations: L·(14E + 4BSS) + 6BSV (+ 4BSV at the start of backward)",
+}
+
+__all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions", "layer_parts",
+           "layer_terms", "logits_terms", "per_layer"]

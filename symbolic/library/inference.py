@@ -1,0 +1,134 @@
+"""Inference memory: weights at 16, 8 or 4 bits with group-wise scales, and the KV cache.
+
+Weights (``WEIGHT_DTYPES``). fp16/bf16 store 2 bytes per parameter. The quantised formats store
+their codes plus, for every group of g_q = 128 consecutive weights of a row, one fp16 scale
+(b_s = 2 bytes) and, for int4, one 4-bit zero point — the group-wise scheme of GPTQ (Frantar et
+al. 2022) and AWQ, whose default group size is 128. So int8 costs 1 + 2/128 bytes per
+parameter and int4 1/2 + (2 + 1/2)/128. Both keep the token embeddings and the LM head in
+16-bit (the planner treats them apart); norms and biases, a tiny fraction, are counted as
+quantised. LLM.int8() (Dettmers et al. 2022) uses one fp32 scale per row instead (4/H bytes per
+parameter); that variant is not modelled.
+
+KV cache (Shazeer 2019; GQA: Ainslie et al. 2023): every layer keeps a key and a value vector of
+a_kv·d_head numbers per token, so 2·L·a_kv·d_head·S·B·b_kv bytes for B sequences of S tokens.
+Under tensor parallelism each rank holds max(a_kv/t, 1) key/value heads: the heads are split
+while there are enough, and replicated once t exceeds a_kv. The cache's scales for fp8/int8/int4
+KV (per tensor or per head) are ignored. d_head is the config's head dimension (H/a unless the
+config says otherwise, e.g. Gemma-7B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from ..formula import Formula
+from ..symbols import B, L, N, S, a_kv, b, b_kv, b_s, d_head, g_q, t
+from ..term import Term
+from .registry import register
+
+GROUP = 128  # weights per quantisation group (GPTQ/AWQ default)
+SCALE_BYTES = 2  # fp16 scales
+
+
+@dataclass(frozen=True)
+class WeightDtype:
+    """How one parameter is stored for inference."""
+
+    key: str
+    code_bytes: sympy.Rational
+    zero_bytes: sympy.Rational  # zero point per group (0: symmetric or not quantised)
+    quantised: bool
+    source: str
+
+
+WEIGHT_DTYPES: dict[str, WeightDtype] = {w.key: w for w in (
+    WeightDtype("fp32", sympy.Integer(4), sympy.Integer(0), False, "pytorch"),
+    WeightDtype("fp16", sympy.Integer(2), sympy.Integer(0), False, "pytorch"),
+    WeightDtype("bf16", sympy.Integer(2), sympy.Integer(0), False, "pytorch"),
+    WeightDtype("int8", sympy.Integer(1), sympy.Integer(0), True, "frantar2022"),
+    WeightDtype("int4", sympy.Rational(1, 2), sympy.Rational(1, 2), True, "frantar2022"),
+)}
+
+KV_DTYPES: dict[str, sympy.Rational] = {
+    "fp32": sympy.Integer(4), "fp16": sympy.Integer(2), "bf16": sympy.Integer(2),
+    "fp8": sympy.Integer(1), "int8": sympy.Integer(1), "int4": sympy.Rational(1, 2),
+}
+
+
+def weight_dtype(key: str) -> WeightDtype:
+    """The weight format called ``key``; a one-line error naming the choices otherwise."""
+    try:
+        return WEIGHT_DTYPES[key]
+    except KeyError:
+        raise ValueError(f"unknown weight dtype {key!r}; choose from {', '.join(WEIGHT_DTYPES)}") from None
+
+
+def kv_bytes(key: str) -> sympy.Rational:
+    """Bytes per KV-cache element for a dtype name."""
+    try:
+        return KV_DTYPES[key]
+    except KeyError:
+        raise ValueError(f"unknown KV-cache dtype {key!r}; choose from {', '.join(KV_DTYPES)}") from None
+
+
+def weight_terms(dtype: str, quantised_params: sympy.Expr, kept_params: sympy.Expr | int = 0) -> list[Term]:
+    """Weights for inference: ``quantised_params`` in ``dtype`` (with scales), ``kept_params`` in 16-bit."""
+    w = weight_dtype(dtype)
+    terms = [Term("weights", f"{dtype} weights" + (" (transformer layers)" if w.quantised else ""),
+                  w.code_bytes * quantised_params, "bytes", w.source, "",
+                  f"{w.code_bytes} bytes per parameter.")]
+    if w.quantised:
+        terms.append(Term("weight_scales", f"group-wise scales: one fp16 scale per {GROUP} weights"
+                          + (", plus a 4-bit zero point" if w.zero_bytes else ""),
+                          (SCALE_BYTES + w.zero_bytes) * quantised_params / GROUP, "bytes", w.source, "group size 128",
+                          "GPTQ/AWQ-style group-wise quantisation; LLM.int8's per-row fp32 scales are not modelled."))
+    if kept_params != 0:
+        kept_bytes = 2 if w.quantised else w.code_bytes
+        terms.append(Term("embeddings", "token embeddings and LM head" + (" kept in 16-bit" if w.quantised else ""),
+                          kept_bytes * kept_params, "bytes", w.source, "",
+                          "GPTQ/AWQ leave the embeddings and the output head unquantised."))
+    return terms
+
+
+def kv_cache_expr(tp: sympy.Expr | int = 1, layers: sympy.Expr = L, element: sympy.Expr = b_kv) -> sympy.Expr:
+    """2·layers·heads_per_rank·d_head·S·B·element, heads_per_rank = max(a_kv/t, 1) when ``tp`` is not 1."""
+    heads = a_kv if tp == 1 else sympy.Max(a_kv / tp, 1)
+    return 2 * layers * heads * d_head * S * B * element
+
+
+def kv_cache_term(tp: sympy.Expr | int = 1, layers: sympy.Expr = L, element: sympy.Expr = b_kv,
+                  dtype: str = "") -> Term:
+    """The KV cache as a named term."""
+    where = f" ({dtype})" if dtype else ""
+    note = "Keys and values of every layer for B sequences of S tokens."
+    if tp != 1:
+        note += " Each tensor-parallel rank holds max(a_kv/t, 1) KV heads (replicated once t > a_kv)."
+    return Term("kv_cache", f"KV cache{where}", kv_cache_expr(tp, layers, element), "bytes", "shazeer2019",
+                "§2 incremental decoding; GQA: ainslie2023", note)
+
+
+# --- registered formulas ------------------------------------------------------------------------
+_LLAMA3_8B_KV = {"L": 32, "a_kv": 8, "d_head": 128, "S": 8192, "B": 1, "b_kv": 2}
+
+register(Formula("infer.kv_cache", "KV cache: 2·L·a_kv·d_head·S·B·b_kv", (kv_cache_term(),), source="shazeer2019",
+                 name="M_kv", example=_LLAMA3_8B_KV,
+                 note="Llama-3-8B at S = 8192, B = 1, 16-bit: exactly 1 GiB."))
+register(Formula("infer.kv_cache.tp", "KV cache per tensor-parallel rank: 2·L·max(a_kv/t, 1)·d_head·S·B·b_kv",
+                 (kv_cache_term(t),), source="shazeer2019", name="M_kv", example={**_LLAMA3_8B_KV, "t": 2}))
+register(Formula(
+    "infer.weights.quantised", "Quantised weights with group-wise scales: N·b + N·b_s/g_q",
+    (Term("weights", "weight codes", N * b, "bytes", "frantar2022"),
+     Term("weight_scales", "one scale per group of g_q weights", N * b_s / g_q, "bytes", "frantar2022",
+          "group size 128, fp16 scales in the planner")),
+    source="frantar2022", name="M_w", example={"N": 7_000_000_000, "b": "1/2", "b_s": 2, "g_q": 128}))
+for _key in WEIGHT_DTYPES:
+    register(Formula(f"infer.weights.{_key}", f"Inference weights, {_key}" +
+                     (" with group-wise fp16 scales (group 128)" if WEIGHT_DTYPES[_key].quantised else ""),
+                     weight_terms(_key, N), source=WEIGHT_DTYPES[_key].source, name="M_w",
+                     example={"N": 7_000_000_000}))
+register(Formula("infer.rule.eleuther", "Rule of thumb: inference memory ≈ 1.2 × weights (EleutherAI)",
+                 (Term("rule", "1.2 × N·b", sympy.Rational(6, 5) * N * b, "bytes", "eleuther2023", "inference",
+                       "Second-hand; a 20 % allowance for everything but the weights, with no batch or context."),),
+                 source="eleuther2023", name="M_infer", example={"N": 7_000_000_000, "b": 2}))

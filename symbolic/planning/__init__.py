@@ -1,0 +1,120 @@
+"""Memory planning: per-GPU training and inference memory of a real model as one Formula.
+
+API (plain functions with keyword options; the CLI's ``symbolic memory`` and ``symbolic fit``
+and the report call exactly these)::
+
+    from symbolic import planning
+
+    plan = planning.plan("llama-3-8b", mode="train", batch=1, seq=4096,
+                         precision="bf16-mixed", optimizer="adamw")
+    plan.formula          # Formula "plan.llama-3-8b.train": terms weights, gradients,
+                          # master_weights, optimizer_states, activations, inputs, logits, ...
+                          # N (and N_gpu) are defined by the model's own parameter formula
+    plan.values           # {"H": 4096, "L": 32, ..., "B": 1, "S": 4096}: every input's number
+    plan.total            # per-GPU bytes (int, rounded up to a whole byte)
+    plan.terms()          # {"weights": 16060522496, ...} in whole bytes
+    plan.evaluate()       # the exact Evaluation (sympy Rationals)
+    plan.fit(planning.gpu("h100-80gb"))   # Fit(gpu, total, fits, headroom)
+    plan.as_dict(gpu, formulas=True)      # JSON-ready dict (what `symbolic memory --json` prints)
+    plan.regime           # every choice resolved; .defaulted names the ones left at defaults
+    plan.host             # host-memory Formula per GPU process with offload=True, else None
+    plan.formula.diff("S"), plan.formula.latex(), plan.solve("B", 80 * 2**30)
+
+    planning.fit_batch("llama-3-8b", "h100-80gb", mode="train", seq=4096)    # Answer
+    planning.fit_seq("llama-3-8b", "h100-80gb", mode="infer", batch=8)
+    planning.fit_gpus("llama-3-70b", "h100-80gb", over="dp")                # ZeRO-3 by default
+    planning.gpu("h100-80gb"), planning.gpus()                               # the catalogue
+
+``model`` is a preset name, a path to a ``config.json``, a ``ModelSpec`` or a ``ModelShape``.
+Options and defaults (``DEFAULTS``, allowed values in ``CHOICES``; ``None`` or omitted means the
+default; invalid values or combinations raise ``ValueError`` with a one-line message):
+
+- both modes: ``batch`` 1 (micro-batch per GPU; concurrent sequences when serving), ``seq`` 4096
+  (or the model's learned positions if fewer), ``dp``/``tp``/``pp`` 1, ``flash`` True;
+- training: ``precision`` "bf16-mixed" (fp32, bf16-mixed, fp16-mixed, bf16), ``optimizer``
+  "adamw" (sgd, sgd-momentum, adamw, adam-8bit, lion, adafactor), ``grads`` the precision's
+  default (16bit, fp32, 16bit+fp32), ``recompute`` "none" (selective, full), ``dropout``
+  (on for gpt2/bert, whose configs use 0.1), ``zero`` 0 (1, 2, 3), ``sequence_parallel`` False,
+  ``microbatches`` pp, ``interleave`` 1 (virtual pipeline stages), ``offload`` False,
+  ``logits`` "hf" (megatron, fused), ``activations`` "korthikanti" (article-b);
+- inference: ``weights`` "bf16" (fp32, fp16, bf16, int8, int4), ``kv_dtype`` the weights' dtype
+  for 16/32-bit weights, else "bf16" (fp32, fp16, bf16, fp8, int8, int4).
+
+Every term has a source and a note (``plan.formula.terms``); ``plan.notes`` lists choices that
+change nothing and what the plan leaves out. Approximations are named where they are made
+(``library.activations``, ``library.optimizers``, ``library.inference``, ``build``).
+"""
+
+from __future__ import annotations
+
+from ..catalogs import GPU, GPUS
+from ..catalogs import get as gpu
+from ..library import activations as _acts
+from ..library import inference as _infer
+from ..library import optimizers as _optim
+from ..library import precision as _prec
+from . import fit as _fit
+from .build import Fit, Plan, build
+from .fit import OVER, QUESTIONS, Answer
+from .model import ModelShape, load
+from .regime import DEFAULT_SEQ, MODES, Regime, resolve
+
+DEFAULTS: dict[str, object] = {
+    "mode": "train", "batch": 1, "seq": DEFAULT_SEQ, "dp": 1, "tp": 1, "pp": 1, "flash": True,
+    "precision": "bf16-mixed", "optimizer": "adamw", "grads": None, "recompute": "none", "dropout": None,
+    "zero": 0, "sequence_parallel": False, "microbatches": None, "interleave": 1, "offload": False,
+    "logits": "hf", "activations": "korthikanti", "weights": "bf16", "kv_dtype": None,
+}
+
+
+# The allowed values of each option with a fixed set of choices (for reports and forms).
+CHOICES: dict[str, tuple[object, ...]] = {
+    "mode": MODES, "flash": (True, False), "precision": tuple(_prec.PRECISIONS), "optimizer": tuple(_optim.OPTIMIZERS),
+    "grads": tuple(_prec.GRADS), "recompute": _acts.RECOMPUTE, "dropout": (True, False), "zero": (0, 1, 2, 3),
+    "sequence_parallel": (True, False), "offload": (True, False), "logits": _acts.LOGITS,
+    "activations": tuple(_acts.MODELS), "weights": tuple(_infer.WEIGHT_DTYPES), "kv_dtype": tuple(_infer.KV_DTYPES),
+}
+
+
+def plan(model: object, mode: str = "train", **options: object) -> Plan:
+    """Per-GPU memory of ``model`` under the given choices (see the module docstring)."""
+    shape = load(model)
+    return build(shape, resolve(shape, mode, **options))
+
+
+def _maker(mode: str):  # noqa: ANN202
+    def make(shape: ModelShape, **options: object) -> Plan:
+        return build(shape, resolve(shape, mode, **options))
+    return make
+
+
+def _gpu(value: GPU | str) -> GPU:
+    return value if isinstance(value, GPU) else gpu(value)
+
+
+def fit_batch(model: object, gpu_name: GPU | str, mode: str = "train", **options: object) -> Answer:
+    """Largest batch (micro-batch per GPU, or concurrent sequences when serving) that fits."""
+    shape = load(model)
+    return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "batch", options)
+
+
+def fit_seq(model: object, gpu_name: GPU | str, mode: str = "train", **options: object) -> Answer:
+    """Largest sequence length (context) that fits."""
+    shape = load(model)
+    return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "seq", options)
+
+
+def fit_gpus(model: object, gpu_name: GPU | str, mode: str = "train", over: str = "auto",
+             **options: object) -> Answer:
+    """Fewest GPUs: over data parallel with ZeRO (stage 3 unless given), or the tp/pp degree."""
+    shape = load(model)
+    return _fit.fewest(_maker(mode), shape, _gpu(gpu_name), over, mode, options)
+
+
+def gpus() -> list[GPU]:
+    """The GPU catalogue, in order."""
+    return list(GPUS.values())
+
+
+__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Plan", "Regime", "build",
+           "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]

@@ -1,0 +1,159 @@
+"""Fit questions: does a plan fit a GPU, the largest batch or context, the fewest GPUs.
+
+The batch and context answers use ``Formula.solve`` (``algebra.solve_max``) on the plan's
+composed total. The fewest data-parallel GPUs under ZeRO solves the total, which has the form
+A + C/N_d, exactly: N_d = ⌈C / (capacity − A)⌉. Tensor- and pipeline-parallel degrees are
+discrete choices constrained by the model (heads, layers), so they are tried in increasing order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+import sympy
+
+from ..catalogs import GPU
+from ..symbols import n_d
+from ..units import format_bytes
+from .build import Plan
+from .model import ModelShape
+
+QUESTIONS = ("batch", "seq", "gpus")
+OVER = ("auto", "dp", "tp", "pp")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one fit question on one GPU."""
+
+    question: str  # "batch", "seq" or "gpus"
+    gpu: GPU
+    status: str  # "ok", "none" (nothing fits) or "unbounded"
+    value: int | None  # the batch, sequence length, or the degree varied (dp, tp or pp)
+    over: str | None  # for "gpus": which degree was varied
+    gpus: int | None  # GPUs in the job at the answer
+    plan: Plan | None  # the plan at the answer
+    next_total: int | None  # per-GPU bytes one step further (batch/seq + 1, degree one smaller)
+    message: str
+
+    def as_dict(self) -> dict[str, object]:
+        data: dict[str, object] = {
+            "question": self.question, "gpu": self.gpu.name, "capacity_bytes": self.gpu.bytes, "status": self.status,
+            "value": self.value, "over": self.over, "gpus": self.gpus, "message": self.message,
+            "next_total_bytes": self.next_total,
+        }
+        if self.plan is not None:
+            data["total_bytes"] = self.plan.total
+            data["headroom_bytes"] = self.gpu.bytes - self.plan.total
+            data["options"] = self.plan.regime.options()
+        return data
+
+
+PlanMaker = Callable[..., Plan]
+
+
+def largest(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, options: dict[str, object]) -> Answer:
+    """The largest batch (``question`` "batch") or context ("seq") that fits ``gpu``."""
+    symbol, option = {"batch": ("B", "batch"), "seq": ("S", "seq")}[question]
+    if options.get(option) is not None:
+        raise ValueError(f"{option} is what is solved for; do not also give it")
+    start = make(model, **{**options, option: 1})
+    solution = start.solve(symbol, gpu.bytes)
+    limit = model.positions if question == "seq" and model.positions else None
+    if solution.status != "ok" or solution.value is None:
+        if solution.status == "unbounded" and limit:
+            return _at(make, model, gpu, question, option, limit, options,
+                       f"every {option} fits; the model's {limit} learned positions are the limit")
+        return Answer(question, gpu, solution.status, None, None, None, None,
+                      _int(solution.total_at_next), f"{option}: {solution.message} on {gpu.name}")
+    value = solution.value
+    if limit and value > limit:
+        return _at(make, model, gpu, question, option, limit, options,
+                   f"{option} {value} would fit; the model's {limit} learned positions are the limit")
+    at, nxt = _pair(solution.total_at_value, solution.total_at_next)
+    message = f"largest {option} that fits {gpu.name} is {value} ({at}; {value + 1} needs {nxt})"
+    answer = _at(make, model, gpu, question, option, value, options, message)
+    return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
+
+
+def _at(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, option: str, value: int,
+        options: dict[str, object], message: str) -> Answer:
+    plan = make(model, **{**options, option: value})
+    return Answer(question, gpu, "ok", value, None, plan.regime.gpus, plan, None, message)
+
+
+def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
+           options: dict[str, object]) -> Answer:
+    """The fewest GPUs of ``gpu``'s kind: over data parallel with ZeRO, or tensor/pipeline degrees."""
+    if over not in OVER:
+        raise ValueError(f"unknown over {over!r}; choose from {', '.join(OVER)}")
+    if over == "auto":
+        over = "dp" if mode == "train" else "tp"
+    if options.get(over) is not None:
+        raise ValueError(f"{over} is what is solved for; do not also give it")
+    if over == "dp":
+        return _fewest_dp(make, model, gpu, mode, options)
+    candidates = _candidates(model, over)
+    previous = None
+    for degree in candidates:
+        plan = make(model, **{**options, over: degree})
+        if plan.total <= gpu.bytes:
+            return Answer("gpus", gpu, "ok", degree, over, plan.regime.gpus, plan, previous,
+                          f"{over} {degree} fits {gpu.name}: {_plural(plan.regime.gpus)}, {format_bytes(plan.total)} each")
+        previous = plan.total
+    return Answer("gpus", gpu, "none", None, over, None, None, previous,
+                  f"no {over} degree the model allows ({', '.join(map(str, candidates))}) fits {gpu.name}")
+
+
+def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options: dict[str, object]) -> Answer:
+    if mode != "train":
+        raise ValueError("inference replicas each hold the whole model: use --over tp or pp")
+    options = dict(options)
+    if options.get("zero") is None:
+        options["zero"] = 3
+    if options["zero"] == 0:
+        raise ValueError("without ZeRO (stage 0) more data-parallel GPUs do not reduce per-GPU memory")
+    base = make(model, **{**options, "dp": 1})
+    given = {k: v for k, v in base.values.items() if k != "n_d"}
+    expr = base.formula.subs(given)
+    floor = sympy.limit(expr, n_d, sympy.oo)  # the part no data-parallel degree shards
+    at_one = expr.xreplace({n_d: 1})
+    capacity = sympy.Integer(gpu.bytes)
+    if floor >= capacity:
+        return Answer("gpus", gpu, "none", None, "dp", None, None, None,
+                      f"even unlimited data parallelism (ZeRO-{options['zero']}) leaves {format_bytes(floor)} per GPU "
+                      f"that is not sharded, more than {gpu.name}'s {format_bytes(capacity)}")
+    degree = max(1, _int((at_one - floor) / (capacity - floor)) or 1)
+    while expr.xreplace({n_d: degree}) > capacity:  # guards the closed form against rounding
+        degree += 1
+    plan = make(model, **{**options, "dp": degree})
+    smaller = _int(expr.xreplace({n_d: degree - 1})) if degree > 1 else None
+    return Answer("gpus", gpu, "ok", degree, "dp", plan.regime.gpus, plan, smaller,
+                  f"dp {degree} with ZeRO-{options['zero']} fits {gpu.name}: {_plural(plan.regime.gpus)}, "
+                  f"{format_bytes(plan.total)} each (the unsharded part is {format_bytes(floor)})")
+
+
+def _pair(first: sympy.Expr, second: sympy.Expr) -> tuple[str, str]:
+    """Two sizes as text, in bytes when the rounded units would look equal."""
+    a, b = format_bytes(first), format_bytes(second)
+    return (a, b) if a != b else (f"{_int(first):,} bytes", f"{_int(second):,} bytes")
+
+
+def _plural(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _candidates(model: ModelShape, over: str) -> list[int]:
+    if over == "tp":
+        kv = model.kv_head_count
+        return [d for d in range(1, model.heads + 1) if model.heads % d == 0 and (kv % d == 0 or d % kv == 0)]
+    return [d for d in range(1, model.layers + 1) if model.layers % d == 0]
+
+
+def _int(value: sympy.Expr | None) -> int | None:
+    if value is None:
+        return None
+    return math.ceil(Fraction(int(value.p), int(value.q))) if value.is_Rational else math.ceil(float(value))

@@ -1,0 +1,206 @@
+"""The choices a memory plan depends on, their defaults, and which combinations are invalid.
+
+``resolve(model, mode, **options)`` checks every option against the model and returns a
+``Regime``: all choices filled in, which ones were defaults, and notes on choices that change
+nothing (ZeRO with one data-parallel rank, sequence parallelism without tensor parallelism...).
+Invalid combinations raise ``ValueError`` with one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+from ..library import activations as acts
+from ..library import inference as infer
+from ..library import optimizers as optim
+from ..library import parallel as par
+from ..library import precision as prec
+from .model import ModelShape
+
+MODES = ("train", "infer")
+COMMON = ("batch", "seq", "dp", "tp", "pp", "flash")
+TRAIN_ONLY = ("precision", "optimizer", "grads", "recompute", "dropout", "zero", "sequence_parallel", "microbatches",
+              "interleave", "offload", "logits", "activations")
+INFER_ONLY = ("weights", "kv_dtype")
+DEFAULT_SEQ = 4096
+# Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
+# for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
+DROPOUT_TYPES = ("gpt2", "bert")
+
+
+@dataclass(frozen=True)
+class Regime:
+    """Every choice of one plan (see ``DEFAULTS`` in the package docstring)."""
+
+    mode: str
+    batch: int
+    seq: int
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    flash: bool = True
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    grads: str = "fp32"
+    recompute: str = "none"
+    dropout: bool = False
+    zero: int = 0
+    sequence_parallel: bool = False
+    microbatches: int = 1
+    interleave: int = 1
+    offload: bool = False
+    logits: str = "hf"
+    activations: str = "korthikanti"
+    weights: str = "bf16"
+    kv_dtype: str = "bf16"
+    defaulted: tuple[str, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the job: dp · tp · pp."""
+        return self.dp * self.tp * self.pp
+
+    @property
+    def train(self) -> bool:
+        return self.mode == "train"
+
+    def options(self) -> dict[str, object]:
+        """The options that apply to this mode, by name (for printing and JSON)."""
+        names = COMMON + (TRAIN_ONLY if self.train else INFER_ONLY)
+        return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
+
+    def replace(self, **changes: object) -> Regime:
+        """A copy with some choices changed (not re-validated: use ``resolve`` for user input)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(changes)
+        return Regime(**data)  # type: ignore[arg-type]
+
+
+def _whole(name: str, value: object, low: int = 1, high: int = 2**40) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            text = str(value).strip()
+            if not text.isdigit():
+                raise ValueError
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def _choice(name: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose from {', '.join(choices)}")
+    return str(value)
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def default_seq(model: ModelShape) -> int:
+    """Learned positions cap the context; otherwise 4096 tokens."""
+    return min(model.positions, DEFAULT_SEQ) if model.positions else DEFAULT_SEQ
+
+
+def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime:
+    """Validate ``options`` for ``model`` and fill in the defaults."""
+    mode = _choice("mode", mode, MODES)
+    allowed = COMMON + TRAIN_ONLY + INFER_ONLY
+    for name in options:
+        if name not in allowed:
+            raise ValueError(f"unknown option {name!r}; options are {', '.join(allowed)}")
+    given = {k: v for k, v in options.items() if v is not None}
+    wrong = TRAIN_ONLY if mode == "infer" else INFER_ONLY
+    misplaced = [k for k in given if k in wrong]
+    if misplaced:
+        other = "train" if mode == "infer" else "infer"
+        raise ValueError(f"{', '.join(misplaced)} {'applies' if len(misplaced) == 1 else 'apply'} to mode {other}, "
+                         f"not {mode}")
+    defaulted: list[str] = []
+    notes: list[str] = []
+
+    def pick(name: str, default: object) -> object:
+        if name in given:
+            return given[name]
+        defaulted.append(name)
+        return default
+
+    batch = _whole("batch", pick("batch", 1))
+    seq = _whole("seq", pick("seq", default_seq(model)))
+    if model.positions and seq > model.positions:
+        raise ValueError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
+    dp, tp, pp = (_whole(n, pick(n, 1)) for n in ("dp", "tp", "pp"))
+    _check_tp(model, tp)
+    if model.layers % pp:
+        raise ValueError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
+    flash = _flag("flash", pick("flash", True))
+    data: dict[str, object] = {"mode": mode, "batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "flash": flash}
+    if mode == "infer":
+        weights = _choice("weights", pick("weights", "bf16"), list(infer.WEIGHT_DTYPES))
+        kv_default = weights if weights in ("fp32", "fp16", "bf16") else "bf16"
+        data["weights"] = weights
+        data["kv_dtype"] = _choice("kv_dtype", pick("kv_dtype", kv_default), list(infer.KV_DTYPES))
+        if dp > 1:
+            notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
+    else:
+        data.update(_train_options(model, pick, notes, dp, tp, pp, flash, "microbatches" in given))
+    return Regime(**data, defaulted=tuple(defaulted), notes=tuple(notes))  # type: ignore[arg-type]
+
+
+def _check_tp(model: ModelShape, tp: int) -> None:
+    if model.heads % tp:
+        raise ValueError(f"tp {tp} must divide the {model.heads} attention heads of {model.name}")
+    kv = model.kv_head_count
+    if kv % tp and tp % kv:
+        raise ValueError(f"tp {tp} and the {kv} key/value heads of {model.name} must divide one another")
+
+
+def _train_options(model: ModelShape, pick: Callable[[str, object], object], notes: list[str], dp: int, tp: int,
+                   pp: int, flash: bool, microbatches_given: bool) -> dict[str, object]:
+    precision = _choice("precision", pick("precision", "bf16-mixed"), list(prec.PRECISIONS))
+    optimizer = _choice("optimizer", pick("optimizer", "adamw"), list(optim.OPTIMIZERS))
+    grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
+    recompute = _choice("recompute", pick("recompute", "none"), acts.RECOMPUTE)
+    dropout = _flag("dropout", pick("dropout", model.model_type in DROPOUT_TYPES))
+    zero = _whole("zero", pick("zero", 0), 0, 3)
+    sp = _flag("sequence_parallel", pick("sequence_parallel", False))
+    microbatches = _whole("microbatches", pick("microbatches", pp))
+    interleave = _whole("interleave", pick("interleave", 1))
+    offload = _flag("offload", pick("offload", False))
+    logits = _choice("logits", pick("logits", "hf"), acts.LOGITS)
+    activations = _choice("activations", pick("activations", "korthikanti"), list(acts.MODELS))
+    if zero not in par.ZERO_STAGES:
+        raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero}")
+    if zero >= 2 and pp > 1:
+        raise ValueError(f"ZeRO stage {zero} cannot be combined with pipeline parallelism (pp {pp}): DeepSpeed "
+                         "allows only stages 0 and 1 with pipelines")
+    if offload and zero == 0:
+        raise ValueError("optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)")
+    if interleave > 1:
+        if pp == 1:
+            raise ValueError("interleave (virtual pipeline stages) needs pp > 1")
+        if model.layers % (pp * interleave):
+            raise ValueError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
+    if activations == "article-b" and (tp > 1 or pp > 1):
+        raise ValueError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
+    if zero and dp == 1:
+        notes.append(f"ZeRO stage {zero} shards over data-parallel ranks; with dp 1 it changes nothing")
+    if sp and tp == 1:
+        notes.append("sequence parallelism splits over the tensor-parallel ranks; with tp 1 it changes nothing")
+    if pp == 1 and microbatches_given:
+        notes.append("microbatches matter only with pipeline parallelism (pp > 1); per-GPU memory is per micro-batch")
+    if recompute == "selective" and flash and activations == "korthikanti":
+        notes.append("selective recompute drops the s² attention tensors, which FlashAttention never stores: "
+                     "no change")
+    if activations == "article-b":
+        notes.append("article B's activations ignore flash, recompute, dropout and the model's head count")
+    return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
+            "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
+            "interleave": interleave, "offload": offload, "logits": logits, "activations": activations}

@@ -1,0 +1,132 @@
+"""Bytes a real model's training step saves for backward, from its config alone (no torch).
+
+``activation_bytes("gpt2", batch=8, seq=1024, precision="bf16", attn="sdpa", device="cuda")``
+reads the preset or config.json (``symbolic.architectures``), takes its sizes, dropout
+probabilities and MLP activation, picks the implementation family (``gpt2`` or ``llama``; other
+models get the family of the same block structure and a note) and evaluates
+``symbolic.library.activations_pytorch`` at that point. This is what
+``symbolic memory CONFIG --activations pytorch`` reports as ``activation_bytes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .library import activations_pytorch as act
+
+PRECISIONS = ("fp32", "bf16")
+SIZES = ("H", "L", "a", "a_kv", "d_head", "d_ff", "V", "n_pos")
+
+
+def config_of(model: str) -> tuple[str, dict[str, Any]]:
+    """(name, config dict) of a preset name or a config.json path."""
+    from pathlib import Path
+
+    from .architectures import preset_config, preset_names, read_json
+
+    if model.strip().lower() in preset_names():
+        name = model.strip().lower()
+        data = preset_config(name)
+    else:
+        path = Path(model).expanduser()
+        data = read_json(path / "config.json" if path.is_dir() else path)
+        name = path.parent.name if path.name == "config.json" else path.stem
+    return name, {k: v for k, v in data.items() if k != "_source"}
+
+
+def sizes_of(name: str, config: Mapping[str, Any]) -> dict[str, int]:
+    """The architecture symbols' numbers (H, L, a, a_kv, d_head, d_ff, V, n_pos) of a config."""
+    from .architectures import spec_from_config
+
+    numbers = spec_from_config(config, name=name).numbers()
+    return {k: int(v) for k, v in numbers.items() if k in SIZES}
+
+
+def activation_bytes(model: str, *, batch: int, seq: int, precision: str = "bf16", attn: str = "sdpa",
+                     device: str = "cuda", config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Predicted bytes saved for backward by one training step (see the module docstring).
+
+    Returns plain data: ``activation_bytes`` (exact int), ``terms`` (bytes per term), the
+    formula as text, the family, the setup and a note when the family is approximate.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"--activations pytorch models pure {' or '.join(PRECISIONS)} training "
+                         f"(what was measured), not {precision!r}")
+    for label, value in (("batch", batch), ("seq", seq)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a whole number ≥ 1")
+    if config is None:
+        name, config = config_of(model)
+    else:
+        name = model
+    family, setup, note = act.setup_for(config, precision=precision, attn=attn, device=device)
+    saved = act.saved(family, setup)
+    values = {**sizes_of(name, config), "B": batch, "S": seq}
+    result = saved.formula.evaluate(saved.formula.restrict(values))
+    return {
+        "model": name,
+        "family": family,
+        "precision": precision,
+        "attn": attn,
+        "device": device,
+        "dropout": sorted(setup.dropout),
+        "batch": batch,
+        "seq": seq,
+        "activation_bytes": int(result.total),
+        "terms": {t.key: int(v) for t, v in result.terms},
+        "by_module": saved.by_module(values),
+        "formula": saved.formula.key,
+        "expression": saved.formula.text(),
+        "values": {k: int(v) for k, v in values.items()},
+        "note": note,
+    }
+
+
+# --- `symbolic memory --activations pytorch` ---------------------------------------------------
+REPLACED = ("activations", "recompute_buffer", "inputs", "logits")
+
+
+def memory_plan(model: str, *, precision: str = "bf16", attn: str = "sdpa", device: str = "cuda",
+                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A training plan (``symbolic.planning``) whose activation terms are the measured-PyTorch ones.
+
+    The planner's model states (weights, gradients, optimizer states; ZeRO over dp) stay as they
+    are. Its ``activations``, ``inputs`` and ``logits`` terms are replaced by ``activation_bytes``
+    (everything autograd saves, token ids and log-softmax included) plus ``loss_gradients``, the
+    two fp32 B·S·V gradients alive with them at the start of backward (``pytorch.peak.*``).
+    Pure fp32 or bf16 only, no tensor or pipeline parallelism, no recompute: what was measured.
+    """
+    from . import planning
+
+    options = {k: v for k, v in (options or {}).items() if k not in ("activations", "precision")}
+    plan = planning.plan(model, "train", precision=precision, **options)
+    r = plan.regime
+    if r.tp > 1 or r.pp > 1 or r.recompute != "none":
+        raise ValueError("--activations pytorch is measured without tensor/pipeline parallelism and recompute")
+    data = plan.as_dict(formulas=False)
+    name, config = config_of(model)
+    prediction = activation_bytes(name, batch=r.batch, seq=r.seq, precision=precision, attn=attn, device=device,
+                                  config=config)
+    loss_grads = 8 * r.batch * r.seq * prediction["values"]["V"]
+    terms = {k: v for k, v in data["terms"].items() if k not in REPLACED}
+    terms["activations"] = prediction["activation_bytes"]
+    terms["loss_gradients"] = loss_grads
+    titles = {k: v for k, v in data["titles"].items() if k in terms}
+    titles["activations"] = (f"saved for backward, as PyTorch keeps it ({prediction['family']} implementation, "
+                             f"{attn}, {device})")
+    titles["loss_gradients"] = "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)"
+    total = sum(terms.values())
+    data.update({
+        "terms": terms, "titles": titles, "total_bytes": total,
+        "activation_bytes": prediction["activation_bytes"], "activations_pytorch": prediction,
+    })
+    data["options"] = {**data["options"], "activations": "pytorch", "attn": attn, "device": device}
+    from .units import format_bytes
+
+    data["total_human"] = format_bytes(total)
+    data["notes"] = [*data["notes"], "activations: what torch.autograd saves in pure "
+                     f"{precision} training (symbolic validate checks it against measured steps)"]
+    if prediction["note"]:
+        data["notes"].append(prediction["note"])
+    return data

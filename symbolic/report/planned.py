@@ -1,0 +1,327 @@
+"""Scenarios from the memory planner: a real model (preset or config.json) under a regime.
+
+``symbolic.planning`` builds the one per-GPU ``Formula`` and its values; this module adds what a
+report compares it with, each computed by the planner or the library, never re-derived here:
+the fewest GPUs of each kind (``planning.fit_gpus``), the model-state accountings of the ZeRO
+paper, Megatron and DeepSpeed (``states.*`` formulas), the activation formulas (article B,
+Korthikanti et al. with and without FlashAttention and recompute: alternative plans), weight
+and KV-cache dtypes for serving, and the rules of thumb (``llm.rule.*``, ``infer.rule.eleuther``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+
+from .. import library, planning, printing
+from .. import symbols as symtab
+from .. import values as vals
+from ..catalogs import GPU
+from ..formula import Formula
+from ..library import inference as infer
+from ..library import precision as prec
+from ..symbols import B, N, S, b
+from .scenario import Gpu, Scenario, Step, VariantGroup, VariantRow
+from .spec import ReportSpec, SpecError
+
+STATE_KEYS = ("weights", "gradients", "fp32_gradients", "master_weights", "optimizer_states")
+ACTIVATION_KEYS = ("activations", "recompute_buffer")
+SPLIT_OPTIONS = ("dp", "tp", "pp", "zero", "sequence_parallel", "microbatches", "interleave", "offload")
+LABELS = {
+    "batch": "batch B (micro-batch per GPU)", "seq": "sequence length S", "dp": "data parallel (dp)",
+    "tp": "tensor parallel (tp)", "pp": "pipeline parallel (pp)", "flash": "FlashAttention",
+    "precision": "precision", "optimizer": "optimizer", "grads": "gradients", "recompute": "activation recompute",
+    "dropout": "dropout masks", "zero": "ZeRO stage", "sequence_parallel": "sequence parallel",
+    "microbatches": "micro-batches in flight", "interleave": "virtual pipeline stages", "offload": "optimizer offload",
+    "logits": "logits accounting", "activations": "activation formula", "weights": "weight dtype",
+    "kv_dtype": "KV-cache dtype",
+}
+
+
+def _where(spec: ReportSpec) -> str:
+    return f"{spec.path}: " if spec.path else ""
+
+
+def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
+    """The report's scenario for a real model, from ``planning.plan``."""
+    builtin = [name for name in spec.values if symtab.info(name).unit != "user"]
+    if builtin:
+        raise SpecError(f"{_where(spec)}values.{builtin[0]}: [values] sets the articles' symbols and those of "
+                        "custom terms; a real model takes its sizes from its config and the regime's options")
+    try:
+        shape = planning.load(str(spec.model.path) if spec.model.path else spec.model.name)
+    except (ValueError, KeyError, OSError) as err:
+        raise SpecError(f"{_where(spec)}model: {_message(err)}") from None
+    options = dict(spec.regime.options)
+    make = _maker(shape, spec.mode)
+    try:
+        plan = make(**options)
+    except ValueError as err:
+        raise SpecError(f"{_where(spec)}regime: {_message(err)}") from None
+    given = {symtab.lookup(name): _number(name, value) for name, value in plan.values.items()}
+    regime = plan.regime
+    notes = {symtab.lookup(name): "the model's config" for name in plan.values if name in shape.numbers}
+    for name, option in (("B", "batch"), ("S", "seq"), ("t", "tp"), ("p", "pp"), ("n_d", "dp")):
+        if name in plan.values:
+            notes[symtab.lookup(name)] = (f"regime.{option}" if option in options
+                                          else f"the planner's default {option}")
+    scen = Scenario(
+        model_name=f"{shape.name} ({'training' if spec.mode == 'train' else 'inference'})",
+        formula=plan.formula, given=given, gpus=gpus,
+        batch=B if B in given else None, seq=S if S in given else None, value_notes=notes,
+        model_rows=_model_rows(shape), regime_rows=_regime_rows(plan),
+        steps=_steps(plan.formula, plan.values),
+        caveats=[_sentence(n) for n in plan.notes],
+        limits={S: shape.positions} if shape.positions else {},
+        gpu_rows=[],
+    )
+    scen.fewest = _fewest(shape, spec.mode, options, regime)
+    scen.variants = (_train_variants(shape, plan, make, options) if spec.mode == "train"
+                     else _infer_variants(shape, plan, make, options))
+    errata = ["article-B"] if any(row.source == "article-B" for g in scen.variants for row in g.rows) else []
+    scen.errata_sources = errata
+    return scen
+
+
+def _maker(shape: Any, mode: str) -> Callable[..., Any]:
+    def make(**options: object) -> Any:
+        return planning.plan(shape, mode=mode, **options)
+    return make
+
+
+def _message(err: BaseException) -> str:
+    text = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
+    return str(text).splitlines()[0]
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def _number(name: str, value: object) -> sympy.Rational:
+    return vals.to_number(value, name)
+
+
+def _model_rows(shape: Any) -> list[tuple[str, str]]:
+    numbers = shape.numbers
+    params = shape.params.evaluate(shape.params.restrict(numbers)).total
+    rows = [("model", f"{shape.name} ({shape.model_type})")]
+    if shape.source:
+        rows.append(("config source", shape.source))
+    for name in ("H", "L", "a", "a_kv", "d_head", "d_ff", "V", "n_pos", "n_exp", "k_exp", "d_exp"):
+        if name in numbers:
+            rows.append((f"{symtab.info(name).description.split('(')[0].split(':')[0].strip()} {name}",
+                         f"{numbers[name]:,}"))
+    rows.append(("parameters N (exact, from the architecture's formula)", f"{int(params):,}"))
+    if shape.moe:
+        from .. import architectures
+
+        spec = architectures.load(shape.name) if shape.name in architectures.preset_names() else None
+        if spec is not None:
+            rows.append(("active parameters per token", f"{spec.active_param_count():,}"))
+    return rows
+
+
+def _regime_rows(plan: Any) -> list[tuple[str, str]]:
+    regime = plan.regime
+    rows = [("mode", "training" if regime.train else "inference")]
+    for name, value in regime.options().items():
+        if name == "mode":
+            continue
+        text = {True: "yes", False: "no"}.get(value, str(value)) if isinstance(value, bool) else str(value)
+        rows.append((LABELS.get(name, name), text + (" (default)" if name in regime.defaulted else "")))
+    rows.append(("GPUs in the job (dp × tp × pp)", str(regime.gpus)))
+    return rows
+
+
+def _all_definitions(formula: Formula) -> list[Formula]:
+    """Definitions, innermost first (N before N_gpu)."""
+    out: list[Formula] = []
+    for definition in formula.definitions.values():
+        for inner in _all_definitions(definition):
+            if inner not in out:
+                out.append(inner)
+        if definition not in out:
+            out.append(definition)
+    return out
+
+
+def _steps(formula: Formula, values: dict[str, object]) -> list[Step]:
+    point = {symtab.lookup(k): _number(k, v) for k, v in values.items()}
+    return [Step(d, point) for d in _all_definitions(formula)]
+
+
+# --- fewest GPUs ---------------------------------------------------------------------------------
+def _fewest(shape: Any, mode: str, options: dict[str, object], regime: Any) -> Callable[[Gpu], str]:
+    over = "tp" if mode == "infer" or options.get("zero") == 0 else "dp"
+    asked = {k: v for k, v in options.items() if k != over}
+
+    def fewest(gpu: Gpu) -> str:
+        target = GPU(gpu.name, gpu.name, "", gpu.capacity, "spec", gpu.source)
+        try:
+            answer = planning.fit_gpus(shape, target, mode=mode, over=over, **asked)
+        except ValueError:
+            return "—"
+        if answer.status != "ok" or answer.gpus is None:
+            return "none"
+        zero = answer.plan.regime.zero if answer.plan is not None and over == "dp" else None
+        if answer.value == 1:
+            return f"{answer.gpus}"
+        detail = f"{over} {answer.value}" + (f", ZeRO-{zero}" if zero else "")
+        return f"{answer.gpus} ({detail})"
+
+    return fewest
+
+
+# --- variants ------------------------------------------------------------------------------------
+def _sum_terms(plan: Any, keys: tuple[str, ...]) -> tuple[sympy.Rational, str]:
+    ev = plan.evaluate()
+    picked = [(t, v) for t, v in ev.terms if t.key in keys]
+    return sympy.Add(*(v for _, v in picked)), printing.join_latex([t.expr for t, _ in picked])
+
+
+def _try(make: Callable[..., Any], **options: object) -> Any | None:
+    try:
+        return make(**options)
+    except ValueError:
+        return None
+
+
+def _n_value(shape: Any) -> sympy.Rational:
+    return shape.params.evaluate(shape.params.restrict(shape.numbers)).total
+
+
+def _bpp(value: sympy.Rational) -> str:
+    return f"{int(value)}" if value.is_Integer else f"{float(value):.3g}"
+
+
+def _states_group(shape: Any, plan: Any) -> VariantGroup | None:
+    n_value = _n_value(shape)
+    regime = plan.regime
+    rows = []
+    for key, label, source in (("states.zero2020", "ZeRO paper (fp16 weights and gradients)", "zero2020"),
+                               ("states.megatron", "Megatron-LM (bf16, fp32 main gradients)", "megatron"),
+                               ("states.deepspeed", "DeepSpeed ZeRO-2 estimator (fp16 + fp32 gradients)", "deepspeed")):
+        formula = library.get(key)
+        if set(formula.inputs) != {N}:
+            continue
+        value = formula.evaluate({N: n_value}).total
+        rows.append(VariantRow(f"{label}: {_bpp(value / n_value)} bytes per parameter", formula.latex(equation=True),
+                               value, source))
+    try:
+        own = prec.states_formula("report.states", "this report's model states", regime.precision, regime.optimizer,
+                                  regime.grads)
+        if set(own.inputs) == {N}:
+            value = own.evaluate({N: n_value}).total
+            rows.append(VariantRow(f"this report: {regime.precision}, {regime.optimizer}, {regime.grads} gradients: "
+                                   f"{_bpp(value / n_value)} bytes per parameter", own.latex(equation=True), value,
+                                   own.source, chosen=True))
+    except ValueError:
+        pass
+    if not rows:
+        return None
+    return VariantGroup(
+        "Bytes per parameter: 16, 18 or 20?",
+        f"Model states (weights, gradients, fp32 master copy, optimizer states) of all N = {int(n_value):,} "
+        "parameters on one GPU without sharding. The published figures differ because each source counts "
+        "different copies; here each copy is a named term.", "bytes", tuple(rows))
+
+
+def _activation_group(plan: Any, make: Callable[..., Any], options: dict[str, object]) -> VariantGroup | None:
+    regime = plan.regime
+    base = {k: v for k, v in options.items() if k not in ("activations", "flash", "recompute")}
+    choices = [
+        ("article B: L(14E + 4BSS), no head count", {"activations": "article-b"}, "article-B"),
+        ("Korthikanti et al., no FlashAttention", {"activations": "korthikanti", "flash": False, "recompute": "none"},
+         "korthikanti2022"),
+        ("Korthikanti et al. with FlashAttention (no s² terms)",
+         {"activations": "korthikanti", "flash": True, "recompute": "none"}, "korthikanti2022"),
+        ("Korthikanti et al., selective recompute",
+         {"activations": "korthikanti", "flash": False, "recompute": "selective"}, "korthikanti2022"),
+        ("Korthikanti et al., full recompute", {"activations": "korthikanti", "flash": True, "recompute": "full"},
+         "korthikanti2022"),
+    ]
+    mine = {"activations": regime.activations, "flash": regime.flash, "recompute": regime.recompute}
+    if not any(_same(c, mine) for _, c, _ in choices):
+        choices.append((f"this report: {regime.activations}, flash {'on' if regime.flash else 'off'}, "
+                        f"recompute {regime.recompute}", mine, "korthikanti2022"))
+    rows = []
+    for label, choice, source in choices:
+        alt = _try(make, **base, **choice)
+        if alt is None:
+            continue
+        value, latex = _sum_terms(alt, ACTIVATION_KEYS)
+        chosen = _same(choice, mine)
+        rows.append(VariantRow(label, latex, value, source, chosen=chosen))
+    if len(rows) < 2:
+        return None
+    return VariantGroup(
+        "Activations: article B against Korthikanti et al.",
+        f"Activation memory per GPU at B = {regime.batch} and S = {regime.seq:,}, everything else as in this report. "
+        "Article B's formula has no head count and no FlashAttention; Korthikanti et al. (2022) store "
+        "5·a·S² bytes per layer of attention scores, which FlashAttention-style kernels and selective recompute "
+        "avoid.", "bytes", tuple(rows))
+
+
+def _same(choice: dict[str, object], mine: dict[str, object]) -> bool:
+    if choice.get("activations") == "article-b":
+        return mine["activations"] == "article-b"
+    return all(mine.get(k) == v for k, v in choice.items())
+
+
+def _rules_group(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object],
+                 weight_bytes: sympy.Rational) -> VariantGroup:
+    n_value = _n_value(shape)
+    regime = plan.regime
+    at = {N: n_value, b: weight_bytes}
+    rows = []
+    keys = ("llm.rule.training",) if regime.train else ("llm.rule.inference", "infer.rule.eleuther")
+    for key in keys:
+        formula = library.get(key)
+        rows.append(VariantRow(formula.title.replace("Rule of thumb: ", "rule of thumb: "),
+                               formula.latex(equation=True), formula.evaluate(at).total, formula.source))
+    single = {k: v for k, v in options.items() if k not in SPLIT_OPTIONS}
+    alone = _try(make, **single) or plan
+    rows.append(VariantRow("this report's formula on one GPU (no parallelism)", alone.formula.latex(equation=True),
+                           alone.evaluate().total, "project", chosen=True))
+    return VariantGroup(
+        "Rules of thumb against the formula",
+        f"Rules of thumb scale the model memory N·b (b = {weight_bytes} bytes per weight here) and ignore batch, "
+        "context and activations; the formula does not.", "bytes", tuple(rows))
+
+
+def _train_variants(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object]) -> list[VariantGroup]:
+    groups = [_states_group(shape, plan), _activation_group(plan, make, options),
+              _rules_group(shape, plan, make, options, sympy.Integer(prec.get(plan.regime.precision).weight_bytes))]
+    return [g for g in groups if g is not None]
+
+
+def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object]) -> list[VariantGroup]:
+    regime = plan.regime
+    rows = []
+    for dtype in ("bf16", "int8", "int4"):
+        alt = _try(make, **{**options, "weights": dtype, "kv_dtype": regime.kv_dtype})
+        if alt is None:
+            continue
+        value, latex = _sum_terms(alt, ("weights", "embeddings"))
+        rows.append(VariantRow(f"{dtype} weights", latex, value, infer.WEIGHT_DTYPES[dtype].source,
+                               chosen=dtype == regime.weights))
+    groups = [VariantGroup("Weights: 16, 8 or 4 bits", "Weight memory per GPU; int8 and int4 keep one fp16 scale "
+                           "(and for int4 a zero point) per group of 128 weights, and the embeddings and LM head in "
+                           "16 bits.", "bytes", tuple(rows))] if len(rows) > 1 else []
+    rows = []
+    for dtype in ("bf16", "fp8", "int4"):
+        alt = _try(make, **{**options, "kv_dtype": dtype})
+        if alt is None:
+            continue
+        value, latex = _sum_terms(alt, ("kv_cache",))
+        rows.append(VariantRow(f"{dtype} KV cache", latex, value, "shazeer2019", chosen=dtype == regime.kv_dtype))
+    if len(rows) > 1:
+        groups.append(VariantGroup(
+            "KV cache: element size", f"KV-cache memory per GPU for B = {regime.batch} sequences of S = "
+            f"{regime.seq:,} tokens (grouped-query attention counted through a_kv).", "bytes", tuple(rows)))
+    groups.append(_rules_group(shape, plan, make, options, infer.WEIGHT_DTYPES[regime.weights].code_bytes))
+    return groups

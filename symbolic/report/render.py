@@ -1,0 +1,157 @@
+"""Templates to HTML, LaTeX and PDF.
+
+Two jinja2 environments, both sandboxed and with ``StrictUndefined``:
+
+- HTML: autoescape on; only SVG the project generated reaches the page as ``Markup``.
+- LaTeX: delimiters that do not clash with TeX (``\\VAR{...}``, ``\\BLOCK{...}``, ``\\#{...}``),
+  no HTML autoescape, and every printed value escaped for TeX unless it is ``TexCode``
+  (formulas from the project's printer); ``|tex`` does the same explicitly.
+
+Templates come from the package's ``templates`` folder, or first from a folder the user names
+explicitly (``--templates DIR``). WeasyPrint gets a URL fetcher that allows only ``data:`` URIs
+and files inside the package's templates folder, and fixed metadata, so the same input gives
+a byte-identical PDF.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from markupsafe import Markup
+
+from .texescape import TexCode, escape
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+HTML_TEMPLATE = "report.html.j2"
+TEX_TEMPLATE = "report.tex.j2"
+CSS_FILE = "report.css"
+
+
+class TemplateError(ValueError):
+    """A missing or broken template, as one line."""
+
+
+class FetchRefused(ValueError):
+    """A URL outside the allow-list (data: URIs and the package's own templates folder)."""
+
+
+def _loader(user_dir: Path | None) -> jinja2.BaseLoader:
+    package = jinja2.FileSystemLoader(str(TEMPLATES))
+    if user_dir is None:
+        return package
+    folder = Path(user_dir)
+    if not folder.is_dir():
+        raise TemplateError(f"templates folder not found: {folder}")
+    return jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(folder)), package])
+
+
+def html_environment(user_dir: Path | None = None) -> jinja2.Environment:
+    """The HTML environment: autoescape on, StrictUndefined, sandboxed."""
+    return ImmutableSandboxedEnvironment(loader=_loader(user_dir), autoescape=True, undefined=jinja2.StrictUndefined,
+                                         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+
+
+def _tex_finalize(value: Any) -> str:
+    return escape(value)
+
+
+def tex_environment(user_dir: Path | None = None) -> jinja2.Environment:
+    """The LaTeX environment: \\VAR{}/\\BLOCK{} delimiters, TeX escaping of every non-TexCode value."""
+    env = ImmutableSandboxedEnvironment(
+        loader=_loader(user_dir), autoescape=False, undefined=jinja2.StrictUndefined,
+        block_start_string=r"\BLOCK{", block_end_string="}",
+        variable_start_string=r"\VAR{", variable_end_string="}",
+        comment_start_string=r"\#{", comment_end_string="}",
+        line_statement_prefix=None, line_comment_prefix="%#",
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_tex_finalize,
+    )
+    env.filters["tex"] = escape
+    return env
+
+
+def _render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
+    try:
+        return env.get_template(name).render(**context)
+    except jinja2.TemplateNotFound as err:
+        raise TemplateError(f"template not found: {err.name}") from None
+    except jinja2.UndefinedError as err:
+        raise TemplateError(f"template {name}: {err.message}") from None
+    except jinja2.TemplateSyntaxError as err:
+        raise TemplateError(f"template {err.filename or name}:{err.lineno}: {err.message}") from None
+    except jinja2.exceptions.SecurityError as err:
+        raise TemplateError(f"template {name}: refused by the sandbox: {err}") from None
+
+
+def render_html(context: dict[str, Any], user_dir: Path | None = None) -> str:
+    """The report as one self-contained HTML page (CSS inlined, SVG inline or as data: URIs)."""
+    env = html_environment(user_dir)
+    try:
+        css, _, _ = env.loader.get_source(env, CSS_FILE)  # type: ignore[union-attr]
+    except jinja2.TemplateNotFound:
+        raise TemplateError(f"template not found: {CSS_FILE}") from None
+    return _render(env, HTML_TEMPLATE, {**context, "css": Markup(css.replace("</", "<\\/"))})
+
+
+def render_tex(context: dict[str, Any], user_dir: Path | None = None) -> str:
+    """The report as a standalone LaTeX document (pdflatex, amsmath, booktabs, longtable)."""
+    return _render(tex_environment(user_dir), TEX_TEMPLATE, context)
+
+
+# --- PDF -----------------------------------------------------------------------------------------
+def allowed_path(url: str) -> Path:
+    """The file a ``file:`` URL names, if it lies inside the templates folder; else FetchRefused."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file" or parts.netloc not in ("", "localhost"):
+        raise FetchRefused(f"refused to fetch {url[:200]!r}: only data: URIs and the report's own assets")
+    path = Path(unquote(parts.path)).resolve()
+    root = TEMPLATES.resolve()
+    if root not in path.parents or not path.is_file():
+        raise FetchRefused(f"refused to fetch {url[:200]!r}: outside the report's assets folder")
+    return path
+
+
+def url_fetcher() -> Any:
+    """A WeasyPrint URL fetcher that allows only data: URIs and files in the templates folder."""
+    import weasyprint.urls as urls
+
+    if hasattr(urls, "URLFetcher"):  # WeasyPrint 68 and later: a class with a fetch method
+
+        class SafeFetcher(urls.URLFetcher):  # type: ignore[misc, name-defined]
+            def fetch(self, url: str, headers: Any = None) -> Any:
+                if url[:5].lower() == "data:":
+                    return super().fetch(url, headers)
+                path = allowed_path(url)
+                kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                return urls.URLFetcherResponse(url, path.read_bytes(), {"Content-Type": kind})
+
+        return SafeFetcher(allowed_protocols=("data", "file"))
+
+    def fetch(url: str) -> dict[str, Any]:  # older WeasyPrint: a function returning a dict
+        if url[:5].lower() == "data:":
+            return urls.default_url_fetcher(url)  # type: ignore[attr-defined]
+        path = allowed_path(url)
+        return {"string": path.read_bytes(), "mime_type": mimetypes.guess_type(path.name)[0], "redirected_url": url}
+
+    return fetch
+
+
+def html_to_pdf(html: str) -> bytes:
+    """PDF bytes from the report's HTML; no dates in the metadata, a content-derived identifier."""
+    import logging
+
+    import weasyprint
+
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    identifier = hashlib.sha256(html.encode("utf-8")).hexdigest()[:32].encode("ascii")
+    document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=url_fetcher())
+    return document.write_pdf(pdf_identifier=identifier)
+
+
+__all__ = ["TexCode", "allowed_path", "html_environment", "html_to_pdf", "render_html", "render_tex",
+           "tex_environment", "url_fetcher"]

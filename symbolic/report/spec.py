@@ -1,0 +1,473 @@
+"""Report specifications: a TOML file read with tomllib, checked field by field.
+
+Every problem is one line that names the file (and the line, where it can be found): unknown
+keys get the closest valid name suggested, malformed TOML gets tomllib's line and column.
+Values are checked here; nothing in a specification is ever evaluated as code.
+
+```toml
+title = "Llama-3-8B fine-tuning on one H100"
+author = "Capacity planning"
+model = "llama-3-8b"          # a preset, a path to config.json (relative to this file),
+                              # or the source articles' networks "article-a" / "article-b"
+mode = "train"                # or "infer"
+notes = "Free text."
+gpus = ["h100-80gb", { name = "My card", memory = "24GiB" }]
+
+[regime]
+batch = 1                     # the memory planner's options: batch, seq, precision, optimizer,
+seq = 4096                    # recompute, flash, zero, dp, tp, pp, weights, kv_dtype, ...
+precision = "bf16"
+optimizer = "adam-8bit"
+
+[sweep]
+batch = [1, 2, 4, 8, 16]
+seq = { from = 512, to = 32768 }   # powers of two from .. to
+```
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import sympy
+
+from .. import symbols as symtab
+from .. import values as vals
+from ..custom import CustomTerm, CustomTermError
+from ..library import activations as acts
+from ..library import inference as infer
+from ..library import optimizers as optim
+from ..library import precision as prec
+from ..planning import regime as regime_options
+from ..units import SizeError, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MODES = ("train", "infer")
+FORMULAS = ("article-a", "article-b", "library")
+ARTICLE_MODELS = ("article-a", "article-b")
+
+# The regime's keys are the memory planner's options (symbolic.planning), with its choices.
+REGIME_KEYS = regime_options.COMMON + regime_options.TRAIN_ONLY + regime_options.INFER_ONLY
+SIZE_KEYS = ("batch", "seq")
+DEGREE_KEYS = ("dp", "tp", "pp", "microbatches", "interleave")
+FLAG_KEYS = ("flash", "dropout", "sequence_parallel", "offload")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "precision": tuple(prec.PRECISIONS), "optimizer": tuple(optim.OPTIMIZERS), "recompute": tuple(acts.RECOMPUTE),
+    "logits": tuple(acts.LOGITS), "activations": tuple(acts.MODELS), "weights": tuple(infer.WEIGHT_DTYPES),
+    "kv_dtype": tuple(infer.KV_DTYPES), "grads": ("16bit", "fp32", "16bit+fp32"),
+}
+
+TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
+            "terms")
+TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
+MAX_TERMS = 16
+GPU_KEYS = ("name", "memory")
+SWEEP_KEYS = ("batch", "seq")
+RANGE_KEYS = ("from", "to")
+
+MAX_TEXT = {"title": 200, "author": 200, "date": 60, "notes": 5000}
+MAX_GPUS = 8
+MAX_SWEEP = 40
+MAX_SIZE = 2**24  # batch or sequence length
+MAX_DEGREE = 2**16  # dp, tp, pp
+MAX_FILE = 256 * 1024
+
+
+class SpecError(ValueError):
+    """A problem with a report specification, as one line."""
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """The model a report is about: a name (preset or article network) or a config file."""
+
+    name: str
+    path: Path | None = None
+
+    @property
+    def is_article(self) -> bool:
+        return self.path is None and self.name in ARTICLE_MODELS
+
+
+@dataclass(frozen=True)
+class GpuRef:
+    """A GPU to compare: a catalogue name, or a name with its own capacity in bytes."""
+
+    name: str
+    memory: int | None = None
+
+
+@dataclass(frozen=True)
+class Regime:
+    """How the model runs: the options the specification gives (the planner's names).
+
+    ``regime.batch`` and the like read one option; None means "not given: the default".
+    """
+
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in REGIME_KEYS:
+            return self.options.get(name)
+        raise AttributeError(name)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Batch sizes and sequence lengths to plot memory against (empty: chosen automatically)."""
+
+    batch: tuple[int, ...] = ()
+    seq: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportSpec:
+    """A validated report specification."""
+
+    title: str
+    model: ModelRef
+    formulas: str
+    mode: str = "train"
+    author: str = ""
+    date: str = ""
+    notes: str = ""
+    regime: Regime = field(default_factory=Regime)
+    gpus: tuple[GpuRef, ...] = ()
+    sweep: Sweep = field(default_factory=Sweep)
+    values: dict[str, sympy.Rational] = field(default_factory=dict)
+    terms: tuple[CustomTerm, ...] = ()
+    path: Path | None = None
+
+    def with_extras(self, terms: tuple[CustomTerm, ...] = (), values: dict[str, object] | None = None) -> ReportSpec:
+        """This specification plus terms and values from the command line (``--term``, ``--set``)."""
+        checker = _Checker(None, "")
+        taken = {t.name for t in self.terms}
+        for term in terms:
+            if term.name in taken:
+                raise SpecError(f"--term {term.name}: the specification already defines a term {term.name!r}")
+            term.to_term()
+            taken.add(term.name)
+        extra = checker.values(dict(values or {}), where=("--set",))
+        return replace(self, terms=self.terms + tuple(terms), values={**self.values, **extra})
+
+
+def load(path: str | Path) -> ReportSpec:
+    """Read and validate the specification at ``path``."""
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"report specification not found: {file}") from None
+    except IsADirectoryError:
+        raise SpecError(f"{file}: is a folder, not a report specification") from None
+    except OSError as err:
+        raise SpecError(f"{file}: cannot read: {err.strerror or err}") from None
+    if len(raw) > MAX_FILE:
+        raise SpecError(f"{file}: too large for a report specification ({len(raw):,} bytes)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise SpecError(f"{file}:{line}: not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError(_toml_message(file, err)) from None
+    return parse(data, origin=file, text=text)
+
+
+def _toml_message(file: Path, err: Exception) -> str:
+    message = str(err).splitlines()[0] if str(err) else "malformed TOML"
+    match = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
+    if match:
+        message = message[: match.start()] + message[match.end():]
+        return f"{file}:{match.group(1)}:{match.group(2)}: malformed TOML: {message.strip()}"
+    match = re.search(r"\s*\(at end of document\)", message)
+    if match:
+        lines = max(1, len(err.doc.splitlines())) if hasattr(err, "doc") else 1  # type: ignore[attr-defined]
+        return f"{file}:{lines}: malformed TOML: {message[: match.start()].strip()} (at end of file)"
+    return f"{file}: malformed TOML: {message}"
+
+
+def parse(data: dict[str, Any], origin: Path | None = None, text: str = "") -> ReportSpec:
+    """Validate a specification already read into a dict (``origin`` resolves relative paths)."""
+    checker = _Checker(origin, text)
+    return checker.spec(data)
+
+
+class _Checker:
+    """Field-by-field validation with file-and-line error messages."""
+
+    def __init__(self, origin: Path | None, text: str) -> None:
+        self.origin = origin
+        self.lines = text.splitlines()
+
+    # --- errors ----------------------------------------------------------------------------
+    def fail(self, where: tuple[str, ...], message: str) -> SpecError:
+        if where and where[0].startswith("--"):  # a command-line option, not a file
+            return SpecError(f"{where[0]} {'.'.join(where[1:])}: {message}")
+        name = str(self.origin) if self.origin else "report specification"
+        line = self._line_of(where)
+        place = f"{name}:{line}" if line else name
+        key = ".".join(where)
+        return SpecError(f"{place}: {key}: {message}" if key else f"{place}: {message}")
+
+    def _line_of(self, where: tuple[str, ...]) -> int | None:
+        """The line that sets ``where`` (best effort: plain and dotted keys, [table] headers)."""
+        if not where or not self.lines:
+            return None
+        table: tuple[str, ...] = ()
+        header = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\s\"']+?)\s*\]\]?\s*(#.*)?$")
+        for number, line in enumerate(self.lines, 1):
+            match = header.match(line)
+            if match:
+                table = tuple(part.strip().strip("\"'") for part in match.group(1).split("."))
+                if table == where:
+                    return number
+                continue
+            stripped = line.strip()
+            for split in range(len(where)):
+                if table != where[:split]:
+                    continue
+                dotted = r"\s*\.\s*".join(re.escape(k) for k in where[split:])
+                if re.match(rf"^[\"']?{dotted}[\"']?\s*=", stripped):
+                    return number
+        # an entry inside an inline table or array: the line of its parent key
+        return self._line_of(where[:-1]) if len(where) > 1 else None
+
+    def unknown(self, where: tuple[str, ...], key: str, allowed: tuple[str, ...]) -> SpecError:
+        hint = symtab.suggest(key, allowed)
+        return self.fail(where + (key,), f"unknown key{hint}; valid keys: {', '.join(allowed)}")
+
+    def keys(self, table: dict[str, Any], allowed: tuple[str, ...], where: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.unknown(where, key, allowed)
+
+    # --- scalars -------------------------------------------------------------------------
+    def text(self, value: Any, where: tuple[str, ...], limit: int) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected text in quotes, got {_kind(value)}")
+        if len(value) > limit:
+            raise self.fail(where, f"too long ({len(value)} characters; at most {limit})")
+        if "\x00" in value:
+            raise self.fail(where, "contains a NUL character")
+        return value
+
+    def choice(self, value: Any, where: tuple[str, ...], options: tuple[str, ...]) -> str:
+        if not isinstance(value, str):
+            raise self.fail(where, f"expected one of {', '.join(options)}, got {_kind(value)}")
+        if value not in options:
+            hint = symtab.suggest(value, options)
+            raise self.fail(where, f"{value!r} is not one of {', '.join(options)}{hint}")
+        return value
+
+    def count(self, value: Any, where: tuple[str, ...], low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(where, f"expected a whole number, got {_kind(value)}")
+        if not low <= value <= high:
+            raise self.fail(where, f"{value} is out of range ({low} to {high:,})")
+        return value
+
+    def flag(self, value: Any, where: tuple[str, ...]) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, f"expected true or false, got {_kind(value)}")
+        return value
+
+    def table(self, value: Any, where: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, f"expected a table, got {_kind(value)}")
+        return value
+
+    # --- sections ------------------------------------------------------------------------
+    def spec(self, data: dict[str, Any]) -> ReportSpec:
+        self.keys(data, TOP_KEYS, ())
+        if "title" not in data:
+            raise self.fail((), "missing the required key 'title'")
+        if "model" not in data:
+            raise self.fail((), "missing the required key 'model' (a preset such as 'llama-3-8b', a path to a "
+                                "config.json, or 'article-a' / 'article-b')")
+        texts = {k: self.text(data[k], (k,), MAX_TEXT[k]) if k in data else "" for k in MAX_TEXT}
+        if not texts["title"].strip():
+            raise self.fail(("title",), "must not be empty")
+        model = self.model(data["model"])
+        default = model.name if model.is_article else "library"
+        formulas = self.choice(data.get("formulas", default), ("formulas",), FORMULAS)
+        if formulas == "article-a" and model.name != "article-a":
+            raise self.fail(("formulas",), "article A's formulas describe its own network: use model = 'article-a'")
+        if formulas == "library" and model.is_article:
+            raise self.fail(("formulas",), f"model {model.name!r} is a source article's network; "
+                                           f"use formulas = {model.name!r}")
+        if model.name == "article-a" and formulas != "article-a":
+            raise self.fail(("formulas",), "model 'article-a' needs formulas = 'article-a'")
+        mode = self.choice(data.get("mode", "train"), ("mode",), MODES)
+        regime = self.regime(data.get("regime", {}))
+        gpus = self.gpus(data.get("gpus", []))
+        sweep = self.sweep(data.get("sweep", {}))
+        terms = self.terms(data.get("terms", []))
+        values = self.values(data.get("values", {}))
+        return ReportSpec(title=texts["title"], model=model, formulas=formulas, mode=mode, author=texts["author"],
+                          date=texts["date"], notes=texts["notes"], regime=regime, gpus=gpus, sweep=sweep,
+                          values=values, terms=terms, path=self.origin)
+
+    def model(self, value: Any) -> ModelRef:
+        where = ("model",)
+        name = self.text(value, where, 1000).strip()
+        if not name:
+            raise self.fail(where, "must not be empty")
+        if name.endswith(".json") or "/" in name or "\\" in name:
+            path = Path(name).expanduser()
+            if not path.is_absolute() and self.origin is not None:
+                path = self.origin.parent / path
+            if not path.is_file():
+                raise self.fail(where, f"config file not found: {path}")
+            return ModelRef(path.stem if path.name != "config.json" else path.parent.name or "config", path.resolve())
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]{0,99}", name):
+            raise self.fail(where, f"{name!r} is not a model name (letters, digits, '.', '_', '-') "
+                                   "or a path to a config.json")
+        return ModelRef(name)
+
+    def regime(self, value: Any) -> Regime:
+        where = ("regime",)
+        table = self.table(value, where)
+        self.keys(table, REGIME_KEYS, where)
+        out: dict[str, Any] = {}
+        for key, item in table.items():
+            at = where + (key,)
+            if key in SIZE_KEYS:
+                out[key] = self.count(item, at, 1, MAX_SIZE)
+            elif key in DEGREE_KEYS:
+                out[key] = self.count(item, at, 1, MAX_DEGREE)
+            elif key == "zero":
+                out[key] = self.count(item, at, 0, 3)
+            elif key in FLAG_KEYS:
+                out[key] = self.flag(item, at)
+            else:
+                out[key] = self.choice(item, at, CHOICES[key])
+        return Regime(out)
+
+    def gpus(self, value: Any) -> tuple[GpuRef, ...]:
+        where = ("gpus",)
+        if not isinstance(value, list):
+            raise self.fail(where, f"expected a list of GPU names or {{ name = ..., memory = ... }} tables, "
+                                   f"got {_kind(value)}")
+        if len(value) > MAX_GPUS:
+            raise self.fail(where, f"at most {MAX_GPUS} GPUs per report, got {len(value)}")
+        out: list[GpuRef] = []
+        for index, item in enumerate(value):
+            at = where + (str(index),)
+            if isinstance(item, str):
+                name = self.text(item, at, 100).strip()
+                if not name:
+                    raise self.fail(at, "empty GPU name")
+                out.append(GpuRef(name))
+                continue
+            table = self.table(item, at)
+            self.keys(table, GPU_KEYS, at)
+            if "name" not in table or "memory" not in table:
+                raise self.fail(at, "a GPU table needs both name and memory, e.g. { name = \"My card\", "
+                                    "memory = \"24GiB\" }")
+            name = self.text(table["name"], at + ("name",), 100).strip()
+            memory = table["memory"]
+            if isinstance(memory, bool) or not isinstance(memory, (str, int)):
+                raise self.fail(at + ("memory",), f"expected a size such as \"80GiB\", \"80GB\" or 8e10, "
+                                                  f"got {_kind(memory)}")
+            try:
+                size = parse_size(str(memory))
+            except SizeError as err:
+                raise self.fail(at + ("memory",), str(err)) from None
+            out.append(GpuRef(name or f"GPU {index + 1}", size))
+        names = [g.name for g in out]
+        for name in names:
+            if names.count(name) > 1:
+                raise self.fail(where, f"{name!r} is listed twice")
+        return tuple(out)
+
+    def sweep(self, value: Any) -> Sweep:
+        where = ("sweep",)
+        table = self.table(value, where)
+        self.keys(table, SWEEP_KEYS, where)
+        return Sweep(**{key: self.points(item, where + (key,)) for key, item in table.items()})
+
+    def points(self, value: Any, where: tuple[str, ...]) -> tuple[int, ...]:
+        if isinstance(value, dict):
+            self.keys(value, RANGE_KEYS, where)
+            if set(value) != set(RANGE_KEYS):
+                raise self.fail(where, "a range needs both from and to, e.g. { from = 1, to = 64 }")
+            low = self.count(value["from"], where + ("from",), 1, MAX_SIZE)
+            high = self.count(value["to"], where + ("to",), 1, MAX_SIZE)
+            if high < low:
+                raise self.fail(where, f"to ({high}) is smaller than from ({low})")
+            points = [low]
+            while points[-1] * 2 <= high:
+                points.append(points[-1] * 2)
+            if points[-1] != high:
+                points.append(high)
+        elif isinstance(value, list):
+            points = [self.count(v, where + (str(i),), 1, MAX_SIZE) for i, v in enumerate(value)]
+            if len(points) < 2:
+                raise self.fail(where, "give at least two points")
+        else:
+            raise self.fail(where, f"expected a list such as [1, 2, 4, 8] or {{ from = 1, to = 64 }}, "
+                                   f"got {_kind(value)}")
+        if len(points) > MAX_SWEEP:
+            raise self.fail(where, f"at most {MAX_SWEEP} points, got {len(points)}")
+        return tuple(sorted(set(points)))
+
+    def terms(self, value: Any) -> tuple[CustomTerm, ...]:
+        """User-defined terms ([[terms]] tables), parsed without eval by symbolic.parsing."""
+        where = ("terms",)
+        if not isinstance(value, list):
+            raise self.fail(where, f"expected [[terms]] tables, got {_kind(value)}")
+        if len(value) > MAX_TERMS:
+            raise self.fail(where, f"at most {MAX_TERMS} terms, got {len(value)}")
+        out: list[CustomTerm] = []
+        for index, item in enumerate(value):
+            at = where + (str(index),)
+            table = self.table(item, at)
+            self.keys(table, TERM_KEYS, at)
+            if "name" not in table or "expr" not in table:
+                raise self.fail(at, 'a term needs name and expr, e.g. { name = "lora", expr = "2*r*H*L*k" }')
+            texts = {k: self.text(table[k], at + (k,), 2000 if k in ("expr", "note") else 200)
+                     for k in ("name", "expr", "unit", "title", "note") if k in table}
+            implicit = self.flag(table["implicit"], at + ("implicit",)) if "implicit" in table else False
+            try:
+                term = CustomTerm(texts["name"], texts["expr"], texts.get("unit", "bytes"), texts.get("title", ""),
+                                  texts.get("note", ""), implicit)
+                term.to_term()  # parse now (never evaluated), so that errors name this file and line
+            except CustomTermError as err:
+                raise self.fail(at + ("expr",), str(err)) from None
+            if term.name in {t.name for t in out}:
+                raise self.fail(at + ("name",), f"{term.name!r} is defined twice")
+            out.append(term)
+        return tuple(out)
+
+    def values(self, value: Any, where: tuple[str, ...] = ("values",)) -> dict[str, sympy.Rational]:
+        table = self.table(value, where)
+        out: dict[str, sympy.Rational] = {}
+        names = [s.name for s in symtab.all_symbols()]
+        for key, item in table.items():
+            if key not in names:
+                raise self.fail(where + (key,), f"unknown symbol{symtab.suggest(key, names)}; "
+                                                "'symbolic symbols' lists them")
+            if isinstance(item, bool) or not isinstance(item, (int, float, str)):
+                raise self.fail(where + (key,), f"expected a number, got {_kind(item)}")
+            try:
+                out[key] = vals.validate(key, item)
+            except ValueError as err:
+                raise self.fail(where + (key,), str(err)) from None
+        return out
+
+
+def _kind(value: Any) -> str:
+    names = {bool: "true/false", int: "a number", float: "a number", str: "text", list: "a list",
+             dict: "a table"}
+    return names.get(type(value), type(value).__name__)

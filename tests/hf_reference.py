@@ -1,0 +1,66 @@
+"""Parameter counts of real ``transformers`` models, built on the meta device (a child process).
+
+``test_architectures_torch.py`` runs this file with the test interpreter so that torch and
+transformers are imported in a separate process, not in the test process (their hundreds of
+thousands of objects would slow every later test's garbage collection). It reads
+``{name: config}`` as JSON on stdin and writes ``{name: {"total", "active", "class"} or
+{"error"}}`` on stdout; it exits with ``SKIP`` when torch or transformers cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+SKIP = 77
+IGNORED = ("_source", "auto_map", "_name_or_path")
+
+
+def count(config: dict) -> dict:
+    """Total and (for mixtures of experts) active parameters of the model ``config`` names."""
+    import torch
+    import transformers
+
+    config = {k: v for k, v in config.items() if k not in IGNORED}
+    model_type = config.pop("model_type")
+    hf_config = transformers.AutoConfig.for_model(model_type, **config)
+    archs = config.get("architectures") or []
+    with torch.device("meta"):
+        if archs:
+            model = getattr(transformers, archs[0])(hf_config)
+        elif model_type == "bert":
+            model = transformers.BertModel(hf_config)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(hf_config)
+    total = sum(p.numel() for p in model.parameters())  # each tensor once: tied weights count once
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    active = None
+    if experts:
+        n_exp = getattr(hf_config, "num_local_experts", None) or hf_config.num_experts
+        top_k = hf_config.num_experts_per_tok
+        active = total - experts // n_exp * (n_exp - top_k)
+    return {"total": int(total), "active": active, "class": type(model).__name__}
+
+
+def main() -> int:
+    try:
+        import torch
+        import transformers
+    except ImportError as err:
+        print(f"torch or transformers not importable: {err}", file=sys.stderr)
+        return SKIP
+    transformers.logging.set_verbosity_error()
+    configs = json.load(sys.stdin)
+    out = {}
+    for name, config in configs.items():
+        try:
+            out[name] = count(config)
+        except Exception as err:  # reported by the test that asked for this config
+            out[name] = {"error": f"{type(err).__name__}: {err}"}
+    json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__}, "counts": out},
+              sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Torch measurements for ``test_measure.py``, run in a child process.
+
+torch and transformers are imported here, not in the test process (their objects would slow
+every later test's garbage collection). Writes one JSON object on stdout; exits with ``SKIP``
+when torch or transformers cannot be imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+SKIP = 77
+ROOT = Path(__file__).resolve().parent.parent
+
+# tiny models: hidden 64, vocabulary 512, one or two layers (seconds on a CPU)
+GPT2 = {"n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 128}
+LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+         "vocab_size": 512, "max_position_embeddings": 128}
+MLP = {"d_in": 64, "d_h": 128, "n_out": 10}
+CASES = [
+    # name, overrides, dropout, grid
+    ("mlp", MLP, "config", {"batch": (1, 16)}),
+    ("mlp-nobias", MLP, "config", {"batch": (16,)}),
+    ("gpt2", GPT2, "config", {"batch": (1, 2), "seq": (32,), "layers": (2,)}),
+    ("gpt2", GPT2, "off", {"batch": (2,), "seq": (32,), "layers": (1,)}),
+    ("llama-3-8b", LLAMA, "config", {"batch": (1, 2), "seq": (32,), "layers": (2,)}),
+]
+
+
+def unit_checks() -> dict:
+    """Checks of ``symbolic.measure`` on hand-made modules."""
+    import torch
+
+    from symbolic import measure, validate
+
+    out: dict = {}
+    with torch.device("meta"):
+        net = validate.article_a_class()
+        out["params_bias"] = measure.count_parameters(net(bias=True))
+        out["params_nobias"] = measure.count_parameters(net(bias=False))
+
+    class Views(torch.nn.Module):
+        """Saves three views of one (B, 3·n) tensor and its own weight: one storage counts."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(8, 24))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x @ self.w  # mm saves x (and the parameter, excluded)
+            q, k, v = y.split(8, dim=1)
+            return (q * k * v).sum()  # the muls save views of y
+
+    x = torch.randn(5, 8)
+    saved = measure.saved_tensors(Views(), x, lambda out: out)
+    out["views_saved"] = saved.total_bytes
+    out["views_expected"] = 5 * 8 * 4 + 5 * 24 * 4 + 5 * 8 * 4  # x, y (once), q·k (a new tensor)
+    model = validate.build(validate.load_target("gpt2", GPT2), 1, "fp32", "eager")
+    inputs, loss_fn = validate.inputs_for(validate.load_target("gpt2", GPT2), 2, 32, "fp32")
+    dispatch = measure.step_peak(model, inputs, loss_fn, method="dispatch")
+    profiler = measure.step_peak(model, inputs, loss_fn, method="profiler")
+    out["peak_dispatch"] = dispatch.peak_bytes
+    out["peak_profiler"] = profiler.peak_bytes
+    out["peak_phase"] = dispatch.phase
+    return out
+
+
+def validation() -> list[dict]:
+    from symbolic import validate
+
+    results = []
+    for name, overrides, dropout, grid in CASES:
+        points = validate.run(name, validate.Grid(**grid), overrides=overrides, dropout=dropout)
+        results.append({"model": name, "dropout": dropout, "summary": validate.summarize(points),
+                        "points": [p.as_dict() for p in points]})
+    return results
+
+
+def gpu_script() -> dict:
+    """benchmarks/gpu_measure.py's logic on the CPU (the GPU itself is not needed to exercise it)."""
+    spec = importlib.util.spec_from_file_location("gpu_measure", ROOT / "benchmarks" / "gpu_measure.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.measure_all(device="cpu", quick=True)
+
+
+def main() -> int:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return SKIP
+    sys.path.insert(0, str(ROOT))
+    start = time.perf_counter()
+    data = {"unit": unit_checks(), "validation": validation(), "gpu_script": gpu_script()}
+    data["seconds"] = time.perf_counter() - start
+    json.dump(data, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Cross-check against the real ``transformers`` library: our count equals the model's own.
+
+Each case builds the model class a config names (or the family's default) on PyTorch's ``meta``
+device — no weights, no memory, no download — and compares ``sum(p.numel() for p in
+model.parameters())`` (tied tensors once) with ``ModelSpec.param_count()``. The models are built
+by ``hf_reference.py`` in one child process, so torch is never imported by the test process.
+Skipped cleanly when torch or transformers is not installed; CI installs ``torch==2.13.0`` (CPU)
+and transformers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symbolic.architectures import SUPPORTED, preset_config, preset_names, spec_from_config
+
+pytestmark = pytest.mark.torch
+
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+    pytest.skip("torch and transformers are not installed", allow_module_level=True)
+
+REFERENCE_SCRIPT = Path(__file__).with_name("hf_reference.py")
+SKIP = 77
+IGNORED = ("_source", "auto_map", "_name_or_path")
+
+TINY = {"vocab_size": 101, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+DECODER = {**TINY, "intermediate_size": 96}
+
+CASES: dict[str, dict] = {
+    # GPT-2: learned positions, Conv1D biases, n_inner, untied, cross-attention, other heads
+    "gpt2": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101, "n_positions": 40},
+    "gpt2-n_inner-untied": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_inner": 100,
+                            "vocab_size": 101, "tie_word_embeddings": False},
+    "gpt2-cross": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "add_cross_attention": True},
+    "gpt2-base": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "architectures": ["GPT2Model"]},
+    "gpt2-seqcls": {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "num_labels": 3,
+                    "architectures": ["GPT2ForSequenceClassification"]},
+    # BERT: every head class decides what is counted
+    **{f"bert-{cls}": {"model_type": "bert", **TINY, "intermediate_size": 96, "max_position_embeddings": 40,
+                       "type_vocab_size": 3, "id2label": {str(i): f"L{i}" for i in range(5)},
+                       "architectures": [f"Bert{cls}"]}
+       for cls in ("Model", "ForMaskedLM", "ForPreTraining", "ForSequenceClassification", "ForTokenClassification",
+                   "ForQuestionAnswering", "ForMultipleChoice", "ForNextSentencePrediction", "LMHeadModel")},
+    "bert-mlm-untied": {"model_type": "bert", **TINY, "intermediate_size": 96, "tie_word_embeddings": False,
+                        "architectures": ["BertForMaskedLM"]},
+    "bert-cross": {"model_type": "bert", **TINY, "intermediate_size": 96, "is_decoder": True,
+                   "add_cross_attention": True},
+    # Llama: GQA, head_dim ≠ H/a, biases, tied, other heads
+    "llama-gqa-headdim": {"model_type": "llama", **DECODER, "num_key_value_heads": 2, "head_dim": 24},
+    "llama-biases-tied": {"model_type": "llama", **DECODER, "attention_bias": True, "mlp_bias": True,
+                          "tie_word_embeddings": True},
+    "llama-mqa": {"model_type": "llama", **DECODER, "num_key_value_heads": 1},
+    "llama-base": {"model_type": "llama", **DECODER, "architectures": ["LlamaModel"]},
+    "llama-seqcls": {"model_type": "llama", **DECODER, "num_labels": 7,
+                     "architectures": ["LlamaForSequenceClassification"]},
+    "mistral-gqa": {"model_type": "mistral", **DECODER, "num_key_value_heads": 2},
+    "mistral-headdim-tied": {"model_type": "mistral", **DECODER, "head_dim": 8, "tie_word_embeddings": True},
+    # Mixtral: experts and top-k
+    "mixtral": {"model_type": "mixtral", **DECODER, "num_key_value_heads": 2, "num_local_experts": 4,
+                "num_experts_per_tok": 2},
+    "mixtral-top1-tied": {"model_type": "mixtral", **DECODER, "num_local_experts": 3, "num_experts_per_tok": 1,
+                          "tie_word_embeddings": True, "head_dim": 32},
+    # Qwen2: q/k/v biases, o without
+    "qwen2": {"model_type": "qwen2", **DECODER, "num_key_value_heads": 2},
+    "qwen2-tied-headdim": {"model_type": "qwen2", **DECODER, "tie_word_embeddings": True, "head_dim": 8,
+                           "num_key_value_heads": 4},
+    # Qwen2-MoE: shared expert and its gate
+    "qwen2_moe": {"model_type": "qwen2_moe", **DECODER, "num_key_value_heads": 2, "num_experts": 4,
+                  "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 80},
+    "qwen2_moe-nobias": {"model_type": "qwen2_moe", **DECODER, "num_experts": 6, "num_experts_per_tok": 3,
+                         "qkv_bias": False, "tie_word_embeddings": True},
+    # Gemma: head_dim 256 by default, tied by default, attention bias
+    "gemma-default-headdim": {"model_type": "gemma", **DECODER, "num_key_value_heads": 1},
+    "gemma-bias-untied": {"model_type": "gemma", **DECODER, "head_dim": 16, "attention_bias": True,
+                          "tie_word_embeddings": False},
+    # Phi: parallel block with one norm, lm_head bias, qk layernorm
+    "phi": {"model_type": "phi", **DECODER},
+    "phi-gqa-qknorm-tied": {"model_type": "phi", **DECODER, "num_key_value_heads": 2, "qk_layernorm": True,
+                            "tie_word_embeddings": True},
+    # OPT: position offset, project_in/out, post-LN without final norm, no biases, non-affine norms
+    "opt": {"model_type": "opt", **TINY, "ffn_dim": 96, "max_position_embeddings": 30},
+    "opt-proj": {"model_type": "opt", **TINY, "ffn_dim": 96, "word_embed_proj_dim": 32,
+                 "do_layer_norm_before": False, "tie_word_embeddings": False},
+    "opt-nobias-noaffine": {"model_type": "opt", **TINY, "ffn_dim": 96, "enable_bias": False,
+                            "layer_norm_elementwise_affine": False},
+    "opt-removed-final": {"model_type": "opt", **TINY, "ffn_dim": 96, "_remove_final_layer_norm": True},
+    # Falcon: multi-query, multi-head, new decoder architecture (GQA), sequential block, biases
+    "falcon-mq": {"model_type": "falcon", **TINY},
+    "falcon-mha-bias": {"model_type": "falcon", **TINY, "multi_query": False, "bias": True},
+    "falcon-new": {"model_type": "falcon", **TINY, "new_decoder_architecture": True, "num_kv_heads": 2,
+                   "ffn_hidden_size": 100},
+    "falcon-new-1ln": {"model_type": "falcon", **TINY, "new_decoder_architecture": True, "num_kv_heads": 2,
+                       "num_ln_in_parallel_attn": 1},
+    "falcon-sequential-untied": {"model_type": "falcon", **TINY, "parallel_attn": False,
+                                 "tie_word_embeddings": False},
+    # key aliases and other head classes
+    "gpt2-aliases": {"model_type": "gpt2", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                     "max_position_embeddings": 50},
+    "falcon-n_embed": {"model_type": "falcon", "n_embed": 64, "num_hidden_layers": 2, "num_attention_heads": 4},
+    "falcon-base": {"model_type": "falcon", **TINY, "architectures": ["FalconModel"]},
+    "opt-proj-seqcls": {"model_type": "opt", **TINY, "ffn_dim": 96, "word_embed_proj_dim": 32, "num_labels": 4,
+                        "architectures": ["OPTForSequenceClassification"]},
+    "opt-proj-base": {"model_type": "opt", **TINY, "ffn_dim": 96, "word_embed_proj_dim": 32,
+                      "architectures": ["OPTModel"]},
+    "qwen2-seqcls": {"model_type": "qwen2", **DECODER, "num_key_value_heads": 2,
+                     "architectures": ["Qwen2ForSequenceClassification"]},
+    "phi-seqcls": {"model_type": "phi", **DECODER, "id2label": {"0": "a", "1": "b", "2": "c"},
+                   "architectures": ["PhiForSequenceClassification"]},
+    "mixtral-base": {"model_type": "mixtral", **DECODER, "num_key_value_heads": 2, "architectures": ["MixtralModel"]},
+    "gpt_neox-base": {"model_type": "gpt_neox", **DECODER, "architectures": ["GPTNeoXModel"]},
+    # GPT-NeoX: untied by default, attention bias off, sequential residual, tied
+    "gpt_neox": {"model_type": "gpt_neox", **DECODER},
+    "gpt_neox-nobias-tied": {"model_type": "gpt_neox", **DECODER, "attention_bias": False,
+                             "tie_word_embeddings": True, "use_parallel_residual": False},
+}
+
+
+def _configs() -> dict[str, dict]:
+    configs = {f"case:{name}": config for name, config in CASES.items()}
+    configs.update({f"default:{t}": {"model_type": t} for t in SUPPORTED})
+    configs.update({f"preset:{name}": preset_config(name) for name in preset_names()})
+    return configs
+
+
+@pytest.fixture(scope="module")
+def real() -> dict[str, dict]:
+    """Counts of every case, default config and preset from the real library (one child process)."""
+    proc = subprocess.run([sys.executable, str(REFERENCE_SCRIPT)], input=json.dumps(_configs()),
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode == SKIP:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)["counts"]
+
+
+def check(real: dict[str, dict], key: str, config: dict) -> None:
+    ref = real[key]
+    assert "error" not in ref, ref.get("error")
+    spec = spec_from_config({k: v for k, v in config.items() if k not in IGNORED}, name=key)
+    assert spec.param_count() == ref["total"], (key, spec.components())
+    assert spec.active_param_count() == (ref["total"] if ref["active"] is None else ref["active"]), key
+    if config.get("architectures"):
+        assert ref["class"] == config["architectures"][0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_synthetic_config_matches_transformers(real: dict[str, dict], name: str) -> None:
+    check(real, f"case:{name}", CASES[name])
+
+
+def test_every_family_has_synthetic_cases() -> None:
+    assert {c["model_type"] for c in CASES.values()} == set(SUPPORTED)
+
+
+@pytest.mark.parametrize("model_type", SUPPORTED)
+def test_empty_config_takes_transformers_defaults(real: dict[str, dict], model_type: str) -> None:
+    """Only model_type given: every size is the library's default (full-size models, on meta)."""
+    check(real, f"default:{model_type}", {"model_type": model_type})
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_preset_matches_transformers(real: dict[str, dict], name: str) -> None:
+    check(real, f"preset:{name}", preset_config(name))
+
+
+def test_the_test_process_never_imports_torch() -> None:
+    assert "torch" not in sys.modules and "transformers" not in sys.modules

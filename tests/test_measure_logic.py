@@ -1,0 +1,49 @@
+"""The parts of ``symbolic.measure`` that need no real torch: CUDA phase bookkeeping, results."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from symbolic import measure
+
+
+class FakeCuda:
+    """Stands in for torch.cuda: an allocator whose peak the test script sets per phase."""
+
+    def __init__(self, peaks: dict[str, int]) -> None:
+        self.peaks = peaks
+        self.current_phase = "setup"
+        self.resets = 0
+
+    def synchronize(self, device: object) -> None:
+        pass
+
+    def max_memory_allocated(self, device: object) -> int:
+        return self.peaks.get(self.current_phase, 0)
+
+    def memory_allocated(self, device: object) -> int:
+        return 100
+
+    def reset_peak_memory_stats(self, device: object) -> None:
+        self.resets += 1
+
+
+def test_cuda_peak_names_the_phase_that_peaked():
+    cuda = FakeCuda({"forward": 500, "backward": 900, "optimizer": 700})
+    torch = SimpleNamespace(cuda=cuda)
+
+    def one_step(phases: measure._CudaPhases) -> None:
+        for name in ("zero_grad", "forward", "backward", "optimizer"):
+            phases.phase = name
+            cuda.current_phase = name
+
+    result = measure._cuda_peak(torch, "cuda:0", None, None, None, one_step, steps=2)
+    assert result.peak_bytes == 900 and result.phase == "backward"
+    assert result.per_step == (900, 900) and result.baseline_bytes == 100 and result.method == "cuda"
+
+
+def test_results_are_plain_data():
+    saved = measure.SavedTensors(10, 1, {"Linear": 10}, {"float32": 10})
+    peak = measure.StepPeak("cpu", "dispatch", 1, 20, (15, 20), "backward", 2)
+    data = measure.Measurement(3, 12, saved, peak, "2.13.0").as_dict()
+    assert data["saved"]["by_module"] == {"Linear": 10} and data["peak"]["per_step"] == [15, 20]

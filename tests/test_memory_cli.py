@@ -1,0 +1,102 @@
+"""`symbolic memory`, `symbolic fit` and `symbolic gpus` as a user runs them: text, JSON, one-line errors."""
+
+import json
+
+import pytest
+
+from symbolic import planning
+from symbolic.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_memory_json_matches_the_planner(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "llama-3-8b", "--json")
+    data = json.loads(out)
+    plan = planning.plan("llama-3-8b")
+    assert code == 0
+    assert data["total_bytes"] == plan.total == 171_860_140_032
+    assert data["terms"] == plan.terms()
+    assert data["options"]["precision"] == "bf16-mixed" and "precision" in data["defaults"]
+
+
+def test_memory_with_gpu_reports_fit_and_headroom(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "llama-3-8b", "--zero", "3", "--dp", "8", "--gpu", "h100-80gb", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is True
+    assert data["headroom_bytes"] == 85_520_809_984 - data["total_bytes"]
+    assert data["gpu"]["name"] == "h100-80gb"
+
+
+def test_memory_text_and_formula(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "llama-3-8b", "--gpu", "h100-80gb", "--formula")
+    assert code == 0
+    assert "optimizer_states" in out and "64,242,089,984" in out and "does NOT fit" in out
+    assert "where N = " in out and "8·N" in out and "(* = default)" in out
+
+
+def test_memory_inference_json(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "llama-3-8b", "--mode", "infer", "--seq", "8192", "--weights", "int4",
+                       "--kv-dtype", "fp8", "--json", "--formula")
+    data = json.loads(out)
+    assert code == 0 and data["terms"]["kv_cache"] == 2**29
+    assert "kv_cache" in data["formula"]["terms"]
+
+
+def test_memory_note_for_zero_without_data_parallel(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "gpt2", "--zero", "2")
+    assert code == 0 and "with dp 1 it changes nothing" in out
+
+
+def test_fit_batch_seq_gpus_json(capsys) -> None:
+    code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h200-141gb", "--for", "batch", "--zero", "3",
+                       "--dp", "8", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["status"] == "ok" and data["value"] >= 1 and data["headroom_bytes"] >= 0
+    code, out, _ = run(capsys, "fit", "gpt2", "--gpu", "t4", "--for", "seq", "--json")
+    assert json.loads(out)["value"] == 1024
+    code, out, _ = run(capsys, "fit", "llama-3-70b", "--gpu", "h100-80gb", "--for", "gpus", "--mode", "infer",
+                       "--json")
+    data = json.loads(out)
+    assert data["over"] == "tp" and data["gpus"] == 2
+
+
+def test_fit_text(capsys) -> None:
+    code, out, _ = run(capsys, "fit", "llama-3-70b", "--gpu", "h100-80gb", "--for", "gpus", "--recompute", "full")
+    assert code == 0 and "with ZeRO-3 fits h100-80gb" in out
+
+
+def test_gpus_lists_the_catalogue(capsys) -> None:
+    code, out, _ = run(capsys, "gpus", "--json")
+    names = {g["name"] for g in json.loads(out)}
+    assert code == 0 and {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "l4", "rtx-4090", "mi300x"} <= names
+    code, out, _ = run(capsys, "gpus")
+    assert "85,520,809,984" in out and "nvidia-smi" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["memory", "llama-3-8b", "--tp", "3"], "must divide the 32 attention heads"),
+    (["memory", "llama-3-8b", "--mode", "infer", "--optimizer", "adamw"], "applies to mode train"),
+    (["memory", "llama-3-8b", "--weights", "int4"], "applies to mode infer"),
+    (["memory", "llama-3-8b", "--zero", "3", "--pp", "2"], "pipeline"),
+    (["memory", "llama-3-8b", "--offload"], "ZeRO"),
+    (["memory", "llama-3-8b", "--gpu", "h300"], "unknown GPU"),
+    (["memory", "no-such-model"], "unknown model"),
+    (["memory", "llama-3-8b", "--batch", "0"], "whole number"),
+    (["memory", "llama-3-8b", "--precision", "fp8"], "invalid choice"),
+    (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "batch", "--batch", "2"], "what is solved for"),
+    (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "batch", "--over", "tp"], "--for gpus only"),
+    (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--over", "dp", "--mode", "infer"], "replicas"),
+])
+def test_errors_are_one_line_exit_2(capsys, argv, message) -> None:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own errors (bad choice or number) exit directly
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and out == ""

@@ -1,0 +1,125 @@
+"""``symbolic params`` and ``symbolic models``: tables, JSON, formulas and one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symbolic.architectures import preset_config, preset_names
+from symbolic.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_params_json_gpt2(capsys) -> None:
+    code, out, err = run(capsys, "params", "gpt2", "--json")
+    data = json.loads(out)
+    assert code == 0 and err == ""
+    assert data["total"] == 124_439_808 and data["model"] == "gpt2" and data["model_type"] == "gpt2"
+    assert data["architecture"] == "GPT2LMHeadModel" and "openai-community/gpt2" in data["source"]
+    assert sum(data["components"].values()) == data["total"]
+    assert data["components"]["embedding"] == 50257 * 768 and data["components"]["positions"] == 1024 * 768
+    assert data["per_layer"]["attention.q"] == 768 * 768 and data["layers"] == 12
+    assert data["formula"] == "N = L·(12·H^2 + 13·H) + H·V + H·n_pos + 2·H"
+    assert data["values"] == {"H": 768, "L": 12, "V": 50257, "n_pos": 1024}
+    assert "active" not in data
+
+
+def test_params_json_mixtral_active(capsys) -> None:
+    code, out, _ = run(capsys, "params", "mixtral-8x7b", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["total"] == 46_702_792_704 and data["active"] == 12_879_925_248
+    assert sum(data["active_components"].values()) == data["active"]
+    assert data["components"]["moe.router"] == data["active_components"]["moe.router"] == 32 * 8 * 4096
+    assert "k_exp" in data["active_formula"]
+
+
+def test_params_table_llama3(capsys) -> None:
+    code, out, _ = run(capsys, "params", "llama-3-8b")
+    lines = out.splitlines()
+    assert code == 0
+    assert lines[0] == "llama-3-8b: LlamaForCausalLM (llama), 8,030,261,248 parameters (8.03 B)"
+    assert lines[1].split() == ["component", "formula", "per", "layer", "parameters"]
+    rows = {line.split()[0]: line for line in lines[2:] if line and not line.startswith(" ")}
+    assert rows["attention.k"].split()[1:] == ["H^2·a_kv/a", "4,194,304", "134,217,728"]
+    assert rows["lm_head"].split()[1:] == ["H·V", "525,336,576"]
+    assert rows["total"].split()[-2:] == ["218,112,000", "8,030,261,248"]
+    assert "at H=4096, L=32, a=32, V=128256, d_ff=14336, a_kv=8" in out
+
+
+def test_params_table_moe_has_active_column(capsys) -> None:
+    code, out, _ = run(capsys, "params", "mixtral-8x7b")
+    assert code == 0 and "12,879,925,248 active per token" in out.splitlines()[0]
+    assert out.splitlines()[1].split()[-1] == "active"
+    experts = next(line for line in out.splitlines() if line.startswith("moe.experts"))
+    assert experts.split()[-2:] == ["45,097,156,608", "11,274,289,152"]
+
+
+def test_params_formula_symbolic_then_numbers(capsys) -> None:
+    code, out, _ = run(capsys, "params", "gpt2", "--formula")
+    assert code == 0
+    tail = out.split("\n\n", 1)[1].splitlines()
+    assert tail == [
+        "N = L·(12·H^2 + 13·H) + H·V + H·n_pos + 2·H",
+        "  at H=768, L=12, V=50257, n_pos=1024:",
+        "N = 12·(12·768^2 + 13·768) + 768·50257 + 768·1024 + 2·768",
+        "  = 124,439,808",
+    ]
+
+
+def test_params_from_a_config_path(capsys, tmp_path: Path) -> None:
+    config = preset_config("qwen2-0.5b")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    code, out, _ = run(capsys, "params", str(path), "--json")
+    assert code == 0 and json.loads(out)["total"] == 494_032_768
+
+
+def test_models_lists_presets_with_sources(capsys) -> None:
+    code, out, _ = run(capsys, "models", "--json")
+    rows = json.loads(out)
+    assert code == 0 and [r["name"] for r in rows] == list(preset_names())
+    assert all(r["source"] and r["total"] > 0 for r in rows)
+    mixtral = next(r for r in rows if r["name"] == "mixtral-8x7b")
+    assert mixtral["active"] == 12_879_925_248
+    code, out, _ = run(capsys, "models")
+    assert code == 0 and all(name in out for name in preset_names())
+    assert "meta-llama/Meta-Llama-3-8B (reconstructed)" in out and "openai-community/gpt2 (verbatim)" in out
+
+
+def _bad(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["params", "llama-3-7b"], "did you mean"),
+    (["params", "no/such/config.json"], "no/such/config.json: no such file"),
+    (["params", "BAD_JSON"], "not valid JSON (line 1"),
+    (["params", "T5"], "model_type 't5' is not supported; supported: gpt2, bert, llama"),
+    (["params", "NEGATIVE"], "num_hidden_layers must be positive, got -2"),
+])
+def test_params_errors_are_one_line_exit_2(capsys, tmp_path: Path, argv: list[str], fragment: str) -> None:
+    files = {"BAD_JSON": '{"model_type": "gpt2",, }', "T5": '{"model_type": "t5"}',
+             "NEGATIVE": '{"model_type": "llama", "num_hidden_layers": -2}'}
+    argv = [_bad(tmp_path, files[a]) if a in files else a for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.startswith("symbolic: error: ") and err.count("\n") == 1 and fragment in err
+
+
+def test_params_exit_code_in_a_real_process(tmp_path: Path) -> None:
+    path = _bad(tmp_path, '{"model_type": "falcon", "hidden_size": 4545}')
+    proc = subprocess.run([sys.executable, "-m", "symbolic", "params", path], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().endswith("71 heads do not divide the hidden size 4545 and no head_dim is given")

@@ -1,0 +1,213 @@
+"""``symbolic sweep`` as a user runs it, and the start-up rule: light commands load no heavy package."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+import symbolic
+from symbolic.cli import main
+from symbolic.cli import sweep as sweep_cli
+
+PEAK = ["sweep", "llm.peak", "--example", "--set", "D=1024"]
+HEAVY = ("matplotlib", "weasyprint", "ziamath", "torch", "numpy")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def peak(**values):
+    return int(symbolic.formula("llm.peak").evaluate(H=768, L=12, V=50000, d_ff=3072, D=1024, **values).total)
+
+
+def test_text_table_for_a_small_grid(capsys):
+    code, out, err = run(capsys, *PEAK, "--grid", "B=1..2", "--grid", "S=512,1024")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("llm.peak: ") and "at H=768, L=12, V=50000, d_ff=3072, D=1024" in lines[1]
+    assert "2 B × 2 S = 4 configurations (int64)" in lines[2]
+    assert f"{peak(B=2, S=512):,}" in out and "GiB" in out
+    assert f"smallest: 2.15 GiB ({peak(B=1, S=512):,}) at B=1, S=512" in out
+    assert f"largest: 3.13 GiB ({peak(B=2, S=1024):,}) at B=2, S=1024" in out
+
+
+def test_large_grid_prints_a_summary_only(capsys):
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1..64", "--grid", "S=512,1024,2048")
+    assert code == 0 and "(192 rows: --csv FILE writes them all)" in out
+    assert f"({peak(B=64, S=2048):,}) at B=64, S=2048" in out
+
+
+def test_json_rows_are_exact(capsys):
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1..3", "--grid", "S=1024", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["count"] == 3 and data["mode"] == "int64"
+    assert data["fixed"] == {"H": 768, "L": 12, "V": 50000, "d_ff": 3072, "D": 1024}
+    assert data["rows"] == [{"B": b, "S": 1024, "total": peak(B=b, S=1024)} for b in (1, 2, 3)]
+    assert data["min"] == {"total": peak(B=1, S=1024), "at": {"B": 1, "S": 1024}}
+    assert data["max"]["at"] == {"B": 3, "S": 1024}
+
+
+def test_csv_is_complete_and_written_atomically(capsys, tmp_path):
+    out_file = tmp_path / "peak.csv"
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1..4", "--grid", "S=512..2048:512", "--csv", str(out_file))
+    assert code == 0 and f"wrote 16 rows to {out_file}" in out
+    rows = list(csv.DictReader(out_file.open()))
+    assert len(rows) == 16 and list(rows[0]) == ["B", "S", "total"]
+    assert [(r["B"], r["S"]) for r in rows[:5]] == [("1", "512"), ("1", "1024"), ("1", "1536"), ("1", "2048"), ("2", "512")]
+    assert all(int(r["total"]) == peak(B=int(r["B"]), S=int(r["S"])) for r in rows)
+    assert sorted(os.listdir(tmp_path)) == ["peak.csv"]  # no temporary file left behind
+    reference = tmp_path / "reference"
+    reference.write_text("")
+    assert out_file.stat().st_mode == reference.stat().st_mode  # the umask applies, as for open()
+
+
+def test_failed_csv_leaves_no_file(capsys, tmp_path, monkeypatch):
+    target = tmp_path / "peak.csv"
+    real_chunks = sweep_cli._chunks
+
+    def failing(grid, progress):  # one chunk written, then a failure half-way
+        yield next(iter(real_chunks(grid, progress)))
+        raise ValueError("simulated failure")
+
+    monkeypatch.setattr(sweep_cli, "_chunks", failing)
+    code, _, err = run(capsys, *PEAK, "--grid", "B=1..4", "--grid", "S=512", "--csv", str(target))
+    assert code == 2 and "simulated failure" in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_json_with_csv_file(capsys, tmp_path):
+    target = tmp_path / "peak.csv"
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1..3", "--grid", "S=1024", "--json", "--csv", str(target))
+    data = json.loads(out)
+    assert code == 0 and data["csv"] == str(target) and "rows" not in data and data["count"] == 3
+    assert len(target.read_text().splitlines()) == 4
+
+
+def test_csv_to_stdout(capsys):
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1,2", "--grid", "S=1024", "--csv", "-")
+    assert code == 0
+    assert out.splitlines() == ["B,S,total", f"1,1024,{peak(B=1, S=1024)}", f"2,1024,{peak(B=2, S=1024)}"]
+
+
+def test_chunks_give_the_same_rows(capsys, monkeypatch):
+    _, whole, _ = run(capsys, *PEAK, "--grid", "B=1..5", "--grid", "S=1..7", "--csv", "-")
+    monkeypatch.setattr(sweep_cli, "CHUNK", 4)
+    _, chunked, _ = run(capsys, *PEAK, "--grid", "B=1..5", "--grid", "S=1..7", "--csv", "-")
+    assert chunked == whole and len(whole.splitlines()) == 36
+
+
+def test_progress_when_asked_is_brief(capsys, monkeypatch):
+    monkeypatch.setattr(sweep_cli, "CHUNK", 3)
+    code, _, err = run(capsys, *PEAK, "--grid", "B=1..10", "--grid", "S=1..10", "--progress", "always")
+    lines = err.splitlines()
+    assert code == 0 and lines[-1] == "sweep llm.peak: 100 % (100 of 100)"
+    assert len(lines) <= 3  # throttled: not one line per chunk
+    _, _, quiet = run(capsys, *PEAK, "--grid", "B=1..10", "--grid", "S=1..10")
+    assert quiet == ""  # stderr is not a terminal here: no progress by default
+
+
+def test_ranges_steps_factors_and_lists(capsys):
+    code, out, _ = run(capsys, *PEAK, "--grid", "B=1..10:4,16", "--grid", "S=256..2048:*2", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert sorted({r["B"] for r in data["rows"]}) == [1, 5, 9, 16]
+    assert sorted({r["S"] for r in data["rows"]}) == [256, 512, 1024, 2048]
+
+
+def test_rational_grid_is_exact(capsys):
+    code, out, _ = run(capsys, "sweep", "llm.weights", "--example", "--grid", "V=50001",
+                       "--grid", "b=1/2,1,0.1", "--set", "H=769", "--csv", "-")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    f = symbolic.formula("llm.weights")
+    for row, b in zip(rows, ("1/2", "1", "0.1")):
+        want = f.evaluate(H=769, L=12, V=50001, d_ff=3072, b=b).total
+        assert Fraction(row["total"]) == Fraction(str(float(want))) if not want.is_Integer else int(row["total"]) == want
+    assert rows[0]["total"].endswith(".5")  # b = 1/2 with an odd count: a half byte, not truncated
+
+
+def test_defined_symbol_can_be_swept_directly(capsys):
+    code, out, _ = run(capsys, "sweep", "llm.steady", "--grid", "N=1e9,7e9", "--grid", "B=1,2", "--set", "D=4096",
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and [r["total"] for r in data["rows"]] == [
+        16 * n + 8 * b * 4096 for n in (10**9, 7 * 10**9) for b in (1, 2)]
+
+
+def test_overflowing_sweep_stays_exact(capsys):
+    code, out, _ = run(capsys, "sweep", "llm.steady", "--grid", "N=1e20,2e20", "--set", "B=1", "--set", "D=1", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["mode"] == "object"
+    assert [r["total"] for r in data["rows"]] == [16 * 10**20 + 8, 32 * 10**20 + 8]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "llm.peek", "--grid", "B=1"], "unknown formula 'llm.peek'"),
+    ([*PEAK, "--grid", "Bx=1..4"], "unknown symbol 'Bx'"),
+    ([*PEAK, "--grid", "a=1..4"], "unknown symbol 'a' in formula 'llm.peak'"),
+    ([*PEAK, "--grid", "B=1...4", "--set", "S=1"], "B: '.4' is not a non-negative number"),
+    ([*PEAK, "--grid", "B=8..1", "--set", "S=1"], "B: range '8..1' is empty"),
+    ([*PEAK, "--grid", "B=1..8:0", "--set", "S=1"], "B: step in '1..8:0' must be positive"),
+    ([*PEAK, "--grid", "B=1..8:1/2", "--set", "S=1"], "B: step in '1..8:1/2' must be whole"),
+    ([*PEAK, "--grid", "B=1..8:*1", "--set", "S=1"], "B: factor in '1..8:*1' must be above 1"),
+    ([*PEAK, "--grid", "B=0,1", "--set", "S=1"], "B must be positive, got 0"),
+    ([*PEAK, "--grid", "B=1,,2", "--set", "S=1"], "B: empty item"),
+    ([*PEAK, "--grid", "B", "--set", "S=1"], "malformed grid 'B'"),
+    ([*PEAK, "--grid", "B=1..10000", "--grid", "S=1..10000"], "= 100,000,000 combinations; at most 50,000,000"),
+    ([*PEAK, "--grid", "B=1..2", "--grid", "B=3", "--set", "S=1"], "B is swept twice"),
+    ([*PEAK, "--grid", "B=1..2", "--set", "B=3", "--set", "S=1"], "B is both swept (--grid) and fixed (--set)"),
+    (["sweep", "llm.peak", "--grid", "B=1..2"], "values missing for S, D, H, L, V, d_ff: give --grid or --set or --example"),
+    ([*PEAK, "--grid", "B=1..2", "--set", "S=1", "--csv", "/nonexistent/dir/out.csv"], "cannot write /nonexistent/dir/out.csv"),
+    ([*PEAK, "--set", "S=1"], "the following arguments are required: --grid"),
+    ([*PEAK, "--grid", "B=1", "--set", "S=1", "--json", "--csv", "-"], "--json and --csv - both write to stdout"),
+])
+def test_errors_are_one_line_with_exit_code_2(capsys, argv, message):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_json_refuses_too_many_rows_on_stdout(capsys, monkeypatch):
+    monkeypatch.setattr(sweep_cli, "JSON_ROWS", 10)
+    code, _, err = run(capsys, *PEAK, "--grid", "B=1..11", "--grid", "S=1", "--json")
+    assert code == 2 and "add --csv FILE" in err
+
+
+@pytest.mark.parametrize("code", [
+    "import symbolic",
+    "import symbolic, contextlib, io\nfrom symbolic.cli import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n    assert main(['list']) == 0",
+])
+def test_light_commands_load_no_heavy_package(code):
+    probe = code + f"\nimport sys\nprint(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", f"heavy packages loaded: {result.stdout.strip()}"
+
+
+def test_grid_axes_parse_exactly_and_count_before_materialising():
+    from symbolic import grid
+
+    axis = grid.parse_axis("b=1/4..1:1/4,2")
+    assert axis.count == 5 and [str(v) for v in axis.array()] == ["1/4", "1/2", "3/4", "1", "2"]
+    powers = grid.parse_axis("B=1..1e6:*2")
+    assert powers.count == 20 and powers.array().tolist()[-1] == 2**19
+    huge = grid.parse_axis("N=1..1e30:*10")
+    assert huge.count == 31 and huge.array().dtype == object and huge.array()[-1] == 10**30
+    assert grid.parse_axis("S = 1 .. 4e7").count == 4 * 10**7  # counted, not built
+    with pytest.raises(grid.GridError, match="more than 50,000,000 values"):
+        grid.parse_axis("b=1..2:1/100000000")
+    with pytest.raises(grid.GridError, match="more than 50,000,000 values"):
+        grid.parse_axis("b=1..1e30:*1.000000001")
+    with pytest.raises(grid.GridError, match="40,000,000 B × 2 S = 80,000,000 combinations"):
+        grid.grid_size([grid.parse_axis("B=1..4e7"), grid.parse_axis("S=1,2")])
