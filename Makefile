@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report test lint setup system-deps clean
+.PHONY: report test lint setup setup-torch system-deps clean
 
 report: $(STAMP)
 	$(BIN)/symbolic report -o reports/llama-3-8b-h100.pdf
@@ -16,6 +16,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check symbolic tests benchmarks
 
 setup: $(STAMP)
+
+# Optional: torch (CPU build) and transformers for the cross-checks against real PyTorch
+# modules and the measurement tests; without them those tests are skipped. The pins are the
+# versions the cross-checks were written against (transformers 5 counts BERT's untied MLM
+# bias differently from 4.x).
+TORCH_STAMP := $(VENV)/.torch
+setup-torch: $(TORCH_STAMP)
+
+$(TORCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q transformers==5.24.0
+	touch $(TORCH_STAMP)
 
 system-deps:
 	bash scripts/system-deps.sh

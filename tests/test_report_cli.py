@@ -73,3 +73,36 @@ def test_every_library_formula_snippet_compiles(tmp_path):
     result = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "s.tex"], cwd=tmp_path,
                             capture_output=True, timeout=120)
     assert result.returncode == 0, result.stdout.decode("utf-8", "replace")[-2000:]
+
+
+def test_custom_terms_join_the_total(capsys, tmp_path):
+    from symbolic import planning
+    from symbolic.report import adapter, spec
+
+    path = tmp_path / "lora.toml"
+    path.write_text('title = "LoRA"\nmodel = "llama-3-8b"\n[regime]\nprecision = "bf16"\n\n'
+                    '[[terms]]\nname = "lora"\nexpr = "2*r*H*L*k"\n\n[values]\nr = 16\nk = 8\n')
+    scenario = adapter.scenario_for(spec.load(path))
+    plan = planning.plan("llama-3-8b", mode="train", precision="bf16")
+    assert scenario.evaluate().total == plan.evaluate().total + 2 * 16 * 4096 * 32 * 8
+    assert scenario.fewest is None and "lora" in [t.key for t in scenario.formula.terms]
+    code, out, err = run(capsys, "report", str(ROOT / "reports" / "article-a-mlp.toml"), "-q", "--tex",
+                         str(tmp_path / "a.tex"), "--term", "framework:MiB=q*64", "--set", "q=3")
+    assert code == 0 and "192.00 MiB" in (tmp_path / "a.tex").read_text()
+
+
+@pytest.mark.parametrize("expr, expected", [
+    ("__import__('os').system('x')", "names must match"),
+    ("9**9**7", "exponent"),
+    ("lambda: 1", "r.toml:4"),
+])
+def test_hostile_custom_terms_are_rejected_with_file_and_line(tmp_path, expr, expected):
+    from symbolic.report import spec
+
+    path = tmp_path / "r.toml"
+    path.write_text(f'title = "x"\nmodel = "article-a"\n[[terms]]\nexpr = {expr!r}\nname = "t"\n'.replace("'", '"')
+                    if '"' not in expr and "'" not in expr else
+                    f"title = 'x'\nmodel = 'article-a'\n[[terms]]\nexpr = \"{expr}\"\nname = 't'\n")
+    with pytest.raises(spec.SpecError) as info:
+        spec.load(path)
+    assert expected in str(info.value) and "\n" not in str(info.value)

@@ -127,3 +127,28 @@ def test_copy_of_example_builds_a_spec_elsewhere(tmp_path):
     target = tmp_path / "copy.toml"
     shutil.copy(ROOT / "reports" / "gpt2-article-b.toml", target)
     assert spec.load(target).model.name == "article-b"
+
+
+def test_loader_never_tracebacks_on_generated_input(tmp_path):
+    """Any TOML-shaped data gives a spec or a one-line SpecError, never another exception."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=True), st.text(max_size=30),
+                        st.sampled_from(["gpt2", "article-a", "article-b", "h100-80gb", "bf16", "24GiB", "x.json"]))
+    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                          st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+                          max_leaves=12)
+    keys = st.one_of(st.sampled_from(spec.TOP_KEYS + spec.REGIME_KEYS + ("name", "memory", "from", "to", "expr")),
+                     st.text(max_size=10))
+    documents = st.dictionaries(keys, values, max_size=8)
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(documents)
+    def check(data):
+        try:
+            spec.parse(data, origin=tmp_path / "fuzz.toml")
+        except SpecError as err:
+            assert "\n" not in str(err)
+
+    check()

@@ -17,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from .common import CliError, Parser
+from .common import CliError, Parser, one_line
 
 COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "report", "validate")
 
@@ -55,18 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("symbolic: interrupted", file=sys.stderr)
         return 130
     except CliError as err:
-        print(f"symbolic: error: {err}", file=sys.stderr)
+        print(one_line(f"symbolic: error: {err}"), file=sys.stderr)
         return 2
     except (ValueError, KeyError, OSError) as err:
         message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
-        print(f"symbolic: error: {message.splitlines()[0] if message else type(err).__name__}", file=sys.stderr)
+        print(one_line(f"symbolic: error: {message or type(err).__name__}"), file=sys.stderr)
         return 2
     except Exception as err:  # a bug, not bad input: still one line unless debugging
         import os
 
         if os.environ.get("SYMBOLIC_DEBUG"):
             raise
-        print(f"symbolic: internal error: {type(err).__name__}: {err} (set SYMBOLIC_DEBUG=1 for a traceback)",
+        print(one_line(f"symbolic: internal error: {type(err).__name__}: {err} (set SYMBOLIC_DEBUG=1 for a traceback)"),
               file=sys.stderr)
         return 1
 

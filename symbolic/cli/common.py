@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from ..formula import Formula
 
 
+def one_line(message: str) -> str:
+    """``message`` as one printable line: control characters (user text included) escaped."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+
+
 class CliError(Exception):
     """A user error: printed as one line, exit code 2."""
 
@@ -22,7 +27,7 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors (no usage dump) and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
+        print(one_line(f"{self.prog}: error: {message} (see '{self.prog} --help')"), file=sys.stderr)
         sys.exit(2)
 
 

@@ -33,7 +33,8 @@ def scenario_for(spec: ReportSpec) -> Scenario:
                 ("hidden size H", f"{model.hidden:,}"), ("layers L", f"{model.layers:,}"),
                 ("vocabulary V", f"{model.vocab:,}"), ("feed-forward size d_ff", f"{model.resolved_ffn:,}"),
                 ("exact parameters (real architecture)", f"{model.param_count():,}")]
-        scenario = articles.article_b_scenario(spec, gpus, dims, f"{model.name} with article B's formulas", rows)
+        scenario = articles.article_b_scenario(spec, gpus, dims, f"{model.name} with article B's formulas", rows,
+                                               heads=model.heads)
         scenario.caveats.append(
             f"Article B's parameter formula ignores biases, position embeddings and other parts: it counts "
             f"{int(scenario.evaluate().derived.get(_n(), 0)):,} parameters where {model.name} has "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from .. import printing
+from .. import library, printing
 from .. import symbols as symtab
 from ..library import article_a, article_b
 from ..symbols import B, D, H, L, N, S, V, b, d_ff, d_h, d_in, n_out
@@ -113,8 +113,13 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
 
 
 def article_b_scenario(spec: ReportSpec, gpus: list[Gpu], dims: dict[sympy.Symbol, int] | None = None,
-                       model_name: str = "", model_rows: list[tuple[str, str]] | None = None) -> Scenario:
-    """Article B's peak training memory M_peak at H, L, V, d_ff (its worked example unless ``dims``)."""
+                       model_name: str = "", model_rows: list[tuple[str, str]] | None = None,
+                       heads: int = 12) -> Scenario:
+    """Article B's peak training memory M_peak at H, L, V, d_ff (its worked example unless ``dims``).
+
+    ``heads`` (GPT-2 small's 12, the article's h) is used only to compare its activations with
+    Korthikanti et al.'s, which count attention scores per head.
+    """
     _reject(spec, {"batch", "seq", "precision", "optimizer"}, "article B")
     if (spec.regime.precision or "fp32") != "fp32":
         raise SpecError(f"{_where(spec)}regime.precision: article B's formulas count fp32 weights and gradients; "
@@ -148,14 +153,18 @@ def article_b_scenario(spec: ReportSpec, gpus: list[Gpu], dims: dict[sympy.Symbo
     rule_point = {**model_point, b: 4}
     variants = [
         VariantGroup(
-            "Activations per layer", "Article B's M_act uses 14E + 4BSS per layer, but the parts it lists add up to "
-            "20E + 4BSS (24E with both layer norms; erratum 5). Values are per layer and for all L layers.", "bytes", (
+            "Activations: article B against Korthikanti et al.",
+            "Article B's M_act uses 14E + 4BSS per layer, but the parts it lists add up to 20E + 4BSS (24E with both "
+            "layer norms; erratum 5), and 4BSS has no head count (erratum 3). Korthikanti et al. (2022) count 16-bit "
+            "activations, with 5·a·S² bytes of attention scores per layer that FlashAttention-style kernels do not "
+            "store. Values are for all L layers (per layer in the variant column).", "bytes", (
                 VariantRow("article B, M_act as written: 14E + 4BSS", _latex(per_layer), at(per_layer) * layers,
                            "article-B", chosen=True,
                            note=f"{_n(at(per_layer))} per layer"),
                 VariantRow("article B, its listed parts: 20E + 4BSS", listed.latex(), listed.evaluate(
                     {**e_point}).total * layers, "article-B",
                            note=f"{_n(listed.evaluate(e_point).total)} per layer"),
+                *_korthikanti_rows(given, heads),
             )),
         VariantGroup(
             "Bytes per parameter", "Article B counts fp32 weights, fp32 gradients and Adam's two fp32 moments: 16 "
@@ -196,6 +205,29 @@ def article_b_scenario(spec: ReportSpec, gpus: list[Gpu], dims: dict[sympy.Symbo
                Step(article_b.activations, {**model_point, **{s: given[s] for s in (B, S)}})],
         variants=variants, errata_sources=["article-B"],
     )
+
+
+KORTHIKANTI = (
+    ("act.korthikanti.none", "Korthikanti et al., no FlashAttention: sbh(34 + 5as/h)"),
+    ("act.layer.flash.gelu", "FlashAttention-style kernels: no s² terms (Korthikanti's derivation)"),
+    ("act.korthikanti.full", "Korthikanti et al., full recompute: 2sbh"),
+)
+
+
+def _korthikanti_rows(given: dict[sympy.Symbol, sympy.Rational], heads: int) -> list[VariantRow]:
+    """Korthikanti et al.'s activations per layer (16-bit, with heads) at the report's B, S, H, d_ff."""
+    point = {"B": given[B], "S": given[S], "H": given[H], "d_ff": given[d_ff], "a": heads, "a_kv": heads,
+             "d_head": sympy.Rational(given[H], heads)}
+    rows = []
+    for key, label in KORTHIKANTI:
+        formula = library.get(key)
+        values = formula.restrict(point)
+        if len(values) != len(formula.inputs):
+            continue
+        per_layer = formula.evaluate(values).total
+        rows.append(VariantRow(label, formula.latex(), per_layer * given[L], "korthikanti2022",
+                               note=f"{_n(per_layer)} per layer, a = {heads} heads"))
+    return rows
 
 
 def _latex(expr: sympy.Expr) -> str:

@@ -27,6 +27,7 @@ seq = { from = 512, to = 32768 }   # powers of two from .. to
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -212,24 +213,31 @@ class _Checker:
 
     # --- errors ----------------------------------------------------------------------------
     def fail(self, where: tuple[str, ...], message: str) -> SpecError:
+        """A one-line error naming the file, the line (when found) and the key."""
+        key = ".".join(k if re.fullmatch(r"[A-Za-z0-9_\-]+", k) else json.dumps(k) for k in where)
         if where and where[0].startswith("--"):  # a command-line option, not a file
-            return SpecError(f"{where[0]} {'.'.join(where[1:])}: {message}")
-        name = str(self.origin) if self.origin else "report specification"
-        line = self._line_of(where)
-        place = f"{name}:{line}" if line else name
-        key = ".".join(where)
-        return SpecError(f"{place}: {key}: {message}" if key else f"{place}: {message}")
+            text = f"{where[0]} {key[len(where[0]) + 1:]}: {message}"
+        else:
+            name = str(self.origin) if self.origin else "report specification"
+            line = self._line_of(where)
+            place = f"{name}:{line}" if line else name
+            text = f"{place}: {key}: {message}" if key else f"{place}: {message}"
+        return SpecError(text.replace("\r", "\\r").replace("\n", "\\n"))
 
     def _line_of(self, where: tuple[str, ...]) -> int | None:
         """The line that sets ``where`` (best effort: plain and dotted keys, [table] headers)."""
         if not where or not self.lines:
             return None
         table: tuple[str, ...] = ()
-        header = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\s\"']+?)\s*\]\]?\s*(#.*)?$")
+        arrays: dict[tuple[str, ...], int] = {}
+        header = re.compile(r"^\s*(\[\[?)\s*([A-Za-z0-9_.\-\s\"']+?)\s*\]\]?\s*(#.*)?$")
         for number, line in enumerate(self.lines, 1):
             match = header.match(line)
             if match:
-                table = tuple(part.strip().strip("\"'") for part in match.group(1).split("."))
+                table = tuple(part.strip().strip("\"'") for part in match.group(2).split("."))
+                if match.group(1) == "[[":  # the n-th [[name]] is entry n of the array "name"
+                    arrays[table] = arrays.get(table, -1) + 1
+                    table = table + (str(arrays[table]),)
                 if table == where:
                     return number
                 continue

@@ -1,0 +1,44 @@
+"""Property-based fuzzing of the command line: any arguments give output or a one-line error.
+
+Generated argument lists mix real commands, keys, flags and symbol names with hostile text;
+whatever comes in, ``main`` returns 0 or 2 (argparse's own errors exit with 2) and never
+raises or prints a traceback.
+"""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from symbolic.cli import main
+
+COMMANDS = ["eval", "sensitivity", "solve", "show", "params", "memory", "fit", "sweep", "list", "symbols"]
+KEYS = ["llm.peak", "llm.params", "mlp.total", "llm.activations", "gpt2", "opt-125m", "nope", "", "llm"]
+FLAGS = ["--set", "--term", "--budget", "--for", "--example", "--json", "--grid", "--batch", "--seq", "--gpu",
+         "--mode", "--zero", "--tp", "--dp", "--precision", "--optimizer", "--implicit", "--formula", "--weights"]
+NAMES = ["B", "S", "H", "L", "V", "d_ff", "D", "b", "N", "r", "x", "__class__", "B=", "=1", "Q"]
+HOSTILE = ["__import__('os').system('touch /tmp/pwned')", "1e999", "-1", "0", "nan", "inf", "9**9**9", "{{7*7}}",
+           "'; rm -rf /", "\x00", "ＢＳ", "lambda: 0", "a" * 300, "2**64", "1/0", "1..", "1..3:0", "16GiB", "80GB",
+           "h100-80gb", "train", "infer", "batch", "seq", "gpus", "bf16-mixed", "adamw", "1", "8", "0.5"]
+
+token = st.one_of(
+    st.sampled_from(COMMANDS + KEYS + FLAGS + HOSTILE),
+    st.builds(lambda n, v: f"{n}={v}", st.sampled_from(NAMES), st.sampled_from(HOSTILE + ["2", "1..4", "1,2"])),
+    st.text(max_size=12),
+)
+argv = st.tuples(st.sampled_from(COMMANDS), st.sampled_from(KEYS), st.lists(token, max_size=8)).map(
+    lambda t: [t[0], t[1], *t[2]])
+
+
+@pytest.mark.slow
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(argv)
+def test_cli_never_raises(capsys, args):
+    try:
+        code = main(args)
+    except SystemExit as exit_:  # argparse: usage errors, --help, --version
+        code = exit_.code
+    out, err = capsys.readouterr()
+    assert code in (0, 2), (args, err)
+    assert "Traceback" not in err and "internal error" not in err, (args, err)
+    if code == 2:
+        assert len(err.strip().splitlines()) == 1, (args, err)
