@@ -31,8 +31,9 @@ def cmd_memory(args: argparse.Namespace, options: Mapping[str, Any]) -> int:
 
     if args.mode != "train":
         raise CliError("--activations pytorch applies to --mode train")
-    if getattr(args, "gpu", None) or getattr(args, "formula", False):
-        raise CliError("--activations pytorch does not support --gpu or --formula yet")
+    if getattr(args, "gpu", None) or getattr(args, "formula", False) or getattr(args, "term", None) \
+            or getattr(args, "set", None):
+        raise CliError("--activations pytorch does not support --gpu, --formula, --term or --set yet")
     options = {k: v for k, v in options.items() if k not in ("flash", "dropout", "logits")}
     data = memory_plan(args.model, precision=args.precision or "bf16", attn=args.attn or "sdpa",
                        device=args.device or "cuda", options=options)
