@@ -102,6 +102,7 @@ class Point:
     modules_measured: dict[str, int]
     modules_predicted: dict[str, int]
     seeds: dict[str, int]
+    terms_predicted: dict[str, int] = field(default_factory=dict)
     note: str = ""
     peak_measured: int | None = None
     peak_predicted: int | None = None
@@ -132,6 +133,9 @@ class Point:
         out = asdict(self)
         out["saved_error"] = self.saved_error
         out["peak_error"] = self.peak_error
+        out["saved_ratio"] = self.saved_predicted / self.saved_measured if self.saved_measured else None
+        out["peak_ratio"] = (self.peak_predicted / self.peak_measured
+                             if self.peak_measured and self.peak_predicted is not None else None)
         out["seed_errors"] = self.seed_errors()
         out["peak_seed_errors"] = self.peak_seed_errors()
         return out
@@ -366,12 +370,19 @@ def point_values(target: Target, batch: int, seq: int, layers: int) -> dict[str,
 
 # --- the run ---------------------------------------------------------------------------------
 def _allocated(device: str) -> int:
-    """CUDA bytes still allocated before a point is built (0 on the CPU), after freeing garbage."""
+    """CUDA bytes still allocated before a point is built (0 on the CPU), after freeing garbage.
+
+    A warm-up matmul in each dtype first makes cuBLAS allocate its workspaces, which the caching
+    allocator keeps for the life of the process: they count here, not in the first point's peak.
+    """
     if not device.startswith("cuda"):
         return 0
     import gc
 
     torch = measure.require_torch()
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.ones(64, 64, device=device, dtype=dtype)
+        (x @ x).sum().item()
     gc.collect()
     torch.cuda.empty_cache()
     return int(torch.cuda.memory_allocated(device))
@@ -388,14 +399,16 @@ def measure_point(target: Target, batch: int, seq: int, layers: int, dtype: str,
     values = point_values(target, batch, seq, layers)
     setup = setup_for(target, dtype, attn, device)
     saved_model = act.saved(target.family, setup)
-    predicted = saved_model.formula.evaluate(saved_model.formula.restrict(values)).total
+    evaluation = saved_model.formula.evaluate(saved_model.formula.restrict(values))
+    predicted = evaluation.total
     point = Point(
         model=target.name, family=target.family, B=batch, S=seq if not target.is_mlp else 0,
         L=layers if not target.is_mlp else 0, dtype=dtype, attn=attn if not target.is_mlp else "",
         device=device, values=values, params=measured.parameters,
         saved_measured=measured.saved.total_bytes, saved_predicted=int(predicted),
         modules_measured=measured.saved.by_module, modules_predicted=saved_model.by_module(values),
-        seeds=seed_predictions(target, values, dtype), note=target.note)
+        seeds=seed_predictions(target, values, dtype), note=target.note,
+        terms_predicted={t.key: int(v) for t, v in evaluation.terms})
     if measured.peak is not None:
         pm = peakmod.peak(target.family, setup, tied=target.tied, bias=target.bias)
         at = {**pm.formula.restrict(values), "N": measured.parameters}

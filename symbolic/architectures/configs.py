@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..symbols import suggest
+from ..userfiles import read_user_file
 from .families import FAMILIES, SUPPORTED, Family, Head, Size
 from .spec import MAX_SIZE, ModelSpec, SpecError
 
@@ -27,18 +28,11 @@ class ConfigError(ValueError):
 def read_json(path: str | Path) -> dict[str, Any]:
     """The JSON object in ``path``; bad JSON names the file, line and column."""
     p = Path(path)
+    raw = read_user_file(p, limit=MAX_BYTES, what="a config.json", error=ConfigError)
     try:
-        if p.stat().st_size > MAX_BYTES:
-            raise ConfigError(f"{p}: larger than {MAX_BYTES // 2**20} MiB; not a config.json")
-        text = p.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{p}: is a directory without a config.json") from None
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not UTF-8 text") from None
-    except OSError as err:
-        raise ConfigError(f"{p}: cannot be read ({err.strerror or err})") from None
     try:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:

@@ -140,11 +140,12 @@ def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, 
         for p in points:
             print(f"\n  B={p.B} S={p.S} L={p.L} {p.dtype} {p.attn}: bytes saved per module type")
             names = sorted(set(p.modules_measured) | set(p.modules_predicted))
-            print(table([["  module", "measured", "ours", "error"]] +
-                        [[f"  {n}", f"{p.modules_measured.get(n, 0):,}", f"{p.modules_predicted.get(n, 0):,}",
-                          _pct(None if not p.modules_measured.get(n) else
-                               (p.modules_predicted.get(n, 0) - p.modules_measured[n]) / p.modules_measured[n])]
-                         for n in names], "<>>>"))
+            rows = [["  module", "measured", "ours", "ratio", "error"]]
+            for n in names:
+                got, want = p.modules_measured.get(n, 0), p.modules_predicted.get(n, 0)
+                rows.append([f"  {n}", f"{got:,}", f"{want:,}", f"{want / got:.4f}" if got else "-",
+                             _pct((want - got) / got if got else None)])
+            print(table(rows, "<>>>>"))
     s = summary["saved"]
     print(f"\nsaved bytes: ours within {100 * s['max_abs']:.3f} % (mean {100 * s['mean_abs']:.3f} %) over "
           f"{summary['points']} points; target {100 * val_tolerance('saved'):.0f} %")

@@ -140,8 +140,10 @@ class Setup:
             return "math"
         return "fused"
 
-    def label(self) -> str:
-        """Short text such as 'bf16, sdpa, cuda, dropout embd+attn+resid'."""
+    def label(self, family: str = "") -> str:
+        """Short text such as 'bf16, sdpa, cuda, dropout embd+attn+resid' ('fp32, cpu' for the MLP)."""
+        if family == "mlp":
+            return f"{self.precision}, {self.device}"
         drop = "+".join(sorted(self.dropout)) or "none"
         return f"{self.precision}, {self.attn}, {self.device}, dropout {drop}"
 
@@ -252,7 +254,8 @@ def _gpt2(s: Setup) -> _Terms:
 def _loss(t: _Terms, top: str) -> None:
     t.add("loss.log_softmax", "fp32 log-softmax of the upcast logits", 4 * B * S * V, top,
           "Hugging Face upcasts the logits to fp32 before cross-entropy; the logits are not kept.")
-    t.add("loss.targets", "shifted int64 targets", 8 * B * S, top)
+    t.add("loss.targets", "shifted int64 targets", 8 * B * S, top,
+          "With B = 1 the shifted labels are a view of the padded (1, S + 1) labels: 8 bytes more.")
     t.add("loss.weight", "nll_loss's total weight (fp32 scalar)", 4, top)
 
 
@@ -322,9 +325,9 @@ def saved(family: str, setup: Setup | None = None, **options: Any) -> SavedModel
     t = _BUILDERS[family](s)
     key = f"pytorch.saved.{family}"
     formula = Formula(
-        key, f"Bytes saved for backward by one training step of {TITLES[family]} ({s.label()})",
+        key, f"Bytes saved for backward by one training step of {TITLES[family]} ({s.label(family)})",
         t.terms, source=SRC, name="A_saved", example=EXAMPLES[family],
-        note=f"Follows what torch.autograd keeps ({s.label()}); see symbolic/library/activations_pytorch.py.")
+        note=f"Follows what torch.autograd keeps ({s.label(family)}); see symbolic/library/activations_pytorch.py.")
     return SavedModel(family, s, formula, t.saved_by)
 
 

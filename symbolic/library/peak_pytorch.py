@@ -128,7 +128,7 @@ def peak(family: str, setup: act.Setup | None = None, *, tied: bool | None = Non
     names = {x.name for t in terms for x in t.expr.free_symbols}
     example = {k: v for k, v in {**act.EXAMPLES[family], **_EXAMPLE_N[family]}.items() if k in names}
     formula = Formula(
-        f"pytorch.peak.{family}", f"Peak memory of one AdamW training step of {act.TITLES[family]} ({s.label()})",
+        f"pytorch.peak.{family}", f"Peak memory of one AdamW training step of {act.TITLES[family]} ({s.label(family)})",
         terms, source=SRC, name="M_peak", example=example,
         note="Steady state (AdamW moments exist); measured with symbolic.measure.step_peak.")
     return PeakModel(model, formula, tied, backward, optimizer)

@@ -45,6 +45,7 @@ from ..library import optimizers as optim
 from ..library import precision as prec
 from ..planning import regime as regime_options
 from ..units import SizeError, parse_size
+from ..userfiles import read_user_file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -163,16 +164,9 @@ class ReportSpec:
 def load(path: str | Path) -> ReportSpec:
     """Read and validate the specification at ``path``."""
     file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"report specification not found: {file}") from None
-    except IsADirectoryError:
-        raise SpecError(f"{file}: is a folder, not a report specification") from None
-    except OSError as err:
-        raise SpecError(f"{file}: cannot read: {err.strerror or err}") from None
-    if len(raw) > MAX_FILE:
-        raise SpecError(f"{file}: too large for a report specification ({len(raw):,} bytes)")
+    if not file.exists():
+        raise SpecError(f"report specification not found: {file}")
+    raw = read_user_file(file, limit=MAX_FILE, what="a report specification", error=SpecError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
