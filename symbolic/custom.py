@@ -64,6 +64,9 @@ class CustomTerm:
                                     implicit=self.implicit)
         except ParseError as err:
             raise CustomTermError(f"term {self.name!r}: {err}") from None
+        if expr.is_nonpositive:
+            raise CustomTermError(f"term {self.name!r}: {self.expr!r} is never positive; memory terms add bytes "
+                                  "(or parameters) to a total")
         scale = BYTE_UNITS.get(self.unit, 1)
         return Term(self.name, self.title or f"{self.name} (user-defined)", expr * scale, self.kind, "user",
                     note=self.note or f"{self.name} = {self.expr}" + (f" {self.unit}" if self.unit != "bytes" else ""))

@@ -16,6 +16,7 @@ import sympy
 from . import algebra, printing
 from . import symbols as symtab
 from . import values as vals
+from .algebra import Sensitivity
 from .term import Term
 from .units import format_bytes, format_count
 
@@ -175,13 +176,7 @@ class Formula:
         point, derived = self._resolve(at)
         expr = self.expr.xreplace(self._expansions(frozenset(point)))
         chosen = [self._symbol(s, True) for s in symbols] if symbols else symtab.ordered(expr.free_symbols)
-        total = algebra.at_point(expr, point)
-        out = []
-        for x in chosen:
-            d = algebra.at_point(sympy.diff(expr, x), point)
-            e = d * point[x] / total if total != 0 else sympy.nan
-            out.append(Sensitivity(x, d, e))
-        return out
+        return algebra.sensitivities(expr, point, chosen)
 
     # --- numbers -------------------------------------------------------------------------
     def evaluate(self, values: Values | None = None, **kwargs: object) -> Evaluation:
@@ -295,12 +290,3 @@ class Formula:
 
     def __repr__(self) -> str:
         return f"<Formula {self.key}: {self.text()}>"
-
-
-@dataclass(frozen=True)
-class Sensitivity:
-    """∂M/∂x and x/M·∂M/∂x of a total at one point."""
-
-    symbol: sympy.Symbol
-    derivative: sympy.Rational
-    elasticity: sympy.Rational

@@ -4,8 +4,10 @@
 reads the preset or config.json (``symbolic.architectures``), takes its sizes, dropout
 probabilities and MLP activation, picks the implementation family (``gpt2`` or ``llama``; other
 models get the family of the same block structure and a note) and evaluates
-``symbolic.library.activations_pytorch`` at that point. This is what
-``symbolic memory CONFIG --activations pytorch`` reports as ``activation_bytes``.
+``symbolic.library.activations_pytorch`` at that point. ``symbolic memory CONFIG --activations
+pytorch`` reports the same number as ``activation_bytes``: there the planner builds it
+(``planning.plan(model, activations="pytorch", ...)``, ``planning.pytorch``) as the plan's
+``activations``, ``inputs`` and ``logits`` terms, next to the model states.
 """
 
 from __future__ import annotations
@@ -81,52 +83,3 @@ def activation_bytes(model: str, *, batch: int, seq: int, precision: str = "bf16
         "values": {k: int(v) for k, v in values.items()},
         "note": note,
     }
-
-
-# --- `symbolic memory --activations pytorch` ---------------------------------------------------
-REPLACED = ("activations", "recompute_buffer", "inputs", "logits")
-
-
-def memory_plan(model: str, *, precision: str = "bf16", attn: str = "sdpa", device: str = "cuda",
-                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A training plan (``symbolic.planning``) whose activation terms are the measured-PyTorch ones.
-
-    The planner's model states (weights, gradients, optimizer states; ZeRO over dp) stay as they
-    are. Its ``activations``, ``inputs`` and ``logits`` terms are replaced by ``activation_bytes``
-    (everything autograd saves, token ids and log-softmax included) plus ``loss_gradients``, the
-    two fp32 B·S·V gradients alive with them at the start of backward (``pytorch.peak.*``).
-    Pure fp32 or bf16 only, no tensor or pipeline parallelism, no recompute: what was measured.
-    """
-    from . import planning
-
-    options = {k: v for k, v in (options or {}).items() if k not in ("activations", "precision")}
-    plan = planning.plan(model, "train", precision=precision, **options)
-    r = plan.regime
-    if r.tp > 1 or r.pp > 1 or r.recompute != "none":
-        raise ValueError("--activations pytorch is measured without tensor/pipeline parallelism and recompute")
-    data = plan.as_dict(formulas=False)
-    name, config = config_of(model)
-    prediction = activation_bytes(name, batch=r.batch, seq=r.seq, precision=precision, attn=attn, device=device,
-                                  config=config)
-    loss_grads = 8 * r.batch * r.seq * prediction["values"]["V"]
-    terms = {k: v for k, v in data["terms"].items() if k not in REPLACED}
-    terms["activations"] = prediction["activation_bytes"]
-    terms["loss_gradients"] = loss_grads
-    titles = {k: v for k, v in data["titles"].items() if k in terms}
-    titles["activations"] = (f"saved for backward, as PyTorch keeps it ({prediction['family']} implementation, "
-                             f"{attn}, {device})")
-    titles["loss_gradients"] = "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)"
-    total = sum(terms.values())
-    data.update({
-        "terms": terms, "titles": titles, "total_bytes": total,
-        "activation_bytes": prediction["activation_bytes"], "activations_pytorch": prediction,
-    })
-    data["options"] = {**data["options"], "activations": "pytorch", "attn": attn, "device": device}
-    from .units import format_bytes
-
-    data["total_human"] = format_bytes(total)
-    data["notes"] = [*data["notes"], "activations: what torch.autograd saves in pure "
-                     f"{precision} training (symbolic validate checks it against measured steps)"]
-    if prediction["note"]:
-        data["notes"].append(prediction["note"])
-    return data

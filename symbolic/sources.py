@@ -38,7 +38,8 @@ register("zero2020", "S. Rajbhandari et al., \"ZeRO: Memory Optimizations Toward
          "https://arxiv.org/abs/1910.02054")
 register("megatron", "NVIDIA Megatron-LM, megatron/training/theoretical_memory_usage.py and docs")
 register("deepspeed", "DeepSpeed, estimate_zero2/zero3_model_states_mem_needs")
-register("pytorch", "PyTorch nn.Linear / nn.LayerNorm parameter shapes")
+register("pytorch", "PyTorch: nn.Linear / nn.LayerNorm parameter shapes, torch.optim states, and the tensors "
+         "torch.autograd saves for backward (measured with torch 2.13.0)")
 register("project", "symbolic: derived in this project from the definitions cited beside it")
 
 # --- issue 4: training and inference memory ----------------------------------------------------

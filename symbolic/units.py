@@ -6,7 +6,7 @@ import re
 from fractions import Fraction
 from numbers import Rational as _Rational
 
-IEC = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+IEC = (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 SI = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
 
 _MULTIPLIERS = {
@@ -56,16 +56,39 @@ def _exact_decimal(text: str) -> Fraction:
 
 
 def format_bytes(value: int | float | _Rational, digits: int = 2) -> str:
-    """'128.08 MiB' style text with the IEC unit that keeps the number at least 1."""
-    number = float(value)
+    """'128.08 MiB' style text with the IEC unit that keeps the number at least 1.
+
+    Exact values (ints, fractions) are divided exactly, so totals beyond a float's range
+    still print (in EiB); irrational SymPy values are rounded to a float first.
+    """
+    number = _exact(value)
     sign = "-" if number < 0 else ""
     number = abs(number)
     for label, size in IEC:
         if number >= size:
-            return f"{sign}{number / size:.{digits}f} {label}"
+            return f"{sign}{_decimal(number / size, digits)} {label}"
     if number == int(number):
         return f"{sign}{int(number)} B"
-    return f"{sign}{number:.{digits}f} B"
+    return f"{sign}{_decimal(number, digits)} B"
+
+
+def _exact(value: object) -> Fraction | float:
+    """A Fraction for exact numbers; a float for floats and irrational SymPy numbers."""
+    if isinstance(value, float):
+        return value
+    try:
+        return Fraction(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return float(value)  # type: ignore[arg-type]
+
+
+def _decimal(value: Fraction | float, digits: int) -> str:
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}" if value >= 1e15 else f"{value:.{digits}f}"
+    scaled = round(value * 10**digits)
+    whole, frac = divmod(scaled, 10**digits)
+    text = f"{whole:,}" if whole >= 10**15 else str(whole)
+    return f"{text}.{frac:0{digits}d}" if digits else text
 
 
 def format_si_bytes(value: int | float | _Rational, digits: int = 2) -> str:
@@ -78,8 +101,8 @@ def format_si_bytes(value: int | float | _Rational, digits: int = 2) -> str:
 
 
 def format_count(value: int | float | _Rational) -> str:
-    """'124,439,808' for whole counts; a short decimal otherwise."""
-    number = Fraction(value) if not isinstance(value, float) else value
+    """'124,439,808' for whole counts; grouped with two decimals otherwise (irrational ones too)."""
+    number = _exact(value)
     if isinstance(number, Fraction) and number.denominator == 1:
         return f"{int(number):,}"
-    return f"{float(number):,.4g}"
+    return f"{float(number):,.2f}"

@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import sympy
@@ -185,23 +184,10 @@ def load_target(name: str, overrides: Mapping[str, int] | None = None, dropout: 
 
 
 def _read_config(name: str) -> dict[str, Any]:
-    """A preset's or a file's config dict (without ``_source``)."""
-    try:
-        from .architectures import preset_config, preset_names, read_json
-    except ImportError:  # pragma: no cover - before the architectures package existed
-        import json
+    """A preset's or a file's config dict (without ``_source``), resolved like ``symbolic params``."""
+    from .architectures import resolve_config
 
-        presets = Path(__file__).parent / "presets"
-        path = presets / f"{name}.json" if (presets / f"{name}.json").exists() else Path(name)
-        if path.is_dir():
-            path = path / "config.json"
-        data = json.loads(path.read_text(encoding="utf-8"))
-    else:
-        if name.lower() in preset_names():
-            data = preset_config(name.lower())
-        else:
-            path = Path(name).expanduser()
-            data = read_json(path / "config.json" if path.is_dir() else path)
+    _, data = resolve_config(name)
     data = {k: v for k, v in data.items() if k not in ("_source", "auto_map", "_name_or_path")}
     if "model_type" not in data:
         raise ValueError(f"{name}: the config has no model_type")
@@ -213,26 +199,10 @@ def symbol_values(target: Target, layers: int) -> dict[str, int]:
     if target.is_mlp:
         return {k: int(v) for k, v in target.config.items()}
     config = _with_layers(target.config, layers)
-    try:
-        from .architectures import spec_from_config
-    except ImportError:  # pragma: no cover
-        return _fallback_values(config)
+    from .architectures import spec_from_config
+
     values = spec_from_config(config, name=target.name).numbers()
     return {k: int(v) for k, v in values.items() if k in ("H", "L", "a", "a_kv", "d_head", "d_ff", "V", "n_pos")}
-
-
-def _fallback_values(config: Mapping[str, Any]) -> dict[str, int]:  # pragma: no cover - see symbol_values
-    def pick(*keys: str) -> Any:
-        return next((config[k] for k in keys if config.get(k) is not None), None)
-
-    h = pick("hidden_size", "n_embd")
-    a = pick("num_attention_heads", "n_head")
-    out = {"H": h, "L": pick("num_hidden_layers", "n_layer"), "a": a, "V": pick("vocab_size"),
-           "a_kv": pick("num_key_value_heads") or a, "d_head": pick("head_dim") or h // a,
-           "d_ff": pick("intermediate_size", "n_inner") or 4 * h}
-    if config.get("n_positions"):
-        out["n_pos"] = config["n_positions"]
-    return {k: int(v) for k, v in out.items()}
 
 
 def _with_layers(config: Mapping[str, Any], layers: int) -> dict[str, Any]:
@@ -324,14 +294,10 @@ def seed_predictions(target: Target, values: Mapping[str, int], dtype: str) -> d
     if target.is_mlp:
         return {"article A": _eval("mlp.activations", {**values, "b": b})}
     out = {"article B": _eval("llm.activations", values)}
-    try:
-        per_layer = registry.get("act.korthikanti.none").expr
-        outputs = sum((t.expr for t in registry.get("act.logits.megatron").terms), sympy.Integer(0))
-    except registry.UnknownKeyError:  # pragma: no cover - before issue 4's library existed
-        from .symbols import B, H, S, V, a
-
-        per_layer = S * B * H * (34 + 5 * a * S / H)
-        outputs = 4 * S * B * H + 4 * S * B * V
+    # Korthikanti's table counts 2-byte activations (and 1-byte masks); scaled to this run's
+    # element size so that an fp32 run is compared like for like (its masks are then over-counted).
+    per_layer = registry.get("act.korthikanti.none").expr * sympy.Rational(b, 2)
+    outputs = sum((t.expr for t in registry.get("act.logits.megatron").terms), sympy.Integer(0))
     from .symbols import L
 
     out["Korthikanti"] = int(_at(L * per_layer + outputs, values))
@@ -431,6 +397,9 @@ def run(name: str, grid: Grid | None = None, *, device: str = "cpu", peak: bool 
     if target.is_mlp:
         combos = [(bt, 0, 0, dt, "") for dt in grid.dtype for bt in grid.batch]
     else:
+        positions = symbol_values(target, min(grid.layers)).get("n_pos")
+        if positions is not None and max(grid.seq) > positions:
+            raise ValueError(f"{name}: sequence length {max(grid.seq)} exceeds its {positions} learned positions")
         combos = [(bt, s, n, dt, at) for dt in grid.dtype for at in grid.attn for n in grid.layers
                   for bt in grid.batch for s in grid.seq]
     for batch, seq, layers, dtype, attn in combos:

@@ -22,8 +22,10 @@ class ValueProblem(ValueError):
 def parse_number(text: str, name: str = "value") -> sympy.Rational:
     """An exact number from '768', '0.5', '1/2' or '1e6'; never evaluates the text."""
     match = _NUMBER.match(text)
+    if not match and text.strip().startswith("-"):
+        raise ValueProblem(f"{name} must be positive, got {text.strip()!r}")
     if not match:
-        raise ValueProblem(f"{name}: {text!r} is not a non-negative number (e.g. 768, 0.5, 1/2, 1e6)")
+        raise ValueProblem(f"{name}: {text!r} is not a number (write e.g. 768, 0.5, 1/2 or 1e6)")
     body = match.group(1)
     if "/" in body:
         num, den = body.split("/")

@@ -70,8 +70,8 @@ def test_seeds_json(capsys):
 @pytest.mark.parametrize("argv,fragment", [
     (["show", "llm.pek"], "did you mean 'llm.peak'"),
     (["eval", "llm.params", "--set", "Q=1"], "unknown symbol 'Q'"),
-    (["eval", "llm.params", "--set", "H=abc"], "not a non-negative number"),
-    (["eval", "llm.params", "--set", "H=-5"], "not a non-negative number"),
+    (["eval", "llm.params", "--set", "H=abc"], "H: 'abc' is not a number"),
+    (["eval", "llm.params", "--set", "H=-5"], "H must be positive"),
     (["eval", "llm.params", "--set", "H"], "expected NAME=VALUE"),
     (["eval", "llm.params", "--set", "L=1.5", "--example"], "whole number"),
     (["solve", "llm.peak", "--for", "B", "--budget", "16 XB"], "unknown unit"),

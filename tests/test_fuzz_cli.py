@@ -11,14 +11,18 @@ from hypothesis import strategies as st
 
 from symbolic.cli import main
 
-COMMANDS = ["eval", "sensitivity", "solve", "show", "params", "memory", "fit", "sweep", "list", "symbols"]
-KEYS = ["llm.peak", "llm.params", "mlp.total", "llm.activations", "gpt2", "opt-125m", "nope", "", "llm"]
+COMMANDS = ["eval", "sensitivity", "solve", "show", "params", "memory", "fit", "sweep", "list", "symbols", "latex"]
+KEYS = ["llm.peak", "llm.params", "mlp.total", "llm.activations", "gpt2", "opt-125m", "nope", "", "llm",
+        "optimizer.adafactor", "states.bf16.adafactor", "zero.stage3", "infer.kv_cache", "act.korthikanti.tp"]
 FLAGS = ["--set", "--term", "--budget", "--for", "--example", "--json", "--grid", "--batch", "--seq", "--gpu",
          "--mode", "--zero", "--tp", "--dp", "--precision", "--optimizer", "--implicit", "--formula", "--weights"]
 NAMES = ["B", "S", "H", "L", "V", "d_ff", "D", "b", "N", "r", "x", "__class__", "B=", "=1", "Q"]
 HOSTILE = ["__import__('os').system('touch /tmp/pwned')", "1e999", "-1", "0", "nan", "inf", "9**9**9", "{{7*7}}",
            "'; rm -rf /", "\x00", "ＢＳ", "lambda: 0", "a" * 300, "2**64", "1/0", "1..", "1..3:0", "16GiB", "80GB",
-           "h100-80gb", "train", "infer", "batch", "seq", "gpus", "bf16-mixed", "adamw", "1", "8", "0.5"]
+           "h100-80gb", "train", "infer", "batch", "seq", "gpus", "bf16-mixed", "adamw", "1", "8", "0.5",
+           "x=ceil(B/3)*1e9", "x=floor(S/7)", "x=log2(B)*1e6", "x=B^1.5", "x=B**(1/2)", "x=sqrt(H)", "x=max(B, 4)",
+           "x:params=H", "x:GiB=1.5", "x=-B", "x=B-S", "x=1/B", "14E + 4BSS", "optimizer.adafactor",
+           "states.bf16.adafactor", "zero.stage3", "infer.kv_cache", "--activations", "pytorch", "korthikanti"]
 
 token = st.one_of(
     st.sampled_from(COMMANDS + KEYS + FLAGS + HOSTILE),
@@ -42,3 +46,15 @@ def test_cli_never_raises(capsys, args):
     assert "Traceback" not in err and "internal error" not in err, (args, err)
     if code == 2:
         assert len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_every_library_formula_evaluates_its_example_or_names_what_is_missing(capsys):
+    import symbolic
+
+    for key in symbolic.keys():
+        for command in (["eval", key, "--example"], ["sensitivity", key, "--example"], ["show", key]):
+            code = main(command)
+            _, err = capsys.readouterr()
+            assert code in (0, 2), (command, err)
+            if code == 2:
+                assert "values missing" in err, (command, err)

@@ -165,7 +165,8 @@ def test_notes_for_choices_that_change_nothing(llama) -> None:
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"tp": 3}, "must divide the 32 attention heads"),
-    ({"tp": 16, "mode": "train"}, None),  # allowed: 16 divides 32 heads, 8 KV heads divide 16
+    ({"tp": 16, "mode": "infer"}, None),  # serving: 16 divides 32 heads; the 8 KV heads are replicated
+    ({"tp": 16, "mode": "train"}, "not modelled"),  # training: Megatron needs the 8 KV heads to divide by tp
     ({"zero": 3, "pp": 2}, "pipeline"),
     ({"offload": True}, "ZeRO stage"),
     ({"mode": "infer", "optimizer": "adamw"}, "applies to mode train"),

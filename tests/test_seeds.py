@@ -1,6 +1,5 @@
 """Every figure of the two source articles, recomputed; the errata appear as differences."""
 
-import pytest
 
 import symbolic
 from symbolic import seeds
@@ -63,15 +62,6 @@ def test_every_check_recomputes_and_flags_exactly_the_errata():
     for r in rows:
         if not r["agrees"]:
             assert r["note"], r["label"]
-
-
-@pytest.mark.parametrize("check", seeds.CHECKS, ids=lambda c: c.label)
-def test_engine_figures_match_independent_arithmetic(check):
-    # the engine's value equals the formula evaluated directly, in the article's unit
-    f = symbolic.formula(check.key)
-    result = f.evaluate(f.restrict(check.values))
-    raw = result.total if check.term is None else dict((t.key, v) for t, v in result.terms)[check.term]
-    assert check.engine_value() * seeds.SCALES[check.unit] == raw
 
 
 def test_errata_cover_both_articles():

@@ -153,7 +153,7 @@ def test_overflowing_sweep_stays_exact(capsys):
     (["sweep", "llm.peek", "--grid", "B=1"], "unknown formula 'llm.peek'"),
     ([*PEAK, "--grid", "Bx=1..4"], "unknown symbol 'Bx'"),
     ([*PEAK, "--grid", "a=1..4"], "unknown symbol 'a' in formula 'llm.peak'"),
-    ([*PEAK, "--grid", "B=1...4", "--set", "S=1"], "B: '.4' is not a non-negative number"),
+    ([*PEAK, "--grid", "B=1...4", "--set", "S=1"], "B: '.4' is not a number"),
     ([*PEAK, "--grid", "B=8..1", "--set", "S=1"], "B: range '8..1' is empty"),
     ([*PEAK, "--grid", "B=1..8:0", "--set", "S=1"], "B: step in '1..8:0' must be positive"),
     ([*PEAK, "--grid", "B=1..8:1/2", "--set", "S=1"], "B: step in '1..8:1/2' must be whole"),

@@ -13,10 +13,10 @@ from __future__ import annotations
 from .configs import ConfigError, load_config, read_json, spec_from_config
 from .families import SUPPORTED
 from .formulas import Component, breakdown, with_numbers
-from .presets import load, preset_config, preset_names, preset_source
+from .presets import load, preset_config, preset_names, preset_source, resolve_config
 from .spec import ModelSpec, SpecError
 
 __all__ = [
     "SUPPORTED", "Component", "ConfigError", "ModelSpec", "SpecError", "breakdown", "load", "load_config",
-    "preset_config", "preset_names", "preset_source", "read_json", "spec_from_config", "with_numbers",
+    "preset_config", "preset_names", "preset_source", "read_json", "resolve_config", "spec_from_config", "with_numbers",
 ]

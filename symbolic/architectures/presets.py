@@ -66,13 +66,34 @@ def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     A name without a path separator or ``.json`` is looked up among the presets first
     (case-insensitively); unknown names get the closest preset suggested.
     """
+    kind, found = _resolve(name_or_path)
+    return _load_preset(found) if kind == "preset" else load_config(Path(found))
+
+
+def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
+    """(name, raw config dict without ``_source``) of a preset or a config.json, resolved as ``load``."""
+    from .configs import read_json
+
+    kind, found = _resolve(name_or_path)
+    if kind == "preset":
+        data = preset_config(found)
+        name = found
+    else:
+        path = Path(found)
+        data = read_json(path / "config.json" if path.is_dir() else path)
+        name = path.parent.name if path.name == "config.json" else path.stem
+    return name, {k: v for k, v in data.items() if k != SOURCE_KEY}
+
+
+def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
+    """('preset', name) or ('path', path); unknown names raise with the closest presets."""
     text = os.fspath(name_or_path)
     looks_like_path = isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.endswith(".json")
     if not looks_like_path and text.strip().lower() in preset_names():
-        return _load_preset(text.strip().lower())
+        return "preset", text.strip().lower()
     path = Path(text).expanduser()
     if path.exists():
-        return load_config(path)
+        return "path", str(path)
     if looks_like_path:
         raise ConfigError(f"{text}: no such file")
     raise ConfigError(_unknown(text))

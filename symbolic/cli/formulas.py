@@ -125,17 +125,25 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     values = _values(f, args)
     rows = f.sensitivity(values)
     total = f.evaluate(values).total
-    data = [{"symbol": r.symbol.name, "derivative": to_plain(r.derivative), "elasticity": float(r.elasticity)}
-            for r in rows]
+    data = [{"symbol": r.symbol.name,
+             "derivative": None if r.derivative is None else to_plain(r.derivative),
+             "elasticity": None if r.elasticity is None else float(r.elasticity)} for r in rows]
     if args.json:
         print_json({"key": f.key, "total": to_plain(total), "sensitivities": data})
         return 0
     print(f"{f.key} = {_amount(f, total)}; elasticity e means 1 % more of the symbol gives e % more {f.name}")
-    ordered = sorted(data, key=lambda d: -abs(d["elasticity"]))
-    print(table([("symbol", "∂/∂symbol", "elasticity")] +
-                [(d["symbol"], f"{d['derivative']:,}" if isinstance(d["derivative"], int) else f"{d['derivative']:.6g}",
-                  f"{d['elasticity']:.4f}") for d in ordered], "<>>"))
+    ordered = sorted(data, key=lambda d: -abs(d["elasticity"] or 0))
+    print(table([("symbol", "∂/∂symbol", "elasticity")] + [(d["symbol"], *_sensitivity_cells(d)) for d in ordered],
+                "<>>"))
     return 0
+
+
+def _sensitivity_cells(row: dict[str, object]) -> tuple[str, str]:
+    derivative, elasticity = row["derivative"], row["elasticity"]
+    if derivative is None:
+        return "undefined", "(ceil/floor)"
+    text = f"{derivative:,}" if isinstance(derivative, int) else f"{derivative:.6g}"
+    return text, "" if elasticity is None else f"{elasticity:.4f}"
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

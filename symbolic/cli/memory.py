@@ -12,7 +12,6 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..units import format_bytes
-from . import memory_pytorch  # issue 6: --activations pytorch, --attn, --device
 from .common import CliError, add_term_options, cli_terms, parse_sets, print_json, table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,13 +23,15 @@ OPTIMIZERS = ("sgd", "sgd-momentum", "adamw", "adam-8bit", "lion", "adafactor")
 GRADS = ("16bit", "fp32", "16bit+fp32")
 RECOMPUTE = ("none", "selective", "full")
 LOGITS = ("hf", "megatron", "fused")
-ACTIVATIONS = ("korthikanti", "article-b", "pytorch")  # pytorch: issue 6, handled by cli/memory_pytorch.py
+ACTIVATIONS = ("korthikanti", "article-b", "pytorch")
+ATTN = ("eager", "sdpa")
+DEVICES = ("cpu", "cuda")
 WEIGHTS = ("fp32", "fp16", "bf16", "int8", "int4")
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
 # argparse destination -> planning option (all default to None: "use the planner's default")
 OPTIONS = ("batch", "seq", "dp", "tp", "pp", "flash", "precision", "optimizer", "grads", "recompute", "dropout", "zero",
-           "sequence_parallel", "microbatches", "interleave", "offload", "logits", "activations", "weights",
-           "kv_dtype")
+           "sequence_parallel", "microbatches", "interleave", "offload", "logits", "activations", "attn", "device",
+           "weights", "kv_dtype")
 
 
 def _positive(text: str) -> int:
@@ -66,8 +67,12 @@ def _add_plan_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None,
                    help="ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)")
     g.add_argument("--logits", choices=LOGITS, help="byte accounting of logits and loss (default hf)")
-    g.add_argument("--activations", choices=ACTIVATIONS, help="activation model (default korthikanti)")
-    memory_pytorch.add_options(g)  # issue 6
+    g.add_argument("--activations", choices=ACTIVATIONS,
+                   help="activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, "
+                        "one device)")
+    g.add_argument("--attn", choices=ATTN, help="with --activations pytorch: attention implementation (default sdpa)")
+    g.add_argument("--device", choices=DEVICES, help="with --activations pytorch: where the step runs, which changes "
+                                                     "what autograd keeps (default cuda)")
     g = p.add_argument_group("inference (--mode infer)")
     g.add_argument("--weights", choices=WEIGHTS, help="weight dtype; int8/int4 with fp16 scales per 128 (default bf16)")
     g.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES, help="KV-cache dtype (default: the weights' "
@@ -129,9 +134,6 @@ def _fit_line(plan: Plan, gpu: GPU) -> str:
 def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
 
-    if args.activations == "pytorch":  # issue 6: what PyTorch really saves (cli/memory_pytorch.py)
-        return memory_pytorch.cmd_memory(args, plan_options(args))
-
     gpu = planning.gpu(args.gpu) if args.gpu else None
     plan = planning.plan(args.model, args.mode, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)
@@ -145,6 +147,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
           f"in the job)")
     print(_choices_text(plan))
     _print_terms(plan, args.formula)
+    if plan.saved is not None:
+        print(f"  activation_bytes = {plan.activation_bytes:,} (saved for backward: activations + inputs + logits, "
+              f"{plan.saved.formula.key})")
     if plan.host is not None:
         rows = [("  " + k, f"{v:,}", format_bytes(v)) for k, v in plan.host_terms().items()]
         rows.append(("  host total", f"{plan.host_total:,}", format_bytes(plan.host_total)))
@@ -191,8 +196,6 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .. import planning
 
     options = plan_options(args)
-    if args.activations == "pytorch":  # issue 6
-        raise CliError("fit does not support --activations pytorch yet; use symbolic memory")
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")
     if args.question == "batch":

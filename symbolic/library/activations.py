@@ -275,6 +275,7 @@ for _kind in LOGITS:
 MODELS = {
     "korthikanti": "Korthikanti et al. 2022 per tensor, generalised (GQA, gated MLP, FlashAttention, MoE)",
     "article-b": "article B's llm.activations: L·(14E + 4BSS) + 6BSV (+ 4BSV at the start of backward)",
+    "pytorch": "what torch.autograd saves in one step of the Hugging Face implementation (pytorch.saved.*, measured)",
 }
 
 __all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions", "layer_parts",

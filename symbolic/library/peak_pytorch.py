@@ -25,10 +25,17 @@ So M_peak = N·b (weights) + 2·N·b (AdamW moments) + max(A_saved + X_loss, N·
 Not counted: tensors of a few bytes (AdamW's per-parameter step counters, the loss scalar), and
 on CUDA the allocator's rounding to 512-byte blocks and its workspaces (cuBLAS, attention
 kernels), which ``torch.cuda.max_memory_allocated`` includes.
+
+The maxima are built by ``maximum``, not ``sympy.Max``: SymPy compares every pair of arguments
+through its assumption system (about 110 ms at import for the registered formulas), where for
+these polynomials in nonnegative symbols ``maximum`` makes the same proofs from the coefficients
+of each difference (about 10 ms); the expressions are identical (``tests/test_activations_pytorch.py``
+checks).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -40,6 +47,7 @@ from . import activations_pytorch as act
 from .registry import register
 
 SRC = "pytorch"
+BIG = 1000  # a large size, for the sample points in _at_least
 
 
 @dataclass(frozen=True)
@@ -76,10 +84,55 @@ def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> l
     return [V * H, *layer, *layer, H, *([] if tied else [V * H])]
 
 
+def maximum(*args: sympy.Expr) -> sympy.Expr:
+    """``sympy.Max(*args)`` for polynomials in nonnegative symbols, without SymPy's slow search.
+
+    SymPy's Max drops an argument another one provably exceeds and keeps the rest, asking its
+    assumption system about every pair (about 110 ms for this module's registered formulas).
+    The same two proofs are made here directly on ``big − small``: expanded, it has no negative
+    coefficient; or, its terms' common monomial taken out, what is left is known to be
+    nonnegative (``d_ff·(H − 1)`` with H a positive integer). An inner Max or Min of
+    nonnegative arguments counts as one more nonnegative symbol. The arguments no other one
+    dominates are kept unevaluated (``evaluate=False``; SymPy orders them the same way). Only
+    true inequalities are used, so the value is ``sympy.Max``'s at every point, and on this
+    module's formulas the expression is identical (``tests/test_activations_pytorch.py``). With a
+    symbol not known to be nonnegative, or anything but polynomials, it is ``sympy.Max``.
+    """
+    exprs = list(dict.fromkeys(sympy.sympify(x) for x in args))
+    inner = set().union(*(x.atoms(sympy.Max, sympy.Min) for x in exprs))
+    stand_in = {m: sympy.Dummy(nonnegative=True) for m in inner}
+    plain = [x.xreplace(stand_in) for x in exprs]
+    gens = sorted(set().union(*(x.free_symbols for x in plain)), key=sympy.default_sort_key)
+    if (len(exprs) < 2 or not gens or not all(s.is_nonnegative for s in gens)
+            or not all(m.is_nonnegative for m in inner) or not all(x.is_polynomial(*gens) for x in plain)):
+        return sympy.Max(*exprs)
+    polys: dict[sympy.Poly, sympy.Expr] = {}
+    for x, px in zip(exprs, plain):
+        polys.setdefault(sympy.Poly(px, *gens), x)  # equal polynomials: the first one stands for both
+    kept = [x for p, x in polys.items() if not any(q is not p and _at_least(q - p) for q in polys)]
+    return kept[0] if len(kept) == 1 else sympy.Max(*kept, evaluate=False)
+
+
+def _at_least(gap: sympy.Poly) -> bool:
+    """Whether ``gap`` (= big − small, see ``maximum``) is proved ≥ 0 at nonnegative symbols."""
+    if all(c >= 0 for c in gap.coeffs()):
+        return True
+    _, rest = gap.terms_gcd()
+    # SymPy's proofs are sound: a cofactor negative somewhere is never proved nonnegative, and
+    # evaluating it at a few points is far cheaper than asking (most cofactors fail here)
+    low = [1 if g.is_integer and g.is_positive else 0 for g in rest.gens]
+    points = [low] + [[BIG if i == j else x for j, x in enumerate(low)] for i in range(len(low))]
+    points += [[x if i == j else BIG for j, x in enumerate(low)] for i in range(len(low))]
+    terms = rest.terms()
+    if any(sum(c * math.prod(x**e for x, e in zip(point, m)) for m, c in terms) < 0 for point in points):
+        return False
+    return rest.as_expr().is_nonnegative is True
+
+
 def adamw_cpu_temporaries(sizes: list[sympy.Expr]) -> sympy.Expr:
     """Elements alive in the single-tensor AdamW loop: max of previous + 2 · current."""
     pairs = {2 * sizes[0]} | {prev + 2 * cur for prev, cur in zip(sizes, sizes[1:])}
-    return sympy.Max(*pairs)
+    return maximum(*pairs)
 
 
 def loss_backward_extra(family: str) -> sympy.Expr:
@@ -112,7 +165,7 @@ def peak(family: str, setup: act.Setup | None = None, *, tied: bool | None = Non
         opt_note = ("CPU AdamW (single-tensor loop): the previous parameter's denominator and two temporaries "
                     "the size of the current one.")
     else:
-        x_opt = sympy.Max(b * N, 2 * b * V * H) if tied and family != "mlp" else b * N
+        x_opt = maximum(b * N, 2 * b * V * H) if tied and family != "mlp" else b * N
         opt_note = "CUDA AdamW (foreach): one temporary per parameter, N·b, at once."
     extra = loss_backward_extra(family) * (b if family == "mlp" else 1)
     backward = model.formula.expr + extra
@@ -123,7 +176,7 @@ def peak(family: str, setup: act.Setup | None = None, *, tied: bool | None = Non
              "torch.zeros_like(param): the parameters' dtype."),
         Term("phase", "the larger of: saved tensors + loss gradients (early backward) | gradients + AdamW "
                       "temporaries + inputs (optimizer step)",
-             sympy.Max(backward, optimizer), "bytes", SRC, "peak", opt_note),
+             maximum(backward, optimizer), "bytes", SRC, "peak", opt_note),
     )
     names = {x.name for t in terms for x in t.expr.free_symbols}
     example = {k: v for k, v in {**act.EXAMPLES[family], **_EXAMPLE_N[family]}.items() if k in names}

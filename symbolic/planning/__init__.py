@@ -18,6 +18,7 @@ and the report call exactly these)::
     plan.as_dict(gpu, formulas=True)      # JSON-ready dict (what `symbolic memory --json` prints)
     plan.regime           # every choice resolved; .defaulted names the ones left at defaults
     plan.host             # host-memory Formula per GPU process with offload=True, else None
+    plan.activation_bytes # with activations="pytorch": bytes saved for backward, else None
     plan.formula.diff("S"), plan.formula.latex(), plan.solve("B", 80 * 2**30)
 
     planning.fit_batch("llama-3-8b", "h100-80gb", mode="train", seq=4096)    # Answer
@@ -36,7 +37,15 @@ default; invalid values or combinations raise ``ValueError`` with a one-line mes
   default (16bit, fp32, 16bit+fp32), ``recompute`` "none" (selective, full), ``dropout``
   (on for gpt2/bert, whose configs use 0.1), ``zero`` 0 (1, 2, 3), ``sequence_parallel`` False,
   ``microbatches`` pp, ``interleave`` 1 (virtual pipeline stages), ``offload`` False,
-  ``logits`` "hf" (megatron, fused), ``activations`` "korthikanti" (article-b);
+  ``logits`` "hf" (megatron, fused), ``activations`` "korthikanti" (article-b, pytorch);
+- with ``activations="pytorch"`` (what torch.autograd saves in one step of the Hugging Face
+  implementation, measured; ``planning.pytorch``): ``attn`` "sdpa" (eager), ``device`` "cuda"
+  (cpu), and different defaults: ``precision`` "bf16" (pure fp32 or bf16 only: what was
+  measured), ``dropout`` on when the config has dropout probabilities (off: none kept). Its
+  terms are ``activations``, ``inputs``, ``logits`` (together the bytes saved for backward,
+  ``plan.activation_bytes``) and ``loss_gradients``. Not modelled with it, a ``ValueError``:
+  mixed precision, tp or pp > 1, recompute, mixture-of-experts models, logits other than "hf".
+  ``attn`` and ``device`` change nothing with the other activation models (a note says so);
 - inference: ``weights`` "bf16" (fp32, fp16, bf16, int8, int4), ``kv_dtype`` the weights' dtype
   for 16/32-bit weights, else "bf16" (fp32, fp16, bf16, fp8, int8, int4).
 
@@ -57,13 +66,14 @@ from . import fit as _fit
 from .build import Fit, Plan, build
 from .fit import OVER, QUESTIONS, Answer
 from .model import ModelShape, load
-from .regime import DEFAULT_SEQ, MODES, Regime, resolve
+from .pytorch import SavedActivations
+from .regime import ATTN, DEFAULT_SEQ, DEVICES, MODES, Regime, resolve
 
 DEFAULTS: dict[str, object] = {
     "mode": "train", "batch": 1, "seq": DEFAULT_SEQ, "dp": 1, "tp": 1, "pp": 1, "flash": True,
     "precision": "bf16-mixed", "optimizer": "adamw", "grads": None, "recompute": "none", "dropout": None,
     "zero": 0, "sequence_parallel": False, "microbatches": None, "interleave": 1, "offload": False,
-    "logits": "hf", "activations": "korthikanti", "weights": "bf16", "kv_dtype": None,
+    "logits": "hf", "activations": "korthikanti", "attn": "sdpa", "device": "cuda", "weights": "bf16", "kv_dtype": None,
 }
 
 
@@ -72,7 +82,7 @@ CHOICES: dict[str, tuple[object, ...]] = {
     "mode": MODES, "flash": (True, False), "precision": tuple(_prec.PRECISIONS), "optimizer": tuple(_optim.OPTIMIZERS),
     "grads": tuple(_prec.GRADS), "recompute": _acts.RECOMPUTE, "dropout": (True, False), "zero": (0, 1, 2, 3),
     "sequence_parallel": (True, False), "offload": (True, False), "logits": _acts.LOGITS,
-    "activations": tuple(_acts.MODELS), "weights": tuple(_infer.WEIGHT_DTYPES), "kv_dtype": tuple(_infer.KV_DTYPES),
+    "activations": tuple(_acts.MODELS), "attn": ATTN, "device": DEVICES, "weights": tuple(_infer.WEIGHT_DTYPES), "kv_dtype": tuple(_infer.KV_DTYPES),
 }
 
 
@@ -116,5 +126,5 @@ def gpus() -> list[GPU]:
     return list(GPUS.values())
 
 
-__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Plan", "Regime", "build",
-           "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]
+__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Plan", "Regime",
+           "SavedActivations", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]

@@ -12,7 +12,9 @@ Training, per GPU (the most loaded one: first pipeline stage):
 - ``recompute_buffer``: with full recompute, one layer's activations rebuilt during its backward;
 - ``inputs``: int64 token ids 8sb and the embedding dropout mask sbh, per micro-batch in flight
   (Megatron's ``compute_activation_memory``);
-- ``logits`` (p = 1 only: with pipelines the last stage holds them, with far fewer activations).
+- ``logits`` (p = 1 only: with pipelines the last stage holds them, with far fewer activations);
+- with ``activations="pytorch"``: ``activations``, ``inputs``, ``logits`` and ``loss_gradients``
+  as PyTorch's autograd keeps them (``planning.pytorch``; one device, no recompute).
 
 Inference, per GPU: weights (quantised layers plus 16-bit embeddings and head), ``kv_cache``,
 ``activations`` (the prefill working set of one layer) and ``logits`` of the last position.
@@ -40,6 +42,7 @@ from ..library import registry
 from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, k_exp, n_d, n_mb, p, t, v_pp
 from ..term import Term
 from ..units import format_bytes
+from . import pytorch
 from .model import ModelShape
 from .regime import Regime
 
@@ -54,7 +57,7 @@ class Fit:
     headroom: int  # capacity − total; negative when it does not fit
 
     def as_dict(self) -> dict[str, object]:
-        return {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom_bytes": self.headroom,
+        return {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom": self.headroom, "headroom_bytes": self.headroom,
                 "headroom_human": format_bytes(self.headroom)}
 
 
@@ -63,7 +66,8 @@ class Plan:
     """Per-GPU memory of one model under one regime: a ``Formula`` and its values.
 
     ``formula`` is an ordinary Formula (differentiate, solve, render it); ``values`` maps every
-    input symbol's name to its number; ``host`` is host memory per GPU process (offload only).
+    input symbol's name to its number; ``host`` is host memory per GPU process (offload only);
+    ``saved`` is the saved-for-backward model behind ``activations="pytorch"`` (else None).
     """
 
     model: ModelShape
@@ -73,6 +77,7 @@ class Plan:
     host: Formula | None = None
     notes: list[str] = field(default_factory=list)
     host_values: dict[str, object] = field(default_factory=dict)
+    saved: pytorch.SavedActivations | None = None
     _evaluation: Evaluation | None = field(default=None, repr=False)
 
     def evaluate(self) -> Evaluation:
@@ -83,8 +88,12 @@ class Plan:
 
     @property
     def total(self) -> int:
-        """Per-GPU bytes, rounded up to a whole byte."""
-        return _ceil(self.evaluate().total)
+        """Per-GPU bytes: the sum of the terms, each rounded up to a whole byte.
+
+        A sharded term (N/n_d) can be fractional; rounding each up keeps the table's rows
+        adding up to its total, and errs by at most one byte a term on the safe side.
+        """
+        return sum(self.terms().values())
 
     def terms(self) -> dict[str, int]:
         """Each term in whole bytes (rounded up), in formula order."""
@@ -118,6 +127,10 @@ class Plan:
         """
         formula = with_terms(self.formula, terms)
         extra = dict(values or {})
+        missing = {s.name for s in formula.inputs} - set(self.values) - set(extra) - {
+            s.name for s in formula.definitions}
+        if missing:
+            raise ValueError(f"values missing for {', '.join(sorted(missing))} (give them with --set NAME=VALUE)")
         inputs = {s.name for s in formula.inputs}
         for name in extra:
             if name in self.values:
@@ -126,7 +139,12 @@ class Plan:
             if name not in inputs:
                 raise UnknownSymbolError(name, sorted(inputs - set(self.values)), "the custom terms")
         return Plan(self.model, self.regime, formula, {**self.values, **extra}, self.host, list(self.notes),
-                    dict(self.host_values))
+                    dict(self.host_values), self.saved)
+
+    @property
+    def activation_bytes(self) -> int | None:
+        """With ``activations="pytorch"``: the bytes saved for backward (activations + inputs + logits)."""
+        return None if self.saved is None else self.saved.total(self.values)
 
     def as_dict(self, gpu: GPU | None = None, formulas: bool = False) -> dict[str, object]:
         """Plain data for JSON and reports: totals, terms, choices, values; fit with ``gpu``."""
@@ -141,6 +159,9 @@ class Plan:
             "derived": {s.name: to_plain(v) for s, v in evaluation.derived.items()},
             "notes": list(self.notes),
         }
+        if self.saved is not None:
+            data["activation_bytes"] = self.activation_bytes
+            data["activations_pytorch"] = self.saved.as_dict(self.values)
         if self.host is not None:
             data["host_bytes"] = self.host_total
             data["host_terms"] = self.host_terms()
@@ -179,8 +200,11 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     if regime.pp > 1:
         values["p"] = regime.pp
     notes = list(regime.notes)
+    saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
+    if saved is not None:
+        notes += pytorch.notes(regime, saved)
     if regime.train:
-        terms, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes)
+        terms, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes, saved)
         title = f"Training memory per GPU of {model.name}"
     else:
         terms, definitions, host = _infer_terms(model, regime, tp_s, pp_s, values, notes)
@@ -192,7 +216,7 @@ def build(model: ModelShape, regime: Regime) -> Plan:
         host_formula = Formula(f"plan.{model.name}.host", f"Host memory per GPU process of {model.name} (offload)",
                                host, source="ren2021", name="M_host", definitions=definitions)
     host_values = host_formula.restrict(values) if host_formula is not None else {}
-    plan = Plan(model, regime, formula, formula.restrict(values), host_formula, notes, host_values)
+    plan = Plan(model, regime, formula, formula.restrict(values), host_formula, notes, host_values, saved)
     formula.example = {k: v for k, v in plan.values.items() if isinstance(v, (int, str))}
     return plan
 
@@ -207,7 +231,8 @@ def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
 
 
 def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                 values: dict[str, object], notes: list[str]) -> tuple[list[Term], dict, list[Term]]:
+                 values: dict[str, object], notes: list[str],
+                 saved: pytorch.SavedActivations | None = None) -> tuple[list[Term], dict, list[Term]]:
     params, definitions = _params(model, r, tp_s, pp_s)
     factored = model.factored_entries() / (tp_s * pp_s) if r.optimizer == "adafactor" else None
     if factored is not None and (r.tp > 1 or r.pp > 1):
@@ -222,11 +247,13 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         states, host = par.split_offload(states)
         host.append(par.host_buffer_term(host))
     terms = list(states)
-    if r.zero == 3:
+    if r.zero == 3 and r.dp > 1:  # with one data-parallel rank nothing is partitioned or gathered
         name, size = model.largest_matrix()
         regime_prec = prec.get(r.precision)
         grad_bytes = 4 if r.grads == "fp32" else 2
         terms.append(par.gathered_layer_term(size / tp_s, regime_prec.weight_bytes, grad_bytes, name))
+    if saved is not None:  # activations="pytorch": one device, no recompute (regime.resolve checks)
+        return terms + pytorch.terms(saved), definitions, host
     if r.activations == "article-b":
         terms += _article_b_terms()
         article = registry.get("llm.activations")

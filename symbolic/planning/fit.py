@@ -96,7 +96,7 @@ def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
         raise ValueError(f"{over} is what is solved for; do not also give it")
     if over == "dp":
         return _fewest_dp(make, model, gpu, mode, options)
-    candidates = _candidates(model, over)
+    candidates = _candidates(model, over, mode)
     previous = None
     for degree in candidates:
         plan = make(model, **{**options, over: degree})
@@ -116,7 +116,11 @@ def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options:
         options["zero"] = 3
     if options["zero"] == 0:
         raise ValueError("without ZeRO (stage 0) more data-parallel GPUs do not reduce per-GPU memory")
-    base = make(model, **{**options, "dp": 1})
+    single = make(model, **{**options, "zero": 0, "dp": 1})
+    if single.total <= gpu.bytes:
+        return Answer("gpus", gpu, "ok", 1, "dp", single.regime.gpus, single, None,
+                      f"one {gpu.name} is enough without sharding: {format_bytes(single.total)}")
+    base = make(model, **{**options, "dp": 2})  # dp > 1, so every sharded and ZeRO-3 term is present
     given = {k: v for k, v in base.values.items() if k != "n_d"}
     expr = base.formula.subs(given)
     floor = sympy.limit(expr, n_d, sympy.oo)  # the part no data-parallel degree shards
@@ -126,7 +130,7 @@ def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options:
         return Answer("gpus", gpu, "none", None, "dp", None, None, None,
                       f"even unlimited data parallelism (ZeRO-{options['zero']}) leaves {format_bytes(floor)} per GPU "
                       f"that is not sharded, more than {gpu.name}'s {format_bytes(capacity)}")
-    degree = max(1, _int((at_one - floor) / (capacity - floor)) or 1)
+    degree = max(2, _int((at_one - floor) / (capacity - floor)) or 2)  # one GPU was tried above
     while expr.xreplace({n_d: degree}) > capacity:  # guards the closed form against rounding
         degree += 1
     plan = make(model, **{**options, "dp": degree})
@@ -146,10 +150,11 @@ def _plural(n: int) -> str:
     return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
-def _candidates(model: ModelShape, over: str) -> list[int]:
+def _candidates(model: ModelShape, over: str, mode: str) -> list[int]:
     if over == "tp":
         kv = model.kv_head_count
-        return [d for d in range(1, model.heads + 1) if model.heads % d == 0 and (kv % d == 0 or d % kv == 0)]
+        top = kv if mode == "train" else model.heads  # serving may replicate KV heads; training may not
+        return [d for d in range(1, top + 1) if model.heads % d == 0 and (kv % d == 0 or d % kv == 0)]
     return [d for d in range(1, model.layers + 1) if model.layers % d == 0]
 
 

@@ -3,13 +3,16 @@
 ``ModelShape.from_spec`` reads a ``symbolic.architectures.ModelSpec`` (issue 3). Widths follow
 the spec's own formulas: where the config leaves a size out, the standard relation is written
 instead of a symbol (d_head = H/a, a_kv = a, d_ff = 4H), so a plan's total differentiates
-through the same relations as the parameter count.
+through the same relations as the parameter count. ``config`` keeps the config's own fields for
+what a parameter count does not need (dropout probabilities, the MLP activation's name), which
+``activations="pytorch"`` reads.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import sympy
 
@@ -42,10 +45,12 @@ class ModelShape:
     matrices: tuple[tuple[str, sympy.Expr, sympy.Expr, sympy.Expr], ...]  # (name, rows, cols, how many)
     positions: int  # learned position rows (0: none, no hard context limit known)
     source: str = ""
+    # the config.json fields (without "_source"); from a bare ModelSpec, the few its fields imply
+    config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec) -> ModelShape:
-        """The planner's view of an architectures.ModelSpec."""
+    def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
+        """The planner's view of an architectures.ModelSpec (and of its config, when read from one)."""
         params = spec.params_formula()
         head_dim = H / a if spec.head_dim is None else d_head
         kv_heads = a if spec.kv_heads is None else a_kv
@@ -60,6 +65,7 @@ class ModelShape:
             head_dim=head_dim, kv_heads=kv_heads, ffn=ffn, gated=bool(spec.gated_mlp), moe=bool(spec.is_moe),
             first_stage=first, head=head, matrices=_matrices(spec, head_dim, kv_heads, ffn, emb),
             positions=int(getattr(spec, "positions", 0) or 0), source=getattr(spec, "source", ""),
+            config=dict(config) if config is not None else _implied_config(spec),
         )
 
     # --- derived -------------------------------------------------------------------------
@@ -124,7 +130,33 @@ def load(model: object) -> ModelShape:
     from .. import architectures  # imported here: the planner works on any spec-like object too
 
     if isinstance(model, str):
-        return ModelShape.from_spec(architectures.load(model))
+        return ModelShape.from_spec(architectures.load(model), _read_config(model))
     if isinstance(model, architectures.ModelSpec):
         return ModelShape.from_spec(model)
     raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
+
+
+def _read_config(text: str) -> dict[str, Any]:
+    """The config.json fields of a preset name or config path (``architectures.load`` has checked it)."""
+    import os
+    from pathlib import Path
+
+    from .. import architectures
+
+    looks_like_path = os.sep in text or "/" in text or text.endswith(".json")
+    if not looks_like_path and text.strip().lower() in architectures.preset_names():
+        data = architectures.preset_config(text.strip().lower())
+    else:
+        path = Path(text).expanduser()
+        data = architectures.read_json(path / "config.json" if path.is_dir() else path)
+    return {k: v for k, v in data.items() if k != "_source"}
+
+
+def _implied_config(spec: ModelSpec) -> dict[str, Any]:
+    """What a ModelSpec without its config says about the fields ``config`` holds."""
+    out: dict[str, Any] = {"model_type": spec.model_type}
+    if spec.norm == "rmsnorm":
+        out["rms_norm_eps"] = 1e-6
+    if spec.gated_mlp:
+        out["intermediate_size"] = spec.resolved_ffn
+    return out

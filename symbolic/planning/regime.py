@@ -4,14 +4,21 @@
 ``Regime``: all choices filled in, which ones were defaults, and notes on choices that change
 nothing (ZeRO with one data-parallel rank, sequence parallelism without tensor parallelism...).
 Invalid combinations raise ``ValueError`` with one line.
+
+``activations="pytorch"`` (what torch.autograd really saves, ``planning.pytorch``) was measured
+for pure fp32 or bf16 training of one dense model on one device: its defaults differ (precision
+bf16, dropout as the config's probabilities say) and what it does not model is an error
+(mixed precision, tensor or pipeline parallelism, recompute, experts, another logits
+accounting). ``attn`` and ``device`` choose its implementation and matter for it only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
 from ..library import activations as acts
+from ..library import activations_pytorch as pyacts
 from ..library import inference as infer
 from ..library import optimizers as optim
 from ..library import parallel as par
@@ -21,8 +28,13 @@ from .model import ModelShape
 MODES = ("train", "infer")
 COMMON = ("batch", "seq", "dp", "tp", "pp", "flash")
 TRAIN_ONLY = ("precision", "optimizer", "grads", "recompute", "dropout", "zero", "sequence_parallel", "microbatches",
-              "interleave", "offload", "logits", "activations")
+              "interleave", "offload", "logits", "activations", "attn", "device")
 INFER_ONLY = ("weights", "kv_dtype")
+# activations="pytorch": the implementation choices and the precisions that were measured
+ATTN = pyacts.ATTENTION
+DEVICES = pyacts.DEVICES
+PYTORCH_PRECISIONS = ("fp32", "bf16")
+PYTORCH_ONLY = ("attn", "device")
 DEFAULT_SEQ = 4096
 # Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
 # for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
@@ -52,6 +64,8 @@ class Regime:
     offload: bool = False
     logits: str = "hf"
     activations: str = "korthikanti"
+    attn: str = "sdpa"
+    device: str = "cuda"
     weights: str = "bf16"
     kv_dtype: str = "bf16"
     defaulted: tuple[str, ...] = field(default=(), compare=False)
@@ -67,8 +81,14 @@ class Regime:
         return self.mode == "train"
 
     def options(self) -> dict[str, object]:
-        """The options that apply to this mode, by name (for printing and JSON)."""
+        """The options that apply to this mode, by name (for printing and JSON).
+
+        ``attn`` and ``device`` are listed with ``activations="pytorch"`` only, the one model they
+        change, and ``flash`` without it (there ``attn`` decides what attention keeps).
+        """
         names = COMMON + (TRAIN_ONLY if self.train else INFER_ONLY)
+        hidden = ("flash",) if self.train and self.activations == "pytorch" else PYTORCH_ONLY
+        names = tuple(n for n in names if n not in hidden)
         return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
 
     def replace(self, **changes: object) -> Regime:
@@ -150,7 +170,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
-        data.update(_train_options(model, pick, notes, dp, tp, pp, flash, "microbatches" in given))
+        data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
     return Regime(**data, defaulted=tuple(defaulted), notes=tuple(notes))  # type: ignore[arg-type]
 
 
@@ -163,19 +183,31 @@ def _check_tp(model: ModelShape, tp: int) -> None:
 
 
 def _train_options(model: ModelShape, pick: Callable[[str, object], object], notes: list[str], dp: int, tp: int,
-                   pp: int, flash: bool, microbatches_given: bool) -> dict[str, object]:
-    precision = _choice("precision", pick("precision", "bf16-mixed"), list(prec.PRECISIONS))
+                   pp: int, flash: bool, given: Collection[str]) -> dict[str, object]:
+    if tp > model.kv_head_count:
+        raise ValueError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
+                         "modelled (Megatron requires the key/value heads to divide by tp)")
+    activations = _choice("activations", pick("activations", "korthikanti"), list(acts.MODELS))
+    pytorch = activations == "pytorch"
+    if pytorch:
+        _check_pytorch(model, tp, pp)
+    precision = _choice("precision", pick("precision", "bf16" if pytorch else "bf16-mixed"), list(prec.PRECISIONS))
+    if pytorch and precision not in PYTORCH_PRECISIONS:
+        raise ValueError(f"activations pytorch models pure fp32 or bf16 training (what was measured), not "
+                         f"precision {precision}: mixed precision (autocast) is not modelled")
     optimizer = _choice("optimizer", pick("optimizer", "adamw"), list(optim.OPTIMIZERS))
     grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
     recompute = _choice("recompute", pick("recompute", "none"), acts.RECOMPUTE)
-    dropout = _flag("dropout", pick("dropout", model.model_type in DROPOUT_TYPES))
+    dropout_default = bool(pyacts.dropout_sites(model.config)) if pytorch else model.model_type in DROPOUT_TYPES
+    dropout = _flag("dropout", pick("dropout", dropout_default))
     zero = _whole("zero", pick("zero", 0), 0, 3)
     sp = _flag("sequence_parallel", pick("sequence_parallel", False))
     microbatches = _whole("microbatches", pick("microbatches", pp))
     interleave = _whole("interleave", pick("interleave", 1))
     offload = _flag("offload", pick("offload", False))
     logits = _choice("logits", pick("logits", "hf"), acts.LOGITS)
-    activations = _choice("activations", pick("activations", "korthikanti"), list(acts.MODELS))
+    attn = _choice("attn", pick("attn", "sdpa"), ATTN)
+    device = _choice("device", pick("device", "cuda"), DEVICES)
     if zero not in par.ZERO_STAGES:
         raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero}")
     if zero >= 2 and pp > 1:
@@ -190,17 +222,42 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             raise ValueError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise ValueError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
+    if pytorch and recompute != "none":
+        raise ValueError(f"activations pytorch does not model recompute {recompute} (what PyTorch saves was measured "
+                         "without checkpointing); use activations korthikanti")
+    if pytorch and logits != "hf":
+        raise ValueError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
+                         "is not modelled with it (leave logits at hf)")
     if zero and dp == 1:
         notes.append(f"ZeRO stage {zero} shards over data-parallel ranks; with dp 1 it changes nothing")
     if sp and tp == 1:
         notes.append("sequence parallelism splits over the tensor-parallel ranks; with tp 1 it changes nothing")
-    if pp == 1 and microbatches_given:
+    if pp == 1 and "microbatches" in given:
         notes.append("microbatches matter only with pipeline parallelism (pp > 1); per-GPU memory is per micro-batch")
     if recompute == "selective" and flash and activations == "korthikanti":
         notes.append("selective recompute drops the s² attention tensors, which FlashAttention never stores: "
                      "no change")
     if activations == "article-b":
         notes.append("article B's activations ignore flash, recompute, dropout and the model's head count")
+    if pytorch and "flash" in given:
+        notes.append("flash does not apply to activations pytorch: attn (eager or sdpa) and device decide what "
+                     "attention keeps")
+    if not pytorch and any(name in given for name in PYTORCH_ONLY):
+        notes.append("attn and device choose the implementation for activations pytorch; with "
+                     f"activations {activations} they change nothing")
     return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
             "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
-            "interleave": interleave, "offload": offload, "logits": logits, "activations": activations}
+            "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
+            "attn": attn, "device": device}
+
+
+def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
+    """What ``activations="pytorch"`` does not model, as one-line errors (see the module docstring)."""
+    missing = [f"{what} ({name} {degree})" for what, name, degree in
+               (("tensor parallelism", "tp", tp), ("pipeline parallelism", "pp", pp)) if degree > 1]
+    if missing:
+        raise ValueError(f"activations pytorch does not model {' or '.join(missing)}: what PyTorch saves was "
+                         "measured on one device; use activations korthikanti")
+    if model.moe:
+        raise ValueError(f"activations pytorch does not model mixture-of-experts layers ({model.name}): it was "
+                         "measured on GPT-2 and Llama-family dense models; use activations korthikanti")

@@ -51,22 +51,23 @@ def build(spec_path: Path | None, outputs: Outputs, templates: Path | None = Non
         if target is not None and not Path(target).parent.is_dir():
             raise FileNotFoundError(f"cannot write {target}: folder {Path(target).parent} does not exist")
     say(f"computing {report_spec.model.name} ({report_spec.formulas} formulas)")
-    scenario = adapter.scenario_for(report_spec)
-    typeset = outputs.pdf is not None or outputs.html is not None
-    ctx = context.build(report_spec, scenario, SvgTypesetter() if typeset else Typesetter(), charts=typeset,
-                        progress=say)
-    if typeset:
-        say("rendering HTML")
-        html = render.render_html(ctx, templates)
-        if outputs.html is not None:
-            outputs.written.append(write.write_text(outputs.html, html))
-        if outputs.pdf is not None:
-            say("laying out the PDF (WeasyPrint)")
-            pdf = render.html_to_pdf(html)
-            outputs.written.append(write.write_bytes(outputs.pdf, pdf))
-    if outputs.tex is not None:
-        say("rendering LaTeX")
-        outputs.written.append(write.write_text(outputs.tex, render.render_tex(ctx, templates)))
+    with render.frozen_heap():  # the collector skips what was loaded before (see frozen_heap)
+        scenario = adapter.scenario_for(report_spec)
+        typeset = outputs.pdf is not None or outputs.html is not None
+        ctx = context.build(report_spec, scenario, SvgTypesetter() if typeset else Typesetter(), charts=typeset,
+                            progress=say)
+        if typeset:
+            say("rendering HTML")
+            html = render.render_html(ctx, templates)
+            if outputs.html is not None:
+                outputs.written.append(write.write_text(outputs.html, html))
+            if outputs.pdf is not None:
+                say("laying out the PDF (WeasyPrint)")
+                pdf = render.html_to_pdf(html)
+                outputs.written.append(write.write_bytes(outputs.pdf, pdf))
+        if outputs.tex is not None:
+            say("rendering LaTeX")
+            outputs.written.append(write.write_text(outputs.tex, render.render_tex(ctx, templates)))
     say("done: " + ", ".join(str(p) for p in outputs.written))
     return outputs
 

@@ -122,15 +122,14 @@ class Scenario:
         return "any"
 
     def sensitivities(self) -> list[tuple[sympy.Symbol, sympy.Rational, sympy.Rational]]:
-        """(symbol, ∂M/∂x, elasticity x/M·∂M/∂x) at the point, largest elasticity first."""
+        """(symbol, ∂M/∂x, elasticity x/M·∂M/∂x) at the point, largest elasticity first.
+
+        Inputs without a derivative (inside a ceil or floor of a custom term) are left out.
+        """
         expr = self.full_expr()
-        point = self.point()
-        total = algebra.at_point(expr, point)
-        rows = []
-        for x in symtab.ordered(expr.free_symbols):
-            derivative = algebra.at_point(sympy.diff(expr, x), point)
-            elasticity = derivative * point[x] / total if total else sympy.Integer(0)
-            rows.append((x, derivative, elasticity))
+        found = algebra.sensitivities(expr, self.point(), symtab.ordered(expr.free_symbols))
+        rows = [(r.symbol, r.derivative, r.elasticity if r.elasticity is not None else sympy.Integer(0))
+                for r in found if r.derivative is not None]
         rows.sort(key=lambda r: (-abs(r[2]), symtab.ordered([r[0]])[0].name))
         return rows
 

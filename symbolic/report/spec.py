@@ -65,6 +65,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": tuple(prec.PRECISIONS), "optimizer": tuple(optim.OPTIMIZERS), "recompute": tuple(acts.RECOMPUTE),
     "logits": tuple(acts.LOGITS), "activations": tuple(acts.MODELS), "weights": tuple(infer.WEIGHT_DTYPES),
     "kv_dtype": tuple(infer.KV_DTYPES), "grads": ("16bit", "fp32", "16bit+fp32"),
+    "attn": regime_options.ATTN, "device": regime_options.DEVICES,
 }
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",

@@ -1,0 +1,212 @@
+"""``activations="pytorch"`` as a regular planner option: one Formula, and everything a plan does works with it."""
+
+import json
+import re
+
+import pytest
+import sympy
+
+from symbolic import planning, predict
+from symbolic.algebra import solve_max
+from symbolic.cli import main
+from symbolic.custom import CustomTerm
+from symbolic.report import adapter, context, spec
+from symbolic.report.typeset import Typesetter
+
+SAVED = ("activations", "inputs", "logits")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("model", ["gpt2", "llama-3-8b", "qwen2-0.5b", "bert-base-uncased"])
+@pytest.mark.parametrize("precision, attn, device", [
+    ("fp32", "eager", "cpu"), ("bf16", "sdpa", "cuda"), ("fp32", "sdpa", "cpu"), ("bf16", "eager", "cuda"),
+])
+def test_plan_saved_bytes_are_the_prediction(model, precision, attn, device) -> None:
+    plan = planning.plan(model, batch=2, seq=128, precision=precision, attn=attn, device=device,
+                         activations="pytorch")
+    expected = predict.activation_bytes(model, batch=2, seq=128, precision=precision, attn=attn, device=device)
+    terms = plan.terms()
+    assert plan.activation_bytes == expected["activation_bytes"] == sum(terms[k] for k in SAVED)
+    assert terms["loss_gradients"] == 8 * 2 * 128 * plan.values["V"]
+    assert plan.total == sum(terms.values())
+    assert list(terms)[-4:] == [*SAVED, "loss_gradients"] and "master_weights" not in terms
+    data = plan.as_dict()
+    assert data["activation_bytes"] == plan.activation_bytes
+    assert data["activations_pytorch"]["family"] == expected["family"]
+    assert data["options"]["attn"] == attn and data["options"]["device"] == device and "flash" not in data["options"]
+
+
+def test_one_formula_in_b_and_s() -> None:
+    plan = planning.plan("gpt2", batch=4, seq=512, activations="pytorch", attn="eager", device="cuda")
+    names = {s.name for s in plan.formula.inputs}
+    assert {"B", "S", "H", "L", "a", "V", "N"} <= names
+    b_sym = next(s for s in plan.formula.inputs if s.name == "B")
+    s_sym = next(s for s in plan.formula.inputs if s.name == "S")
+    # eager attention keeps the a·S² softmax per layer: the total is quadratic in S, linear in B
+    assert sympy.degree(sympy.expand(plan.formula.composed()), s_sym) == 2
+    assert sympy.degree(sympy.expand(plan.formula.composed()), b_sym) == 1
+    assert plan.formula.diff("B") != 0
+    sens = {x.symbol.name: x for x in plan.formula.sensitivity(plan.values, ["B", "S"])}
+    assert sens["B"].elasticity > 0 and sens["S"].elasticity > sens["B"].elasticity
+    answer = plan.solve("B", 80 * 2**30)
+    assert answer.status == "ok" and answer.total_at_value <= 80 * 2**30 < answer.total_at_next
+
+
+def test_defaults_and_dropout() -> None:
+    plan = planning.plan("gpt2", activations="pytorch")
+    r = plan.regime
+    assert (r.precision, r.attn, r.device, r.dropout) == ("bf16", "sdpa", "cuda", True)
+    assert {"precision", "attn", "device", "dropout"} <= set(r.defaulted)
+    off = planning.plan("gpt2", activations="pytorch", dropout=False)
+    assert off.saved.setup.dropout == frozenset() and off.activation_bytes < plan.activation_bytes
+    llama = planning.plan("llama-3-8b", activations="pytorch", dropout=True)
+    assert any("no dropout probability" in n for n in llama.notes)
+    assert planning.DEFAULTS["attn"] == "sdpa" and planning.DEFAULTS["device"] == "cuda"
+    assert planning.CHOICES["attn"] == ("eager", "sdpa") and planning.CHOICES["device"] == ("cpu", "cuda")
+    assert "pytorch" in planning.CHOICES["activations"]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"precision": "bf16-mixed"}, "pure fp32 or bf16"),
+    ({"precision": "fp16-mixed"}, "mixed precision (autocast) is not modelled"),
+    ({"tp": 2}, "does not model tensor parallelism (tp 2)"),
+    ({"pp": 2}, "does not model pipeline parallelism (pp 2)"),
+    ({"recompute": "selective"}, "does not model recompute selective"),
+    ({"logits": "megatron"}, "logits megatron is not modelled"),
+    ({"attn": "flash"}, "unknown attn 'flash'; choose from eager, sdpa"),
+    ({"device": "tpu"}, "unknown device 'tpu'; choose from cpu, cuda"),
+])
+def test_what_is_not_modelled_is_a_one_line_error(options, message) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as err:
+        planning.plan("llama-3-8b", activations="pytorch", **options)
+    assert "\n" not in str(err.value)
+
+
+def test_moe_and_inference_are_errors() -> None:
+    with pytest.raises(ValueError, match="mixture-of-experts"):
+        planning.plan("mixtral-8x7b", activations="pytorch")
+    with pytest.raises(ValueError, match="apply to mode train"):
+        planning.plan("gpt2", mode="infer", attn="eager", device="cpu")
+
+
+def test_attn_and_device_change_nothing_elsewhere() -> None:
+    plain = planning.plan("llama-3-8b")
+    given = planning.plan("llama-3-8b", attn="eager", device="cpu")
+    assert given.terms() == plain.terms() and "attn" not in given.regime.options()
+    assert any("change nothing" in n for n in given.notes)
+    flash = planning.plan("gpt2", activations="pytorch", flash=False)
+    assert flash.terms() == planning.plan("gpt2", activations="pytorch").terms()
+    assert any("flash does not apply" in n for n in flash.notes)
+
+
+def test_zero_offload_and_custom_terms() -> None:
+    plan = planning.plan("llama-3-8b", activations="pytorch", zero=3, dp=8, offload=True, seq=2048)
+    terms = plan.terms()
+    assert "zero3_gathered" in terms and plan.host is not None and plan.host_total > 0
+    extra = plan.with_terms([CustomTerm("workspace", "k*B*S")], {"k": 3})
+    assert extra.terms()["workspace"] == 3 * 2048 and extra.activation_bytes == plan.activation_bytes
+    assert extra.total == plan.total + 3 * 2048
+
+
+def test_fit_questions() -> None:
+    options = dict(activations="pytorch", precision="bf16", attn="sdpa", device="cuda")
+    batch = planning.fit_batch("gpt2", "l4", seq=1024, **options)
+    assert batch.status == "ok" and batch.plan.total <= batch.gpu.bytes < batch.next_total
+    seq = planning.fit_seq("llama-3-8b", "h100-80gb", zero=3, dp=8, **{**options, "attn": "eager"})
+    assert seq.status == "ok" and seq.plan.total <= seq.gpu.bytes < seq.next_total
+    gpus = planning.fit_gpus("llama-3-8b", "h100-80gb", seq=8192, **options)
+    assert gpus.status == "ok" and gpus.over == "dp" and gpus.plan.regime.zero == 3 and gpus.value > 1
+    assert gpus.plan.total <= gpus.gpu.bytes
+    one = planning.fit_gpus("llama-3-8b", "h100-80gb", seq=2048, **options)  # pure bf16 fits one H100 unsharded
+    assert one.value == 1 and one.plan.regime.zero == 0 and one.plan.total <= one.gpu.bytes
+    # SDPA's math fallback in fp32 on the CPU keeps more with B = 1 (a Max in B): still solvable
+    odd = planning.fit_batch("gpt2", "l4", seq=1024, activations="pytorch", precision="fp32", device="cpu")
+    assert odd.status == "ok" and odd.plan.total <= odd.gpu.bytes < odd.next_total
+    at = planning.plan("gpt2", seq=1024, batch=odd.value + 1, activations="pytorch", precision="fp32", device="cpu")
+    assert at.total > odd.gpu.bytes
+
+
+def test_solve_max_through_a_max_at_small_values() -> None:
+    x = sympy.Symbol("B")
+    assert solve_max(100 * x - 1000 * sympy.Max(0, 2 - x), x, 1000).value == 10
+    assert solve_max(100 * x + 50 * sympy.Max(0, 2 - x), x, 1000).value == 10
+    with pytest.raises(ValueError, match="monotonically"):
+        solve_max(100 * x + 1000 * sympy.Max(0, 3 - x), x, 3000)  # falls from 1 to 3, then grows
+
+
+# --- the command line --------------------------------------------------------------------------
+def test_memory_with_gpu_formula_term_and_set(capsys) -> None:
+    code, out, _ = run(capsys, "memory", "gpt2", "--activations", "pytorch", "--batch", "2", "--seq", "256",
+                       "--gpu", "l4", "--formula", "--term", "workspace = k*B", "--set", "k=1024")
+    assert code == 0
+    assert "fits, headroom" in out and "formula: M_gpu = " in out and "where N = " in out
+    assert "activation_bytes = " in out and "loss_gradients" in out and "workspace" in out
+    options = " ".join(out.split("(* = default)")[0].split())
+    assert "attn sdpa*" in options and "device cuda*" in options and "flash" not in options
+    code, out, _ = run(capsys, "memory", "gpt2", "--activations", "pytorch", "--batch", "2", "--seq", "256",
+                       "--gpu", "l4", "--json", "--formula")
+    data = json.loads(out)
+    plan = planning.plan("gpt2", batch=2, seq=256, activations="pytorch")
+    assert data["terms"] == plan.terms() and data["activation_bytes"] == plan.activation_bytes
+    assert data["fits"] is True and data["headroom_bytes"] == data["gpu"]["bytes"] - plan.total
+    assert set(SAVED) <= set(data["formula"]["terms"])
+
+
+def test_fit_for_batch_seq_and_gpus(capsys) -> None:
+    code, out, _ = run(capsys, "fit", "gpt2", "--gpu", "l4", "--for", "batch", "--seq", "1024",
+                       "--activations", "pytorch", "--json")
+    data = json.loads(out)
+    expected = planning.fit_batch("gpt2", "l4", seq=1024, activations="pytorch")
+    assert code == 0 and data["value"] == expected.value and data["options"]["activations"] == "pytorch"
+    code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "seq", "--activations", "pytorch",
+                       "--attn", "eager", "--zero", "3", "--dp", "8")
+    assert code == 0 and "largest seq that fits h100-80gb" in out and "attn eager" in out
+    code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--activations", "pytorch")
+    assert code == 0 and "with ZeRO-3 fits" in out
+    code, _, err = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--over", "tp",
+                       "--activations", "pytorch")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "does not model tensor parallelism" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["memory", "gpt2", "--activations", "pytorch", "--precision", "fp16-mixed"], "pure fp32 or bf16"),
+    (["memory", "gpt2", "--activations", "pytorch", "--pp", "2"], "pipeline parallelism"),
+    (["memory", "gpt2", "--activations", "pytorch", "--recompute", "full"], "recompute full"),
+    (["memory", "mixtral-8x7b", "--activations", "pytorch"], "mixture-of-experts"),
+    (["memory", "gpt2", "--mode", "infer", "--device", "cpu"], "applies to mode train"),
+])
+def test_cli_errors_are_one_line(capsys, argv, message) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and message in err
+
+
+# --- reports -----------------------------------------------------------------------------------
+def test_report_spec_with_pytorch_activations_builds_its_context(tmp_path) -> None:
+    path = tmp_path / "pt.toml"
+    path.write_text('title = "GPT-2 as PyTorch keeps it"\nmodel = "gpt2"\ngpus = ["l4"]\n[regime]\nbatch = 4\n'
+                    'seq = 512\nprecision = "fp32"\nactivations = "pytorch"\nattn = "eager"\ndevice = "cpu"\n')
+    report = spec.load(path)
+    assert report.regime.options["activations"] == "pytorch" and report.regime.options["attn"] == "eager"
+    scenario = adapter.scenario_for(report)
+    plan = planning.plan("gpt2", batch=4, seq=512, precision="fp32", activations="pytorch", attn="eager",
+                         device="cpu")
+    assert scenario.formula.evaluate(scenario.given).total == plan.total
+    assert [t.key for t in scenario.formula.terms] == list(plan.terms())
+    ctx = context.build(report, scenario, Typesetter(), charts=False)
+    text = json.dumps(ctx, default=str)
+    assert f"{plan.total:,}" in text and "as PyTorch saves it (eager, cpu)" in text
+    rows = {row.label: row for group in scenario.variants for row in group.rows}
+    mine = rows["this report: as PyTorch saves it (eager, cpu)"]
+    assert mine.chosen and mine.source == "pytorch" and mine.value == plan.terms()["activations"]
+
+
+def test_report_spec_rejects_unknown_attn(tmp_path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text('title = "x"\nmodel = "gpt2"\n[regime]\nactivations = "pytorch"\nattn = "flash"\n')
+    with pytest.raises(spec.SpecError, match="attn"):
+        spec.load(path)

@@ -1,0 +1,77 @@
+"""The report build keeps pre-existing objects out of the garbage collector's passes, and leaves the
+collector as it found it (render.frozen_heap)."""
+
+import gc
+import weakref
+
+import pytest
+
+from symbolic.report import Outputs, SpecError, build, render
+
+
+@pytest.fixture(autouse=True)
+def collector_restored():
+    enabled = gc.isenabled()
+    yield
+    gc.unfreeze()
+    if enabled:
+        gc.enable()
+
+
+def test_frozen_heap_freezes_then_unfreezes():
+    assert gc.get_freeze_count() == 0
+    with render.frozen_heap():
+        outer = gc.get_freeze_count()
+        assert outer > 0
+        kept = [[i] for i in range(1000)]  # made inside the block: frozen again by a nested block
+        with render.frozen_heap():
+            assert gc.get_freeze_count() >= outer + len(kept)
+        assert gc.get_freeze_count() > 0  # only the outermost block unfreezes
+    assert gc.get_freeze_count() == 0
+
+
+def test_frozen_heap_unfreezes_on_error():
+    with pytest.raises(RuntimeError), render.frozen_heap():
+        raise RuntimeError("boom")
+    assert gc.get_freeze_count() == 0
+
+
+def test_frozen_heap_leaves_a_callers_freeze_and_a_disabled_collector_alone():
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    with render.frozen_heap():
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == frozen  # not unfrozen behind the caller's back
+    gc.unfreeze()
+    gc.disable()
+    with render.frozen_heap():
+        assert gc.get_freeze_count() == 0
+    assert not gc.isenabled()
+
+
+def test_build_leaves_the_collector_as_found(tmp_path):
+    build(None, Outputs(tex=tmp_path / "r.tex"))
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    spec = tmp_path / "bad.toml"
+    spec.write_text('title = "x"\nmodel = "llama-3-8b"\nmode = "train"\n[values]\nH = 8\n', encoding="utf-8")
+    with pytest.raises(SpecError):
+        build(spec, Outputs(tex=tmp_path / "bad.tex"))  # fails inside the frozen block (the planner's scenario)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_frozen_heap_does_not_keep_garbage_alive():
+    class Node:
+        pass
+
+    def cycle():
+        node = Node()
+        node.me = node  # unreachable once returned: only the collector frees it
+        return weakref.ref(node)
+
+    with render.frozen_heap():
+        ref = cycle()
+        with render.frozen_heap():  # freezes the garbage too
+            pass
+    assert gc.get_freeze_count() == 0
+    with render.frozen_heap():  # the next outermost block collects before it freezes
+        assert ref() is None
