@@ -6,7 +6,7 @@ terms are joined here in the author's order because SymPy's ``Add`` reorders its
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -15,10 +15,28 @@ from sympy.printing.str import StrPrinter
 from . import symbols as symtab
 
 
+def number_latex(value: sympy.Rational | int) -> str:
+    """A number as LaTeX: 123{,}417{,}600 (thousands grouped), \\frac{1}{2} for fractions."""
+    value = sympy.Rational(value)
+    if value.is_Integer:
+        text = f"{int(value):,}"
+        return text.replace(",", "{,}") if abs(int(value)) >= 10_000 else text.replace(",", "")
+    if value.q in (2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 1000):
+        return f"{float(value):g}"
+    return rf"\frac{{{int(value.p)}}}{{{int(value.q)}}}"
+
+
 class _Latex(LatexPrinter):
-    """SymPy's LaTeX printer with our symbol names, ceilings and floors."""
+    """SymPy's LaTeX printer with our symbol names; symbols in ``values`` print as numbers."""
+
+    def __init__(self, settings: dict[str, object] | None = None,
+                 values: Mapping[sympy.Symbol, sympy.Rational] | None = None) -> None:
+        super().__init__(settings)
+        self.values = values or {}
 
     def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
+        if expr in self.values:
+            return number_latex(self.values[expr])
         try:
             return symtab.info(expr).latex
         except KeyError:
@@ -26,7 +44,17 @@ class _Latex(LatexPrinter):
 
 
 class _Text(StrPrinter):
-    """Plain text with ``·`` for products of symbols (4·H^2) — for terminals."""
+    """Plain text with ``·`` for products of symbols (4·H^2) — for terminals.
+
+    Symbols named in ``values`` print as their numbers (a hand calculation: 4096^2·8/32).
+    """
+
+    def __init__(self, values: Mapping[str, object] | None = None) -> None:
+        super().__init__()
+        self.values = values or {}
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return str(self.values[expr.name]) if expr.name in self.values else expr.name
 
     def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
         base, exp = expr.as_base_exp()
@@ -50,6 +78,17 @@ def latex(expr: sympy.Expr, *, dot: bool = False) -> str:
 def text(expr: sympy.Expr) -> str:
     """One-line plain text for one expression."""
     return _TEXT.doprint(expr).replace("*", "·")
+
+
+def latex_with_numbers(expr: sympy.Expr, values: Mapping[sympy.Symbol, sympy.Rational]) -> str:
+    """LaTeX of ``expr`` with every symbol in ``values`` written as its number, products as \\cdot
+    (so that 4·8·1024 does not read as 481024); printed, not evaluated."""
+    return _Latex({"mul_symbol": "dot"}, values).doprint(expr)
+
+
+def text_with_numbers(expr: sympy.Expr, values: Mapping[str, object]) -> str:
+    """Plain text of ``expr`` with each symbol named in ``values`` printed as its number."""
+    return _Text(values).doprint(expr).replace("*", "·")
 
 
 def join_latex(parts: Iterable[sympy.Expr], *, dot: bool = False) -> str:

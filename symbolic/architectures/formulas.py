@@ -13,9 +13,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import sympy
-from sympy.printing.str import StrPrinter
 
-from .. import sources
+from .. import printing, sources
 from ..formula import Formula
 from ..symbols import (
     H,
@@ -220,24 +219,6 @@ def breakdown(spec: ModelSpec, active: bool = False) -> list[Component]:
     return out
 
 
-class _NumberText(StrPrinter):
-    """Plain text of an expression with each symbol printed as its number (4096^2·8/32)."""
-
-    def __init__(self, values: dict[str, int]) -> None:
-        super().__init__()
-        self._values = values
-
-    def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return f"{self._values[expr.name]}" if expr.name in self._values else expr.name
-
-    def _print_Pow(self, expr: sympy.Pow, rational: bool = False) -> str:
-        base, exp = expr.as_base_exp()
-        if exp.is_Integer and exp > 0:
-            return f"{self.parenthesize(base, 60)}^{self._print(exp)}"
-        return super()._print_Pow(expr, rational)
-
-
 def with_numbers(formula: Formula, values: dict[str, int]) -> str:
     """The formula's terms, in order, with every symbol replaced by its number (unevaluated)."""
-    printer = _NumberText(values)
-    return " + ".join(printer.doprint(t.expr).replace("*", "·") for t in formula.terms)
+    return " + ".join(printing.text_with_numbers(t.expr, values) for t in formula.terms)

@@ -8,55 +8,21 @@ the terms in the author's order. Long sums are broken between terms to fit a wid
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sympy
-from sympy.printing.latex import LatexPrinter
 
 from .. import printing
-from .. import symbols as symtab
 from ..formula import Evaluation, Formula
 from ..units import format_bytes
 
 UNIT_WORDS = {"bytes": r"\mathrm{B}", "params": r"\text{parameters}", "elements": r"\text{elements}"}
 
 
-def number_latex(value: sympy.Rational | int) -> str:
-    """A number as LaTeX: 123{,}417{,}600 (thousands grouped), \\frac{1}{2} for fractions."""
-    value = sympy.Rational(value)
-    if value.is_Integer:
-        text = f"{int(value):,}"
-        return text.replace(",", "{,}") if abs(int(value)) >= 10_000 else text.replace(",", "")
-    if value.q in (2, 4, 5, 8, 10, 20, 25, 40, 50, 100, 1000):
-        return f"{float(value):g}"
-    return rf"\frac{{{int(value.p)}}}{{{int(value.q)}}}"
-
-
-class _Substituting(LatexPrinter):
-    """Prints symbols as their values, products with \\cdot."""
-
-    def __init__(self, values: Mapping[sympy.Symbol, sympy.Rational]) -> None:
-        super().__init__({"mul_symbol": "dot"})
-        self.values = values
-
-    def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
-        if expr in self.values:
-            return number_latex(self.values[expr])
-        try:
-            return symtab.info(expr).latex
-        except KeyError:
-            return super()._print_Symbol(expr)
-
-
-def substituted(expr: sympy.Expr, values: Mapping[sympy.Symbol, sympy.Rational]) -> str:
-    """LaTeX of ``expr`` with every symbol in ``values`` written as its number."""
-    return _Substituting(values).doprint(expr)
-
-
 def result_latex(value: sympy.Rational, unit: str) -> str:
     """'7{,}530{,}364{,}928\\ \\mathrm{B} \\approx 7.01\\ \\mathrm{GiB}' style result."""
-    text = number_latex(value) + r"\ " + UNIT_WORDS[unit]
+    text = printing.number_latex(value) + r"\ " + UNIT_WORDS[unit]
     if unit == "bytes" and abs(value) >= 1024:
         amount, label = format_bytes(value).split(" ")
         text += rf" \approx {amount}\ \mathrm{{{label}}}"
@@ -77,7 +43,7 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
     """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit``."""
     values = {**evaluation.values, **evaluation.derived}
     symbolic = [printing.latex(t.expr) for t in formula.terms]
-    numbers = [substituted(t.expr, values) for t in formula.terms]
+    numbers = [printing.latex_with_numbers(t.expr, values) for t in formula.terms]
     out: list[Line] = []
     lhs = formula.name_latex
     for label, pieces in (("symbolic", symbolic), ("substituted", numbers)):
