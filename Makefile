@@ -4,10 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report test lint setup setup-torch system-deps clean
+.PHONY: report examples test lint setup setup-torch system-deps clean
 
 report: $(STAMP)
 	$(BIN)/symbolic report -o reports/llama-3-8b-h100.pdf
+
+# Rebuild every example report in reports/ and the README's page pictures (committed, so a
+# visitor sees the output without installing; tests/test_report_examples.py checks they are current).
+examples: $(STAMP)
+	for spec in reports/*.toml; do $(BIN)/symbolic report -q "$$spec" -o "$${spec%.toml}.pdf"; done
+	pdftoppm -png -r 75 -f 1 -l 1 -singlefile reports/llama-3-8b-h100.pdf docs/report-page-1
+	pdftoppm -png -r 75 -f 3 -l 3 -singlefile reports/llama-3-8b-h100.pdf docs/report-page-3
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

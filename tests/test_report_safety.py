@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from symbolic.report import Outputs, build, render, spec, write
+from symbolic import atomic as write
+from symbolic.report import Outputs, build, render, spec
 from symbolic.report.texescape import TexCode, escape
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +194,7 @@ def test_killed_writer_leaves_no_partial_report(tmp_path):
     target = tmp_path / "report.pdf"
     code = textwrap.dedent(f"""
         import os, signal
-        from symbolic.report import write
+        from symbolic import atomic as write
         with write.atomic_open({str(target)!r}) as handle:
             handle.write(b"%PDF-1.7 half")
             handle.flush()

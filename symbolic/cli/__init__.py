@@ -58,7 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(one_line(f"symbolic: error: {err}"), file=sys.stderr)
         return 2
     except (ValueError, KeyError, OSError) as err:
-        message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
+        if isinstance(err, OSError) and err.strerror:
+            message = f"{err.filename}: {err.strerror}" if err.filename else err.strerror
+        else:
+            message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
         print(one_line(f"symbolic: error: {message or type(err).__name__}"), file=sys.stderr)
         return 2
     except Exception as err:  # a bug, not bad input: still one line unless debugging

@@ -7,9 +7,7 @@ rule in ``symbolic/cli/__init__.py``); NumPy and the compiler are imported by th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import os
 import sys
 import time
 import warnings
@@ -17,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
+from ..atomic import atomic_text_open
 from .common import CliError, parse_sets, print_json, table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,32 +162,6 @@ class Progress:
         self.stream.flush()
 
 
-# --- atomic output ------------------------------------------------------------------------
-@contextlib.contextmanager
-def atomic_text(path: str) -> Iterator[IO[str]]:
-    """A text file that appears at ``path`` complete or not at all (temp file + rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
-    except OSError as err:
-        raise CliError(f"cannot write {path}: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except OSError as err:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise CliError(f"cannot write {path}: {err.strerror or err}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-
-
 # --- the command --------------------------------------------------------------------------
 @dataclass
 class _Grid:
@@ -298,7 +271,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ApproximateWarning)  # said once above, not once a chunk
         if args.csv and args.csv != "-":
-            with atomic_text(args.csv) as handle:
+            with atomic_text_open(args.csv) as handle:
                 low, high, rows = _sweep(grid, handle, keep, progress)
         else:
             low, high, rows = _sweep(grid, sys.stdout if args.csv == "-" else None, keep, progress)

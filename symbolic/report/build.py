@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import atomic as write
 from ..custom import CustomTerm
-from . import adapter, context, render, spec, write
+from . import adapter, context, render, spec
 from .typeset import SvgTypesetter, Typesetter
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -8,11 +8,12 @@ killed outright leaves at most a hidden ``.NAME.*.tmp`` file beside an untouched
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 
 def _umask() -> int:
@@ -28,7 +29,10 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise FileNotFoundError(f"cannot write {target}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise OSError(f"cannot write {target}: {err.strerror or err}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -36,10 +40,24 @@ def atomic_open(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(err, OSError) and err.strerror:
+            raise OSError(f"cannot write {target}: {err.strerror}") from None
         raise
+
+
+@contextlib.contextmanager
+def atomic_text_open(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
+    """A UTF-8 text file (newlines untranslated, as csv wants) that replaces ``path`` only on success."""
+    with atomic_open(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        try:
+            yield text
+        finally:
+            text.flush()
+            text.detach()
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
