@@ -61,3 +61,12 @@ def update_readme(block: str, text: str, path: Path = README) -> None:
     if not pattern.search(content):
         raise SystemExit(f"{path.name} has no <!-- bench:{block} --> ... <!-- /bench:{block} --> block")
     path.write_text(pattern.sub(lambda m: m.group(1) + text.rstrip() + "\n" + m.group(2), content), encoding="utf-8")
+
+
+def publish(block: str, table: str, note: str, readme: bool) -> None:
+    """Print a result table and its note; with ``readme``, also write them into the README block."""
+    print(table)
+    print()
+    print(note)
+    if readme:
+        update_readme(block, table + "\n\n" + note)

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ROOT, markdown_table, seconds, update_readme  # noqa: E402
+from _common import ROOT, markdown_table, publish, seconds  # noqa: E402
 
 HEAVY = ("matplotlib", "weasyprint", "ziamath", "torch", "numpy", "jinja2")
 PY = sys.executable
@@ -118,11 +118,7 @@ def main() -> None:
     note = (f"Measured by `benchmarks/bench_startup.py` (median of {args.repeat} interleaved rounds, "
             f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, bytecode caching on)."
             + (f" Not measured (command not available yet): {', '.join(missing)}." if missing else ""))
-    print(table)
-    print()
-    print(note)
-    if args.readme:
-        update_readme("startup", table + "\n\n" + note)
+    publish("startup", table, note, args.readme)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _common import interleaved, markdown_table, seconds, update_readme  # noqa: E402
+from _common import interleaved, markdown_table, publish, seconds  # noqa: E402
 
 import symbolic  # noqa: E402
 from symbolic import compiled as compiled_module  # noqa: E402
@@ -144,11 +144,7 @@ def main() -> None:
     note = (f"Measured by `benchmarks/bench_sweep.py` (median of {args.repeat} interleaved rounds; "
             f"NumPy {np.__version__}, {os.cpu_count()} CPUs); results identical to the hand-written form "
             f"and to exact `evaluate()` on samples.")
-    print(table)
-    print()
-    print(note)
-    if args.readme:
-        update_readme("sweep", table + "\n\n" + note)
+    publish("sweep", table, note, args.readme)
 
 
 if __name__ == "__main__":
