@@ -212,3 +212,13 @@ def test_plan_as_dict_for_reports(llama) -> None:
 
 def test_korthikanti_variant_names() -> None:
     assert acts.LayerVariant(flash=True, gated=True).name == "flash.gated"
+
+
+def test_fit_seq_warns_past_the_trained_context() -> None:
+    # Llama-3-8B's config says max_position_embeddings = 8192 (preset llama-3-8b.json); rotary
+    # attention runs past it, so the answer is not capped, but it says so
+    long = planning.fit_seq("llama-3-8b", "h100-80gb", mode="infer")
+    assert long.status == "ok" and long.value > 8192
+    assert "beyond the 8,192 positions llama-3-8b was trained for" in long.message
+    short = planning.fit_seq("llama-3-8b", "l4", mode="infer", batch=64)
+    assert short.status == "ok" and short.value <= 8192 and "trained for" not in short.message

@@ -75,6 +75,10 @@ def largest(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, options
                    f"{option} {value} would fit; the model's {limit} learned positions are the limit")
     at, nxt = _pair(solution.total_at_value, solution.total_at_next)
     message = f"largest {option} that fits {gpu.name} is {value} ({at}; {value + 1} needs {nxt})"
+    trained = model.config.get("max_position_embeddings") if question == "seq" and not limit else None
+    if isinstance(trained, int) and not isinstance(trained, bool) and value > trained:
+        # rotary models run past it (often with degraded quality or a scaling scheme): a warning, not a cap
+        message += f"; beyond the {trained:,} positions {model.name} was trained for (max_position_embeddings)"
     answer = _at(make, model, gpu, question, option, value, options, message)
     return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
 
