@@ -5,14 +5,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import run
 
 from symbolic.cli import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_list_contains_required_keys(capsys):

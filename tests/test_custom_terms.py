@@ -4,9 +4,9 @@ import json
 
 import pytest
 import sympy
+from helpers import run
 
 import symbolic
-from symbolic.cli import main
 from symbolic.custom import CustomTerm, CustomTermError, parse_cli_term, with_terms
 
 RUN = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072, "B": 8, "S": 1024, "D": 1024}
@@ -60,12 +60,6 @@ def test_bad_cli_terms(spec):
 def test_duplicate_term_name():
     with pytest.raises(CustomTermError, match="already exists"):
         with_terms(symbolic.formula("llm.peak"), [CustomTerm("logits", "1")])
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_cli_eval_sensitivity_solve_with_terms(capsys):

@@ -3,15 +3,10 @@
 import json
 
 import pytest
+from helpers import run
 
 from symbolic import planning
 from symbolic.cli import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_memory_json_matches_the_planner(capsys) -> None:

@@ -5,21 +5,15 @@ import re
 
 import pytest
 import sympy
+from helpers import run
 
 from symbolic import planning, predict
 from symbolic.algebra import solve_max
-from symbolic.cli import main
 from symbolic.custom import CustomTerm
 from symbolic.report import adapter, context, spec
 from symbolic.report.typeset import Typesetter
 
 SAVED = ("activations", "inputs", "logits")
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("model", ["gpt2", "llama-3-8b", "qwen2-0.5b", "bert-base-uncased"])

@@ -8,15 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run
 
 from symbolic.architectures import preset_config, preset_names
-from symbolic.cli import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_params_json_gpt2(capsys) -> None:

@@ -5,18 +5,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import run
 
 import symbolic
-from symbolic.cli import main
 from symbolic.cli.report import snippet
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_latex_snippet(capsys):

@@ -9,6 +9,7 @@ import sys
 from fractions import Fraction
 
 import pytest
+from helpers import run
 
 import symbolic
 from symbolic.cli import main
@@ -16,12 +17,6 @@ from symbolic.cli import sweep as sweep_cli
 
 PEAK = ["sweep", "llm.peak", "--example", "--set", "D=1024"]
 HEAVY = ("matplotlib", "weasyprint", "ziamath", "torch", "numpy")
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def peak(**values):
