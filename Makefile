@@ -16,8 +16,10 @@ examples: $(STAMP)
 	pdftoppm -png -r 75 -f 1 -l 1 -singlefile reports/llama-3-8b-h100.pdf docs/report-page-1
 	pdftoppm -png -r 75 -f 3 -l 3 -singlefile reports/llama-3-8b-h100.pdf docs/report-page-3
 
+# Parallel workers (pytest-xdist), one per CPU; tests that share a module fixture stay together
+# (tests/conftest.py). Hypothesis is derandomized, so every run checks the same inputs.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check symbolic tests benchmarks

@@ -56,7 +56,8 @@ def measure_all(device: str = "cuda", quick: bool = False) -> dict[str, Any]:
     """Every case on ``device``; plain data (see the module docstring)."""
     import torch
 
-    from symbolic import measure, validate
+    from symbolic import crosscheck as validate
+    from symbolic import measure
 
     started = time.perf_counter()
     info = validate.environment()

@@ -104,7 +104,7 @@ def _classify_in_layer(rest: str) -> str:
         return "norm"
     if "experts" in r:
         return "mlp_experts"
-    if re.search(r"(block_sparse_moe|mlp|moe)\.gate\.", r) or r.endswith("router.weight"):
+    if re.search(r"(block_sparse_moe|mlp|moe)\.gate\.", r) or r.endswith(("router.weight", "router.bias")):
         return "router"
     if "attn" in r or "attention" in r:
         return "attention"
@@ -183,8 +183,8 @@ def count_preset(path: Path) -> tuple[dict, dict]:
     n_experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
     top_k = getattr(config, "num_experts_per_tok", None)
     if n_experts and top_k and n_experts > top_k:
-        expert_params = bd["per_layer"].get("mlp_experts", 0) * bd["num_layers"]
-        assert bd["layers_identical"]
+        # summed by name: MoE models may mix dense and expert layers (DeepSeek, Llama-4)
+        expert_params = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
         assert expert_params % n_experts == 0
         active = total - expert_params // n_experts * (n_experts - top_k)
         bd["expert_params_all_layers"] = expert_params

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the project needs outside Python: Pango for WeasyPrint (PDF reports),
-# poppler for pdftotext/pdftoppm in tests, and a small TeX Live to compile the .tex output.
+# poppler for pdftotext/pdfinfo/pdftoppm in tests, and a small TeX Live (pdflatex with amsmath) to compile
+# the .tex output and the `symbolic latex` snippets (tests/test_latex_paper.py needs it; CI has it).
 # Installs only what is missing; needs root (or sudo) the first time.
 set -euo pipefail
 need=()

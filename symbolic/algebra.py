@@ -10,7 +10,14 @@ from dataclasses import dataclass
 
 import sympy
 
+from . import display
+from .errors import UserError
+
 SEARCH_LIMIT = 2**62
+
+
+class AlgebraError(UserError):
+    """A question a total cannot answer as asked: values missing, no real value, no monotonic trend."""
 
 
 def elasticity(expr: sympy.Expr, x: sympy.Symbol) -> sympy.Expr:
@@ -26,6 +33,51 @@ class Sensitivity:
     symbol: sympy.Symbol
     derivative: sympy.Expr | None
     elasticity: sympy.Expr | None
+
+    def __repr__(self) -> str:
+        return display.short("Sensitivity", self.symbol.name, f"derivative={self.derivative}",
+                             f"elasticity={self.elasticity}")
+
+
+class Sensitivities(list):
+    """The sensitivities of one total at one point: a list of ``Sensitivity`` (iterates and
+    indexes as the plain list it used to be) that also shows itself as a table."""
+
+    def __init__(self, items: list[Sensitivity], *, key: str = "", unit: str = "", name: str = "M",
+                 total: sympy.Expr | None = None, point: Mapping[sympy.Symbol, sympy.Expr] | None = None) -> None:
+        super().__init__(items)
+        self.key, self.unit, self.name, self.total = key, unit, name, total
+        self.point = dict(point or {})
+
+    def table(self) -> display.Table:
+        """Symbol, meaning, value, ∂M/∂x and elasticity per input, as plain table data."""
+        from . import symbols as symtab
+
+        def meaning(s: sympy.Symbol) -> str:
+            try:
+                return symtab.info(s).description
+            except KeyError:
+                return ""
+
+        full = self.point
+        rows = tuple((s.symbol.name, meaning(s.symbol), full.get(s.symbol), s.derivative, s.elasticity) for s in self)
+        total = "" if self.total is None else f" = {display.cell_text(self.total, display.unit_format(self.unit))}"
+        return display.Table(f"{self.key}{total}: elasticity e means 1 % more of the symbol gives e % more {self.name}",
+                             (("symbol", ""), ("meaning", ""), ("value", ""), ("∂/∂symbol", f"{self.unit} per unit"),
+                              ("elasticity", "")), rows, ("", "", "count", "count", "ratio"))
+
+    def _repr_html_(self) -> str:
+        return display.html(self.table())
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        """One row per symbol as a pandas DataFrame (needs pandas)."""
+        return display.frame(self.table())
+
+    def __repr__(self) -> str:
+        top = sorted((s for s in self if s.elasticity is not None), key=lambda s: -float(s.elasticity))[:3]
+        return display.short("Sensitivities", self.key, f"{len(self)} symbols",
+                             "largest elasticity " + ", ".join(f"{s.symbol.name} {float(s.elasticity):.4f}" for s in top)
+                             if top else "")
 
 
 def sensitivities(expr: sympy.Expr, point: Mapping[sympy.Symbol, sympy.Expr],
@@ -50,7 +102,7 @@ def at_point(expr: sympy.Expr, values: Mapping[sympy.Symbol, sympy.Expr]) -> sym
     missing = result.free_symbols
     if missing:
         names = ", ".join(sorted(s.name for s in missing))
-        raise ValueError(f"missing values for {names}")
+        raise AlgebraError(f"missing values for {names}")
     return sympy.nsimplify(result) if result.has(sympy.Float) else result
 
 
@@ -71,6 +123,35 @@ class Solution:
     total_at_next: sympy.Expr | None
     minimum: int
     message: str
+    unit: str = ""  # the total's unit ("bytes", "parameters"); set by Formula.solve
+    key: str = ""  # the formula solved; set by Formula.solve
+
+    def table(self) -> display.Table:
+        """Answer, budget and the totals either side of it, as plain table data."""
+        fmt = display.unit_format(self.unit)
+        x = self.symbol.name
+        rows: list[tuple[object, ...]] = [(f"largest {x}", self.value, self.value), ("budget", self.budget, self.budget)]
+        if self.total_at_value is not None:
+            at = self.value if self.value is not None else self.minimum
+            rows.append((f"total at {x} = {at}", self.total_at_value, self.total_at_value))
+        if self.total_at_next is not None:
+            nxt = self.value + 1 if self.value is not None else self.minimum
+            rows.append((f"total at {x} = {nxt}", self.total_at_next, self.total_at_next))
+        rows = [(name, value, display.cell_text(shown, fmt if name != f"largest {x}" else "count"))
+                for name, value, shown in rows]
+        return display.Table(f"{self.key or 'total'} ≤ budget: {self.message} ({self.status})",
+                             (("", ""), ("value", ""), ("shown", self.unit)), tuple(rows))
+
+    def _repr_html_(self) -> str:
+        return display.html(self.table())
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        """The answer and the totals around it as a pandas DataFrame (needs pandas)."""
+        return display.frame(self.table())
+
+    def __repr__(self) -> str:
+        return display.short("Solution", f"{self.symbol.name} for {self.key}" if self.key else self.symbol.name,
+                             f"status={self.status}", f"value={self.value}", self.message)
 
 
 def solve_max(expr: sympy.Expr, x: sympy.Symbol, budget: sympy.Rational, minimum: int = 1) -> Solution:
@@ -78,7 +159,7 @@ def solve_max(expr: sympy.Expr, x: sympy.Symbol, budget: sympy.Rational, minimum
     others = expr.free_symbols - {x}
     if others:
         names = ", ".join(sorted(s.name for s in others))
-        raise ValueError(f"cannot solve for {x.name}: values missing for {names}")
+        raise AlgebraError(f"cannot solve for {x.name}: values missing for {names}")
     budget = sympy.Rational(budget)
     f = sympy.Lambda(x, expr)
 
@@ -87,7 +168,7 @@ def solve_max(expr: sympy.Expr, x: sympy.Symbol, budget: sympy.Rational, minimum
         # which SymPy compares with the budget at whatever precision it takes
         value = f(n)
         if not value.is_number or value.is_real is False:
-            raise ValueError(f"the total is not a real number at {x.name}={n}")
+            raise AlgebraError(f"the total is not a real number at {x.name}={n}")
         return value
 
     def result(status: str, value: int | None, message: str) -> Solution:
@@ -108,7 +189,7 @@ def solve_max(expr: sympy.Expr, x: sympy.Symbol, budget: sympy.Rational, minimum
         return Solution(x, "unbounded", None, budget, total(minimum), None, minimum,
                         f"the total does not grow with {x.name}; every {x.name} ≥ {minimum} fits")
     if trend == "unknown":
-        raise ValueError(f"cannot show that the total grows monotonically with {x.name}; no solution given")
+        raise AlgebraError(f"cannot show that the total grows monotonically with {x.name}; no solution given")
     lo, hi = minimum, minimum
     while total(hi) <= budget:
         lo, hi = hi, hi * 2
@@ -170,7 +251,7 @@ def _piecewise_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
                         roots = sympy.Poly(gap, x).real_roots()
                         start = max([start] + [int(sympy.floor(r)) + 1 for r in roots])
         if start - minimum > HEAD_LIMIT:
-            return "unknown"
+            return _composed_trend(expr, x, minimum)
         tail = tail.xreplace({n: _picked(n, x, start) for n in nodes})
     if not tail.is_polynomial(x) or tail.has(sympy.Max, sympy.Min):
         return "unknown"
@@ -184,6 +265,22 @@ def _piecewise_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     if trend == "falls" and all(lo >= hi for lo, hi in steps):
         return "falls"
     return "unknown"
+
+
+def _composed_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
+    """'grows' when expr is a polynomial with nonnegative coefficients in x and in Max/Min nodes whose
+    arguments all grow (a Max or Min of nondecreasing functions is nondecreasing), e.g. a sliding-window
+    cache min(S, W − 1) far from S = 1; else 'unknown'."""
+    nodes = list(expr.atoms(sympy.Max, sympy.Min))
+    stand = {n: sympy.Dummy(positive=True) for n in nodes}
+    poly = expr.xreplace(stand)
+    if poly.has(sympy.Max, sympy.Min) or not poly.is_polynomial(x, *stand.values()):
+        return "unknown"
+    if any(_trend(arg, x, minimum) != "grows" for n in nodes for arg in n.args):
+        return "unknown"
+    shifted = sympy.expand(poly.subs(x, x + minimum))
+    terms = sympy.Poly(shifted, x, *stand.values()).terms()
+    return "grows" if all(c >= 0 for powers, c in terms if any(powers)) else "unknown"
 
 
 def _picked(node: sympy.Expr, x: sympy.Symbol, at: int) -> sympy.Expr:

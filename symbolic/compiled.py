@@ -24,6 +24,11 @@ Results stay exact wherever the inputs are:
 Values are validated as in :mod:`symbolic.values`: positive, whole for counting symbols, at
 most ``MAX_VALUE``; errors are one-line ``ValueError`` messages naming the symbol (an unknown
 name raises ``UnknownSymbolError``, a ``KeyError``, as ``Formula.evaluate`` does).
+
+Defined symbols (N, E) follow the formula's one rule (``Formula.expr_for``): those named in
+``keep``, or given a value when the compiled formula is called, are inputs; the others are
+expanded. Calling ``f.compile()`` with ``N=...`` runs the variant that keeps N (compiled once,
+cached like any other).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import sympy
 
 from . import symbols as symtab
 from . import values as vals
+from .errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .formula import Formula
@@ -67,7 +73,7 @@ _QMAX = sympy.Function("symbolic_qmax")  # (D, t_1, ..., t_k): max of t_i where 
 _QMIN = sympy.Function("symbolic_qmin")
 
 
-class CompileError(ValueError):
+class CompileError(UserError):
     """A formula that cannot be compiled (unknown symbol, unsupported function)."""
 
 
@@ -207,7 +213,7 @@ def _bound(expr: sympy.Expr, maxima: Mapping[str, int], peak: list[int]) -> int:
 # --- the integer helpers (work on int64 and on object arrays of Python ints) --------------
 def _nonzero(den: object) -> None:
     if np.any(np.asarray(den) == 0):
-        raise ValueError("division by zero in the formula at some of these inputs")
+        raise vals.ValueProblem("division by zero in the formula at some of these inputs")
 
 
 def _floordiv(num: object, den: object) -> object:
@@ -405,12 +411,15 @@ class CompiledFormula:
     array([2669142016, 7530364928])
     """
 
-    def __init__(self, key: str, form: str, expr: sympy.Expr, unit: str = "") -> None:
+    def __init__(self, key: str, form: str, expr: sympy.Expr, unit: str = "", *,
+                 formula: Formula | None = None, kept: tuple[str, ...] = ()) -> None:
         _check_nodes(expr)
         self.key = key
         self.form = form
         self.expr = expr
         self.unit = unit
+        self.formula = formula  # where other defined symbols come from when a call names them
+        self.kept: tuple[str, ...] = tuple(kept)
         self.symbols = check_symbols(expr)
         self.inputs: tuple[str, ...] = tuple(s.name for s in self.symbols)
         self._float: Callable[..., object] | None = None
@@ -423,17 +432,29 @@ class CompiledFormula:
     def __call__(self, values: Mapping[str, object] | None = None, /, *, exact: bool = True,
                  **arrays: object) -> np.ndarray:
         """Totals at every point of the broadcast inputs (see the module docstring for dtypes)."""
-        return self.run(self.prepare({**(values or {}), **arrays}), exact=exact)
+        given = {**(values or {}), **arrays}
+        target = self.for_names(given)
+        return target.run(target.prepare(given), exact=exact)
+
+    def for_names(self, names: Iterable[object]) -> CompiledFormula:
+        """This code, or (by the one rule) the formula's code that also keeps the defined symbols named."""
+        if self.formula is None:
+            return self
+        wanted = {k.name if isinstance(k, sympy.Symbol) else str(k) for k in names}
+        extra = {s.name for s in self.formula.kept(wanted)} - set(self.inputs) - set(self.kept)
+        if not extra:
+            return self
+        return compile_formula(self.formula, self.form, (*self.kept, *extra))
 
     def prepare(self, values: Mapping[str, object]) -> Inputs:
         """Validate and convert the inputs: every input of the formula, no other name."""
         given = {k.name if isinstance(k, sympy.Symbol) else str(k): v for k, v in values.items()}
         for name in given:
             if name not in self.inputs:
-                raise symtab.UnknownSymbolError(name, self.inputs, f"compiled formula {self.key!r}")
+                self._unknown(name)
         missing = [n for n in self.inputs if n not in given]
         if missing:
-            raise ValueError(f"values missing for {', '.join(missing)}")
+            raise vals.ValueProblem(f"values missing for {', '.join(missing)}")
         arrays: dict[str, np.ndarray] = {}
         scales: dict[str, int] = {}
         maxima: dict[str, int] = {}
@@ -450,8 +471,47 @@ class CompiledFormula:
             np.broadcast_shapes(*(a.shape for a in arrays.values()))
         except ValueError:
             shapes = ", ".join(f"{n}{arrays[n].shape}" for n in self.inputs)
-            raise ValueError(f"input shapes do not broadcast together: {shapes}") from None
+            raise vals.ValueProblem(f"input shapes do not broadcast together: {shapes}") from None
         return Inputs(arrays, scales, maxima, exact)
+
+    def prepare_columns(self, fixed: Mapping[str, object], columns: Mapping[str, tuple[np.ndarray, int, int]]) -> Inputs:
+        """Inputs from fixed values (validated here) and columns already validated and scaled.
+
+        Each column is (whole-number array, scale, largest scaled value over every value it
+        will take): the sweep command passes one row of each axis here and the axis's chunks
+        later through :meth:`Inputs.with_arrays`, so no axis is ever materialised whole.
+        """
+        names = set(fixed) | set(columns)
+        for name in names:
+            if name not in self.inputs:
+                self._unknown(name)
+        missing = [n for n in self.inputs if n not in names]
+        if missing:
+            raise vals.ValueProblem(f"values missing for {', '.join(missing)}")
+        arrays: dict[str, np.ndarray] = {}
+        scales: dict[str, int] = {}
+        maxima: dict[str, int] = {}
+        exact = True
+        for name, value in fixed.items():
+            arr, scale, high = prepare_one(name, value)
+            arrays[name] = arr
+            if scale is None:
+                exact = False
+            else:
+                scales[name], maxima[name] = scale, int(high)
+        for name, (arr, scale, high) in columns.items():
+            arrays[name], scales[name], maxima[name] = arr, int(scale), int(high)
+        return Inputs(arrays, scales, maxima, exact)
+
+    def _unknown(self, name: str) -> None:
+        """Raise the error for a name that is not an input of this code."""
+        if self.formula is not None and name in {s.name for s in self.formula.defined}:
+            raise CompileError(f"{name} is expanded in this code; compile with keep=({name!r},) "
+                               f"or call the compiled formula with {name}=... to give it a value")
+        if self.formula is not None and name in {s.name for s in self.formula.inputs}:
+            once = f" once {', '.join(self.kept)} is given" if self.kept else ""
+            raise CompileError(f"{name} does not appear in {self.key}{once}; leave it out")
+        raise symtab.UnknownSymbolError(name, self.inputs, f"compiled formula {self.key!r}")
 
     def mode(self, inputs: Inputs, exact: bool = True) -> str:
         """How ``run`` will compute: 'int64', 'object' (exact Python ints) or 'float64'."""
@@ -547,19 +607,19 @@ def _fractions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 # --- the cache ---------------------------------------------------------------------------
-_CACHE: dict[tuple[str, str, tuple[str, ...], sympy.Expr], CompiledFormula] = {}
+_CACHE: dict[tuple[str, str, tuple[str, ...], sympy.Expr, sympy.Expr], CompiledFormula] = {}
 
 
 def expression(formula: Formula, form: str = "composed", keep: Iterable[str] = ()) -> sympy.Expr:
-    """The total to compile: defined symbols expanded (except those in ``keep``), in ``form``."""
+    """The total to compile in ``form``, by the formula's one rule: ``keep`` stays, the rest is expanded."""
     if form not in FORMS:
-        raise ValueError(f"unknown form {form!r}; choose from {', '.join(FORMS)}")
-    kept = set(keep)
-    defined = {s.name for s in formula.definitions}
-    for name in kept - defined:
-        raise ValueError(f"{name} is not defined by another formula in {formula.key!r}; "
-                         f"only {', '.join(sorted(defined)) or 'none'} can be kept")
-    expr = formula.expr.xreplace({s: f.composed() for s, f in formula.definitions.items() if s.name not in kept})
+        raise CompileError(f"unknown form {form!r}; choose from {', '.join(FORMS)}")
+    kept = {k.name if isinstance(k, sympy.Symbol) else str(k) for k in keep}
+    defined = {s.name for s in formula.defined}
+    for name in sorted(kept - defined):
+        raise CompileError(f"{name} is not defined by another formula in {formula.key!r}; "
+                           f"only {', '.join(sorted(defined)) or 'none'} can be kept")
+    expr = formula.expr_for(kept)
     return sympy.expand(expr) if form == "expanded" else expr
 
 
@@ -569,12 +629,12 @@ def compile_formula(formula: Formula, form: str = "composed", keep: Iterable[str
     ``form`` is 'composed' (the total as written, definitions substituted) or 'expanded'.
     ``keep`` names defined symbols (N, E) that stay inputs instead of being expanded.
     """
-    kept = tuple(sorted(set(keep)))
+    kept = tuple(sorted({k.name if isinstance(k, sympy.Symbol) else str(k) for k in keep}))
     expr = expression(formula, form, kept)
-    cache_key = (formula.key, form, kept, expr)
+    cache_key = (formula.key, form, kept, expr, formula.expr)
     compiled = _CACHE.get(cache_key)
     if compiled is None:
-        compiled = CompiledFormula(formula.key, form, expr, formula.unit)
+        compiled = CompiledFormula(formula.key, form, expr, formula.unit, formula=formula, kept=kept)
         _CACHE[cache_key] = compiled
     return compiled
 

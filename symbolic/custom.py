@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import sympy
 
 from . import symbols as symtab
+from .errors import UserError, quote
 from .formula import Formula
 from .parsing import ParseError, parse_expression
 from .term import Term
@@ -25,10 +26,11 @@ BYTE_UNITS = {
     "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
 }
 COUNT_UNITS = ("params", "elements")
+RESERVED = frozenset({"total"})  # a table's own rows and columns: a term or symbol so named would be a second one
 UNITS = tuple(BYTE_UNITS) + COUNT_UNITS
 
 
-class CustomTermError(ValueError):
+class CustomTermError(UserError):
     """A custom term that cannot be used (bad name, unit or formula)."""
 
 
@@ -45,11 +47,12 @@ class CustomTerm:
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name) or "__" in self.name or self.name.endswith("_"):
-            raise CustomTermError(f"term name {self.name!r} must match [A-Za-z][A-Za-z0-9_]{{0,31}} "
+            raise CustomTermError(f"term name {quote(self.name)} must match [A-Za-z][A-Za-z0-9_]{{0,31}} "
                                   "without double or trailing underscores")
+        check_not_reserved(self.name, "term")
         if self.unit not in UNITS:
-            raise CustomTermError(f"term {self.name!r}: unknown unit {self.unit!r}{symtab.suggest(self.unit, UNITS)}; "
-                                  f"use one of {', '.join(UNITS)}")
+            raise CustomTermError(f"term {self.name!r}: unknown unit {quote(self.unit)}"
+                                  f"{symtab.suggest(self.unit, UNITS)}; use one of {', '.join(UNITS)}")
 
     @property
     def kind(self) -> str:
@@ -65,15 +68,23 @@ class CustomTerm:
         except ParseError as err:
             raise CustomTermError(f"term {self.name!r}: {err}") from None
         if expr.is_nonpositive:
-            raise CustomTermError(f"term {self.name!r}: {self.expr!r} is never positive; memory terms add bytes "
+            raise CustomTermError(f"term {self.name!r}: {quote(self.expr)} is never positive; memory terms add bytes "
                                   "(or parameters) to a total")
         scale = BYTE_UNITS.get(self.unit, 1)
         return Term(self.name, self.title or f"{self.name} (user-defined)", expr * scale, self.kind, "user",
                     note=self.note or f"{self.name} = {self.expr}" + (f" {self.unit}" if self.unit != "bytes" else ""))
 
 
+def check_not_reserved(name: str, what: str) -> None:
+    """Refuse names that every table already uses for itself ('total'), in any letter case."""
+    if name.lower() in RESERVED:
+        raise CustomTermError(f"{what} name {name!r} is reserved (every table has its own {name.lower()!r} row); "
+                              "choose another name")
+
+
 def declare_user_symbol(name: str) -> sympy.Symbol:
     """A new symbol introduced by a custom term: positive, not necessarily whole."""
+    check_not_reserved(name, "symbol")
     return symtab.declare(name, name if len(name) == 1 else rf"\mathrm{{{name}}}".replace("_", r"\_"),
                           "user-defined symbol (introduced by a custom term)", "user", integer=False)
 
@@ -82,7 +93,7 @@ def parse_cli_term(text: str) -> CustomTerm:
     """``NAME=EXPR`` or ``NAME:UNIT=EXPR`` from the command line."""
     head, sep, expr = text.partition("=")
     if not sep or not head.strip() or not expr.strip():
-        raise CustomTermError(f"malformed --term {text!r}: expected NAME=EXPR or NAME:UNIT=EXPR, e.g. lora=2*r*H*L")
+        raise CustomTermError(f"malformed --term {quote(text)}: expected NAME=EXPR or NAME:UNIT=EXPR, e.g. lora=2*r*H*L")
     name, _, unit = head.strip().partition(":")
     return CustomTerm(name.strip(), expr.strip(), unit.strip() or "bytes")
 

@@ -23,3 +23,34 @@ class InputFileError(UserError):
 
 class OutputError(UserError):
     """An output the user named cannot be written."""
+
+
+class StdoutError(OutputError):
+    """Standard output cannot be written (a full disk, a device error); not a closed pipe."""
+
+
+class Terminated(BaseException):
+    """The process got SIGTERM or SIGHUP: unwinds like KeyboardInterrupt, so temporary files are removed."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"terminated by signal {signum}")
+
+
+QUOTE_LIMIT = 60
+
+
+def shorten(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters (with its full length said), so messages stay one short line."""
+    value = str(text)
+    if len(value) <= limit:
+        return value
+    return f"{value[:limit]}… ({len(value):,} characters)"
+
+
+def quote(text: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr`` of a short prefix of what the user typed: messages never echo huge input in full."""
+    value = str(text)
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}… ({len(value):,} characters)"

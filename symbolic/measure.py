@@ -59,6 +59,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .errors import UnknownNameError, UserError
+
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     import torch
 
@@ -321,13 +323,13 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
     """
     torch = require_torch()
     if steps < 1:
-        raise ValueError("steps must be at least 1")
+        raise UserError("steps must be at least 1")
     device = next(module.parameters()).device
     method = method or ("cuda" if device.type == "cuda" else "dispatch")
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
+        raise UnknownNameError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if (method == "cuda" and device.type != "cuda") or (method == "profiler" and device.type != "cpu"):
-        raise ValueError(f"method {method!r} does not measure a module on {device.type}")
+        raise UserError(f"method {method!r} does not measure a module on {device.type}")
     module.zero_grad(set_to_none=True)
     opt = (optimizer or _default_optimizer)(module.parameters())
 

@@ -42,8 +42,9 @@ arguments only and ``max``/``min`` only fold rational arguments (and flatten
 nesting), because SymPy's symbolic evaluation of them runs many sign tests.
 The sign of symbolic expressions is not analysed: ``sqrt(x - y)`` is accepted.
 
-``to_text`` prints an accepted expression back in this grammar (``log2``,
-``ceil``, ``max``, ``min``; ``Abs(u)`` as ``sqrt(u**2)``).  Parsing that text
+``to_text`` (in ``symbolic.printing``, re-exported here) prints an accepted
+expression back in this grammar (``log2``, ``ceil``, ``max``, ``min``; ``Abs(u)``
+as ``sqrt(u**2)``).  Parsing that text
 with the same symbols gives an equal expression, provided the printed text
 fits the limits: constant folding can produce longer numbers, or larger
 exponents (``x**64*x**64``), than the input limits allow.
@@ -61,8 +62,9 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 import sympy
-from sympy.printing.precedence import PRECEDENCE
-from sympy.printing.str import StrPrinter
+
+from .errors import UserError
+from .printing import to_text  # re-exported: the grammar's printer lives with the other printers
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -79,7 +81,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 
 
-class ParseError(ValueError):
+class ParseError(UserError):
     """A rejected formula; ``column`` is 1-based in the user's text.
 
     ``str()`` is one line, e.g.
@@ -797,124 +799,3 @@ def parse_expression(
         limits=limits,
     )
     return walker.checked(walker.visit(tree, 0), tree.body)
-
-
-_LOG2 = sympy.Function("log2")
-_PRINTABLE = (
-    sympy.Symbol,
-    sympy.Rational,
-    sympy.Add,
-    sympy.Mul,
-    sympy.Pow,
-    sympy.ceiling,
-    sympy.floor,
-    sympy.Max,
-    sympy.Min,
-    sympy.Abs,
-)
-
-
-class _TextPrinter(StrPrinter):
-    """SymPy's str printer, with this grammar's function names.
-
-    Products whose leading coefficient would distribute over a sum when the
-    text is read back left to right (``2*(a + b)*c`` -> ``(2*a + 2*b)*c``) are
-    written with the coefficient last, ``(a + b)*c*2``, so the re-parsed
-    expression is structurally equal.
-    """
-
-    def _print_Mul(self, expr: sympy.Mul) -> str:  # noqa: N802 (SymPy's naming)
-        coeff, rest = expr.as_coeff_Mul()
-        if coeff == 1 or not any(
-            factor.is_Add or (factor.is_Pow and factor.base.is_Add) for factor in sympy.Mul.make_args(rest)
-        ):
-            return super()._print_Mul(expr)
-        # Read back left to right, a leading number would distribute over a sum
-        # (2*(a + b)*c -> (2*a + 2*b)*c), so the coefficient goes last.
-        text = super()._print_Mul(rest) if rest.is_Mul else self._print(rest)
-        if coeff < 0:
-            text = f"-({text})"
-        numerator, denominator = abs(coeff.p), coeff.q
-        return text + (f"*{numerator}" if numerator != 1 else "") + (f"/{denominator}" if denominator != 1 else "")
-
-    def _print_ceiling(self, expr: sympy.ceiling) -> str:
-        return f"ceil({self._print(expr.args[0])})"
-
-    def _print_Abs(self, expr: sympy.Abs) -> str:  # noqa: N802 (SymPy's naming)
-        # sqrt(u**2) re-parses to Abs(u) for real u, the only kind SymPy makes here.
-        return f"sqrt({self.parenthesize(expr.args[0], PRECEDENCE['Pow'])}**2)"
-
-    def _print_Max(self, expr: sympy.Max) -> str:  # noqa: N802 (SymPy's naming)
-        return f"max({self.stringify(expr.args, ', ')})"
-
-    def _print_Min(self, expr: sympy.Min) -> str:  # noqa: N802
-        return f"min({self.stringify(expr.args, ', ')})"
-
-
-def _check_printable(expr: sympy.Basic) -> None:
-    """Refuse anything the grammar cannot express."""
-    for sub in sympy.preorder_traversal(expr):
-        if isinstance(sub, sympy.Dummy) or (isinstance(sub, sympy.Symbol) and _NAME_RUN.fullmatch(sub.name) is None):
-            raise ValueError(f"to_text: symbol {sub.name!r} cannot be written as a name")
-        if isinstance(sub, sympy.Pow) and not isinstance(sub.exp, sympy.Rational):
-            raise ValueError(f"to_text: exponent {sub.exp} is not a rational number")
-        if isinstance(sub, sympy.Abs) and not sub.args[0].is_extended_real:
-            raise ValueError("to_text: Abs of a possibly complex value is outside the grammar")
-        if not (isinstance(sub, _PRINTABLE) or (isinstance(sub, sympy.log) and len(sub.args) == 1)):
-            raise ValueError(f"to_text: {type(sub).__name__} is outside the formula grammar")
-
-
-_SCALE_FREE = (sympy.ceiling, sympy.floor)  # arguments must not carry a log(2) factor
-_SCALE_THROUGH = (sympy.Add, sympy.Max, sympy.Min, sympy.Abs)  # f(u*c) = f(u)*c for c > 0
-
-
-def _log2_form(expr: sympy.Basic) -> tuple[sympy.Basic, sympy.Rational]:
-    """Split ``expr`` into ``(form, k)`` with ``expr == form * log(2)**k``.
-
-    SymPy stores ``log2(a)`` as ``log(a)/log(2)``.  ``form`` writes each
-    ``log(a)`` as ``log2(a)`` (one factor of ``log(2)`` each) and drops the
-    ``log(2)`` factors; it is built unevaluated, so printing it cannot change
-    the expression.  ``to_text`` needs ``k == 0``, which holds for anything
-    ``parse_expression`` returned.
-    """
-    one = sympy.Integer(1)
-    if isinstance(expr, sympy.log):
-        if expr.args[0] == 2:
-            return one, one
-        inner, degree = _log2_form(expr.args[0])
-        if degree != 0:
-            raise ValueError("to_text: log(2) does not cancel inside a logarithm")
-        return _LOG2(inner), one
-    if not expr.args:
-        return expr, sympy.Integer(0)
-    forms, degrees = zip(*(_log2_form(arg) for arg in expr.args), strict=True)
-    if isinstance(expr, sympy.Mul):
-        factors = [form for form in forms if form != 1]
-        return sympy.Mul(*factors, evaluate=False), sum(degrees, sympy.Integer(0))
-    if isinstance(expr, sympy.Pow):
-        base, exponent = forms
-        if degrees[1] != 0 or (degrees[0] != 0 and not isinstance(exponent, sympy.Rational)):
-            raise ValueError("to_text: log(2) does not cancel inside a power")
-        if base == 1:
-            return one, degrees[0] * exponent
-        return sympy.Pow(base, exponent, evaluate=False), degrees[0] * exponent
-    if isinstance(expr, _SCALE_THROUGH) and len(set(degrees)) == 1:
-        return expr.func(*forms, evaluate=False), degrees[0]
-    if isinstance(expr, _SCALE_FREE) and not any(degrees):
-        return expr.func(*forms, evaluate=False), sympy.Integer(0)
-    raise ValueError(f"to_text: log(2) does not cancel in {type(expr).__name__}")
-
-
-def to_text(expr: sympy.Expr) -> str:
-    """Print an expression in the grammar ``parse_expression`` accepts.
-
-    Raises ``ValueError`` for anything outside the grammar (other functions,
-    floats, non-rational exponents, natural logarithms not coming from
-    ``log2``).  ``Abs(u)``, which SymPy makes from ``sqrt(u**2)``, is written
-    as ``sqrt(u**2)``.
-    """
-    _check_printable(expr)
-    form, degree = _log2_form(expr)
-    if degree != 0:
-        raise ValueError("to_text: natural logarithms can only be written through log2(...)")
-    return _TextPrinter().doprint(form)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import UserError
 from .library import activations_pytorch as act
 
 PRECISIONS = ("fp32", "bf16")
@@ -22,19 +23,10 @@ SIZES = ("H", "L", "a", "a_kv", "d_head", "d_ff", "V", "n_pos")
 
 
 def config_of(model: str) -> tuple[str, dict[str, Any]]:
-    """(name, config dict) of a preset name or a config.json path."""
-    from pathlib import Path
+    """(name, config dict) of a preset name, a config.json path, a model folder or a cached hub id."""
+    from .architectures import resolve_config
 
-    from .architectures import preset_config, preset_names, read_json
-
-    if model.strip().lower() in preset_names():
-        name = model.strip().lower()
-        data = preset_config(name)
-    else:
-        path = Path(model).expanduser()
-        data = read_json(path / "config.json" if path.is_dir() else path)
-        name = path.parent.name if path.name == "config.json" else path.stem
-    return name, {k: v for k, v in data.items() if k != "_source"}
+    return resolve_config(model)
 
 
 def sizes_of(name: str, config: Mapping[str, Any]) -> dict[str, int]:
@@ -53,11 +45,11 @@ def activation_bytes(model: str, *, batch: int, seq: int, precision: str = "bf16
     formula as text, the family, the setup and a note when the family is approximate.
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"--activations pytorch models pure {' or '.join(PRECISIONS)} training "
+        raise UserError(f"--activations pytorch models pure {' or '.join(PRECISIONS)} training "
                          f"(what was measured), not {precision!r}")
     for label, value in (("batch", batch), ("seq", seq)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a whole number ≥ 1")
+            raise UserError(f"{label} must be a whole number ≥ 1")
     if config is None:
         name, config = config_of(model)
     else:

@@ -12,6 +12,8 @@ from difflib import get_close_matches
 
 import sympy
 
+from .errors import UnknownNameError, quote
+
 
 @dataclass(frozen=True)
 class SymbolInfo:
@@ -72,17 +74,19 @@ def ordered(symbols: Iterable[sympy.Symbol]) -> list[sympy.Symbol]:
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
     """' (did you mean X?)' for the closest candidate, or ''."""
+    if len(name) > 64:  # no identifier is this long; comparing would only cost time
+        return ""
     match = get_close_matches(name, list(candidates), n=1, cutoff=0.5)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
-class UnknownSymbolError(KeyError):
+class UnknownSymbolError(UnknownNameError, KeyError):
     """A name that is not in the symbol table (or not in a formula)."""
 
     def __init__(self, name: str, candidates: Iterable[str], where: str = "") -> None:
         self.name = name
         place = f" in {where}" if where else ""
-        self.message = f"unknown symbol {name!r}{place}{suggest(name, candidates)}"
+        self.message = f"unknown symbol {quote(name)}{place}{suggest(name, candidates)}"
         super().__init__(self.message)
 
     def __str__(self) -> str:
@@ -131,6 +135,18 @@ d_exp = declare("d_exp", r"d_{\mathrm{exp}}", "feed-forward inner size of one ro
 n_shared = declare("n_shared", r"n_{\mathrm{shared}}", "shared (always active) experts per mixture-of-experts layer")
 d_shared = declare("d_shared", r"d_{\mathrm{shared}}", "feed-forward inner size of one shared expert")
 n_cls = declare("n_cls", r"n_{\mathrm{cls}}", "outputs of a classification head (labels)")
+# layer kinds, latent attention and expert parallelism (issue 12)
+L_dense = declare("L_dense", r"L_{\mathrm{dense}}", "layers of a mixture-of-experts model whose MLP is dense")
+L_swa = declare("L_swa", r"L_{\mathrm{swa}}", "sliding-window (or chunked) attention layers")
+W = declare("W", "W", "attention window of the sliding-window layers, in tokens")
+r_q = declare("r_q", r"r_{\mathrm{q}}", "query low-rank width of latent attention (DeepSeek q_lora_rank)")
+r_kv = declare("r_kv", r"r_{\mathrm{kv}}", "compressed key/value latent width (DeepSeek kv_lora_rank)")
+d_rope = declare("d_rope", r"d_{\mathrm{rope}}", "rotary part of a latent-attention query/key head (qk_rope_head_dim)")
+d_nope = declare("d_nope", r"d_{\mathrm{nope}}", "non-rotary part of a latent-attention query/key head")
+d_v = declare("d_v", r"d_{\mathrm{v}}", "value head width of latent attention (v_head_dim)")
+L_conv = declare("L_conv", r"L_{\mathrm{conv}}", "short-convolution mixer layers of a hybrid (LFM2), instead of attention")
+k_conv = declare("k_conv", r"k_{\mathrm{conv}}", "kernel length of a short convolution (the tokens its state keeps)")
+e_p = declare("e_p", r"e_{\mathrm{p}}", "expert-parallel degree (routed experts split over e_p GPUs)")
 
 # --- memory planning (issue 4: precision, optimizers, parallelism, KV cache, fit) ----------
 # Element sizes of the tensor classes are written into the planner's terms as numbers chosen by

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import sympy
 
-UNITS = ("params", "bytes", "elements")
+UNITS = ("params", "bytes", "elements", "flops", "seconds", "tokens/s", "gpu-hours", "usd")  # time: issue 15
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ import re
 from fractions import Fraction
 from numbers import Rational as _Rational
 
+from .errors import UserError, quote
+
 IEC = (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 SI = (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3))
 
@@ -16,9 +18,10 @@ _MULTIPLIERS = {
 }
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 MAX_BYTES = 2**80
+MAX_SIZE_TEXT = 64  # characters: '80 GiB' needs 6; longer text is never a size
 
 
-class SizeError(ValueError):
+class SizeError(UserError):
     """A malformed or out-of-range size."""
 
 
@@ -27,20 +30,23 @@ def parse_size(text: str) -> int:
 
     GiB/MiB/KiB/TiB are powers of two, GB/MB/kB/TB powers of ten, as their names say.
     """
+    shown = quote(text)
+    if len(text) > MAX_SIZE_TEXT:
+        raise SizeError(f"size {shown} is too long: sizes are at most {MAX_SIZE_TEXT} characters, e.g. 80GiB")
     match = _SIZE.match(text)
     if not match:
-        raise SizeError(f"malformed size {text!r}: expected a number with an optional unit, e.g. 80GiB, 80GB or 8e10")
+        raise SizeError(f"malformed size {shown}: expected a number with an optional unit, e.g. 80GiB, 80GB or 8e10")
     number, unit = match.groups()
     multiplier = _MULTIPLIERS.get(unit.lower())
     if multiplier is None:
-        raise SizeError(f"unknown unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
+        raise SizeError(f"unknown unit {quote(unit)} in {shown}: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
     value = _exact_decimal(number) * multiplier
     if value <= 0:
-        raise SizeError(f"size {text!r} must be positive")
+        raise SizeError(f"size {shown} must be positive")
     if value > MAX_BYTES:
-        raise SizeError(f"size {text!r} is implausibly large")
+        raise SizeError(f"size {shown} is implausibly large: the largest size accepted is 2**80 bytes (1 YiB)")
     if value.denominator != 1:
-        raise SizeError(f"size {text!r} is not a whole number of bytes")
+        raise SizeError(f"size {shown} is not a whole number of bytes")
     return int(value)
 
 
@@ -50,7 +56,7 @@ def _exact_decimal(text: str) -> Fraction:
     if exponent:
         exp = int(exponent)
         if exp > 30:
-            raise SizeError(f"exponent in {text!r} is too large")
+            raise SizeError(f"exponent in {quote(text)} is too large: at most e30")
         value *= 10**exp
     return value
 

@@ -1,23 +1,116 @@
-"""Reading files that users name (config.json, report specifications): size-capped, one-line errors."""
+"""Reading files that users name (config.json, report specifications, templates): bounded, one-line errors.
+
+Only regular files are read: a FIFO, device or socket is refused at once (opening never blocks,
+it is non-blocking until the type is checked), and at most ``limit`` + 1 bytes are ever read, so
+``/dev/zero`` or a file that grows while read cannot exhaust memory. ``st_size`` alone is not a
+bound (devices and ``/proc`` files report 0). ``parse_json`` and ``parse_toml`` turn what the
+parsers cannot survive (nesting 100,000 deep: ``RecursionError``; ``MemoryError``) into the
+caller's one-line error, and so is an integer longer than Python converts (``sys.get_int_max_str_digits``).
+"""
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from pathlib import Path
+from typing import Any
+
+from .errors import InputFileError
 
 
-def read_user_file(path: Path, *, limit: int, what: str, error: type[Exception]) -> bytes:
-    """The bytes of ``path``; a missing, unreadable or oversized file raises ``error`` in one line.
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def read_user_file(path: Path, *, limit: int, what: str, error: type[Exception] = InputFileError) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit``; anything else raises ``error`` in one line.
 
     ``what`` names the expected kind of file for the messages ("a config.json", "a report
     specification").
     """
     try:
-        if path.stat().st_size > limit:
-            raise error(f"{path}: larger than {limit:,} bytes; too large for {what}")
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise error(f"{path}: no such file (expected {what})") from None
     except IsADirectoryError:
         raise error(f"{path}: is a folder, not {what}") from None
     except OSError as err:
         raise error(f"{path}: cannot be read ({err.strerror or err})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{path}: is {_kind(mode)}, not {what}")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise error(f"{path}: larger than {limit:,} bytes; too large for {what}")
+        return b"".join(chunks)
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror or err})") from None
+    finally:
+        os.close(fd)
+
+
+def _too_many_digits(err: ValueError) -> bool:
+    return "int_max_str_digits" in str(err) or "integer string conversion" in str(err)
+
+
+def _digits_message(path: object) -> str:
+    return f"{path}: a number has more than {sys.get_int_max_str_digits():,} digits"
+
+
+def parse_json(text: str | bytes, path: object, *, error: type[Exception] = InputFileError, **options: Any) -> Any:
+    """``json.loads(text, **options)``; what the parser cannot survive raises ``error`` in one line.
+
+    Other exceptions (``json.JSONDecodeError`` and the ``ValueError`` of a ``parse_constant``
+    hook) pass through for the caller's own message.
+    """
+    import json
+
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise error(f"{path}: nested too deeply to read") from None
+    except MemoryError:
+        raise error(f"{path}: too large to read into memory") from None
+    except ValueError as err:
+        if not isinstance(err, json.JSONDecodeError) and _too_many_digits(err):
+            raise error(_digits_message(path)) from None
+        raise
+
+
+def parse_toml(text: str, path: object, *, error: type[Exception] = InputFileError) -> dict[str, Any]:
+    """``tomllib.loads(text)``; what the parser cannot survive raises ``error`` in one line (see parse_json)."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise error(f"{path}: nested too deeply to read") from None
+    except MemoryError:
+        raise error(f"{path}: too large to read into memory") from None
+    except ValueError as err:
+        if not isinstance(err, tomllib.TOMLDecodeError) and _too_many_digits(err):
+            raise error(_digits_message(path)) from None
+        raise

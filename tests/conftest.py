@@ -1,6 +1,99 @@
-"""Shared test configuration: Hypothesis runs derandomized, so every run checks the same inputs."""
+"""Shared test configuration: determinism, torch skipping, and grouping for parallel workers.
 
+- Hypothesis runs derandomized (no example database), so every run, on every worker, checks
+  the same inputs.
+- Tests marked ``torch`` are skipped when torch or transformers cannot be imported (found with
+  ``importlib.util.find_spec``, so the test process never imports them to find out).
+- ``make test`` runs the suite on parallel workers (pytest-xdist, ``-n auto --dist loadgroup``).
+  Tests are handed out one by one, except that every test of a module that defines a module-,
+  package- or session-scoped fixture (a child process measuring PyTorch, a PDF built once) goes
+  to the same worker, so that the fixture is built once instead of once per worker. The
+  scheduler does this from the test files themselves (``shared_fixture_modules``), because
+  pytest-xdist 3.8's ``xdist_group`` marks do not reach its scheduler under pytest 9 (it renames
+  ``item._nodeid``, which pytest 9 no longer reads); explicit ``xdist_group`` marks still count
+  where they do.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.load_profile("deterministic")
+
+HAVE_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+SHARED_SCOPES = ("module", "package", "session")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``torch`` when torch or transformers is missing; on parallel
+    workers, hand out the long ones first (see ``_long_first``)."""
+    if not HAVE_TORCH:
+        skip_torch = pytest.mark.skip(reason="needs torch and transformers (make setup-torch)")
+        for item in items:
+            if item.get_closest_marker("torch") is not None:
+                item.add_marker(skip_torch)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts the same way
+        _long_first(items, shared_fixture_modules(Path(config.rootpath)))
+
+
+def _long_first(items: list[pytest.Item], grouped: frozenset[str]) -> None:
+    """Modules with shared fixtures (a child process, a PDF), then ``slow`` tests, then the rest.
+
+    The scheduler hands work out in collection order; starting the longest units first keeps
+    one of them from running alone at the end. The sort is stable, so the order stays the same
+    from run to run.
+    """
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.split("::", 1)[0] in grouped:
+            return 0
+        return 1 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=rank)
+
+
+def _shared_scope(decorator: ast.expr) -> bool:
+    """Whether a decorator is ``pytest.fixture(scope="module")`` (or package, session)."""
+    if not isinstance(decorator, ast.Call):
+        return False
+    return any(k.arg == "scope" and isinstance(k.value, ast.Constant) and k.value.value in SHARED_SCOPES
+               for k in decorator.keywords)
+
+
+@functools.cache
+def shared_fixture_modules(root: Path) -> frozenset[str]:
+    """The test files (paths relative to ``root``, as in node ids) that define a long-lived fixture."""
+    found = set()
+    for path in sorted((root / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(_shared_scope(d) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+               for d in node.decorator_list):
+            found.add(path.relative_to(root).as_posix())
+    return frozenset(found)
+
+
+if importlib.util.find_spec("xdist") is not None:  # the hook exists only with pytest-xdist installed
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+        """``--dist loadgroup``: one test at a time, one worker per module with shared fixtures."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from xdist.scheduler import LoadGroupScheduling
+
+        grouped = shared_fixture_modules(Path(config.rootpath))
+
+        class ModuleFixtureScheduling(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                scope = super()._split_scope(nodeid)
+                if scope != nodeid:  # an explicit xdist_group
+                    return scope
+                path = nodeid.split("::", 1)[0]
+                return path if path in grouped else nodeid
+
+        return ModuleFixtureScheduling(config, log)  # type: ignore[arg-type]

@@ -36,7 +36,8 @@ def count(config: dict) -> dict:
     experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
     active = None
     if experts:
-        n_exp = getattr(hf_config, "num_local_experts", None) or hf_config.num_experts
+        n_exp = next(getattr(hf_config, k) for k in ("num_local_experts", "num_experts", "n_routed_experts")
+                     if getattr(hf_config, k, None))
         top_k = hf_config.num_experts_per_tok
         active = total - experts // n_exp * (n_exp - top_k)
     return {"total": int(total), "active": active, "class": type(model).__name__}

@@ -35,7 +35,8 @@ def unit_checks() -> dict:
     """Checks of ``symbolic.measure`` on hand-made modules."""
     import torch
 
-    from symbolic import measure, validate
+    from symbolic import crosscheck as validate
+    from symbolic import measure
 
     out: dict = {}
     with torch.device("meta"):
@@ -70,7 +71,7 @@ def unit_checks() -> dict:
 
 
 def validation() -> list[dict]:
-    from symbolic import validate
+    from symbolic import crosscheck as validate
 
     results = []
     for name, overrides, dropout, grid in CASES:

@@ -118,12 +118,91 @@ CASES: dict[str, dict] = {
     "gpt_neox": {"model_type": "gpt_neox", **DECODER},
     "gpt_neox-nobias-tied": {"model_type": "gpt_neox", **DECODER, "attention_bias": False,
                              "tie_word_embeddings": True, "use_parallel_residual": False},
+    # --- issue 12: current families (small configs; each exercises what its table entry says) ----
+    "qwen3": {"model_type": "qwen3", **DECODER, "num_key_value_heads": 2, "head_dim": 24},
+    "qwen3-bias-tied": {"model_type": "qwen3", **DECODER, "attention_bias": True, "tie_word_embeddings": True,
+                        "head_dim": 16},
+    "qwen3_moe": {"model_type": "qwen3_moe", **DECODER, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                  "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48},
+    "qwen3_moe-dense-layers": {"model_type": "qwen3_moe", **DECODER, "num_hidden_layers": 5, "num_experts": 4,
+                               "num_experts_per_tok": 1, "moe_intermediate_size": 40, "mlp_only_layers": [0],
+                               "decoder_sparse_step": 2},
+    "qwen2_moe-dense-layers": {"model_type": "qwen2_moe", **DECODER, "num_hidden_layers": 3, "num_experts": 4,
+                               "num_experts_per_tok": 2, "moe_intermediate_size": 48, "mlp_only_layers": [1]},
+    "gemma2": {"model_type": "gemma2", **DECODER, "num_key_value_heads": 2, "head_dim": 32},
+    "gemma3_text": {"model_type": "gemma3_text", **DECODER, "num_key_value_heads": 2, "head_dim": 32,
+                    "architectures": ["Gemma3ForCausalLM"]},
+    "phi3": {"model_type": "phi3", **DECODER, "num_key_value_heads": 2, "pad_token_id": 0},
+    "phimoe": {"model_type": "phimoe", **DECODER, "num_key_value_heads": 2, "num_local_experts": 4,
+               "num_experts_per_tok": 2},
+    "phimoe-biases": {"model_type": "phimoe", **DECODER, "num_local_experts": 3, "num_experts_per_tok": 1,
+                      "attention_bias": True, "lm_head_bias": True},
+    "starcoder2": {"model_type": "starcoder2", **DECODER, "num_key_value_heads": 2},
+    "starcoder2-nobias-untied": {"model_type": "starcoder2", **DECODER, "use_bias": False,
+                                 "tie_word_embeddings": False},
+    "deepseek_v2-lite": {"model_type": "deepseek_v2", **DECODER, "num_hidden_layers": 3, "q_lora_rank": None,
+                         "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 12, "v_head_dim": 10,
+                         "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 2,
+                         "moe_intermediate_size": 24, "first_k_dense_replace": 1},
+    "deepseek_v3": {"model_type": "deepseek_v3", **DECODER, "num_hidden_layers": 4, "q_lora_rank": 24,
+                    "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 12, "v_head_dim": 10,
+                    "n_routed_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1,
+                    "moe_intermediate_size": 24, "first_k_dense_replace": 2, "n_group": 2, "topk_group": 1},
+    "deepseek_v3-bias": {"model_type": "deepseek_v3", **DECODER, "num_hidden_layers": 2, "q_lora_rank": 24,
+                         "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 12, "v_head_dim": 10,
+                         "n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1,
+                         "moe_intermediate_size": 24, "first_k_dense_replace": 0, "attention_bias": True,
+                         "n_group": 1, "topk_group": 1},
+    "olmo2": {"model_type": "olmo2", **DECODER, "num_key_value_heads": 2},
+    "olmoe": {"model_type": "olmoe", **DECODER, "num_key_value_heads": 2, "num_experts": 4,
+              "num_experts_per_tok": 2},
+    "gpt_oss": {"model_type": "gpt_oss", **DECODER, "num_key_value_heads": 2, "head_dim": 8,
+                "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 8},
+    "llama4_text": {"model_type": "llama4_text", **DECODER, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                    "head_dim": 16, "intermediate_size_mlp": 80, "num_local_experts": 4,
+                    "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "attention_chunk_size": 8},
+    "llama4_text-moe-layers": {"model_type": "llama4_text", **DECODER, "num_hidden_layers": 3,
+                               "intermediate_size_mlp": 80, "num_local_experts": 2, "moe_layers": [2]},
+    "cohere": {"model_type": "cohere", **DECODER, "num_key_value_heads": 2},
+    "cohere-qknorm": {"model_type": "cohere", **DECODER, "num_key_value_heads": 2, "use_qk_norm": True},
+    "cohere2": {"model_type": "cohere2", **DECODER, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                "sliding_window": 8},
+    "granite": {"model_type": "granite", **DECODER, "num_key_value_heads": 2, "attention_bias": True},
+    "granitemoe": {"model_type": "granitemoe", **DECODER, "num_key_value_heads": 2, "num_local_experts": 4,
+                   "num_experts_per_tok": 2},
+    "glm4": {"model_type": "glm4", **DECODER, "num_key_value_heads": 2, "head_dim": 16, "pad_token_id": 0},
+    "smollm3": {"model_type": "smollm3", **DECODER, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                "use_sliding_window": True, "sliding_window": 8, "pad_token_id": 0},
+    "ministral": {"model_type": "ministral", **DECODER, "num_key_value_heads": 2, "head_dim": 16},
+    "gptj": {"model_type": "gptj", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101, "rotary_dim": 8},
+    "codegen": {"model_type": "codegen", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101,
+                "rotary_dim": 8, "n_inner": 100},
+    "gpt_bigcode": {"model_type": "gpt_bigcode", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101},
+    "gpt_bigcode-mha": {"model_type": "gpt_bigcode", "n_embd": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101,
+                        "multi_query": False, "n_inner": 80},
+    "bloom": {"model_type": "bloom", "hidden_size": 64, "n_layer": 2, "n_head": 4, "vocab_size": 101},
+    "bloom-n_embed": {"model_type": "bloom", "n_embed": 32, "n_layer": 2, "n_head": 4, "vocab_size": 101},
+    "mpt": {"model_type": "mpt", "d_model": 64, "n_heads": 4, "n_layers": 2, "vocab_size": 101},
+    "stablelm": {"model_type": "stablelm", **DECODER, "num_key_value_heads": 2},
+    "lfm2-hybrid": {"model_type": "lfm2", **DECODER, "num_hidden_layers": 4, "num_key_value_heads": 2,
+                    "full_attn_idxs": [1, 3], "conv_L_cache": 4},
+    "lfm2-published-keys": {"model_type": "lfm2", **DECODER, "num_hidden_layers": 3, "block_ff_dim": 600,
+                            "block_ffn_dim_multiplier": 1.5, "block_multiple_of": 64, "tie_embedding": False,
+                            "conv_bias": True, "layer_types": ["conv", "full_attention", "conv"]},
+    "lfm2-no-adjust": {"model_type": "lfm2", **DECODER, "block_auto_adjust_ff_dim": False,
+                       "full_attn_idxs": [0]},
+    "stablelm-qkbias-qknorm-parallel": {"model_type": "stablelm", **DECODER, "num_key_value_heads": 2,
+                                        "use_qkv_bias": True, "qk_layernorm": True, "use_parallel_residual": True},
 }
+
+# Default configs transformers 5.24 cannot build or route as they stand: DeepSeek-V2 leaves
+# num_experts_per_tok None; Ministral leaves head_dim None (modeling_ministral.py computes head_dim**-0.5).
+DEFAULT_EXTRA: dict[str, dict] = {"deepseek_v2": {"num_experts_per_tok": 6}, "ministral": {"head_dim": 128}}
 
 
 def _configs() -> dict[str, dict]:
     configs = {f"case:{name}": config for name, config in CASES.items()}
-    configs.update({f"default:{t}": {"model_type": t} for t in SUPPORTED})
+    configs.update({f"default:{t}": {"model_type": t, **DEFAULT_EXTRA.get(t, {})} for t in SUPPORTED})
     configs.update({f"preset:{name}": preset_config(name) for name in preset_names()})
     return configs
 
@@ -161,7 +240,7 @@ def test_every_family_has_synthetic_cases() -> None:
 @pytest.mark.parametrize("model_type", SUPPORTED)
 def test_empty_config_takes_transformers_defaults(real: dict[str, dict], model_type: str) -> None:
     """Only model_type given: every size is the library's default (full-size models, on meta)."""
-    check(real, f"default:{model_type}", {"model_type": model_type})
+    check(real, f"default:{model_type}", {"model_type": model_type, **DEFAULT_EXTRA.get(model_type, {})})
 
 
 @pytest.mark.parametrize("name", preset_names())

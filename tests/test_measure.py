@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import validate
+from symbolic import crosscheck as validate
 
 pytestmark = pytest.mark.torch
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic.architectures import preset_config, preset_names
+from symbolic.architectures import SUPPORTED, preset_config, preset_names
 
 
 def test_params_json_gpt2(capsys) -> None:
@@ -79,8 +79,12 @@ def test_params_from_a_config_path(capsys, tmp_path: Path) -> None:
 
 def test_models_lists_presets_with_sources(capsys) -> None:
     code, out, _ = run(capsys, "models", "--json")
-    rows = json.loads(out)
+    data = json.loads(out)
+    rows = data["presets"]
     assert code == 0 and [r["name"] for r in rows] == list(preset_names())
+    families = {f["model_type"]: f for f in data["families"]}
+    assert set(families) >= set(SUPPORTED) and all(families[t]["coverage"] == "table" for t in SUPPORTED)
+    assert "mixtral-8x7b" in families["mixtral"]["presets"]
     assert all(r["source"] and r["total"] > 0 for r in rows)
     mixtral = next(r for r in rows if r["name"] == "mixtral-8x7b")
     assert mixtral["active"] == 12_879_925_248
@@ -99,11 +103,11 @@ def _bad(tmp_path: Path, text: str) -> str:
     (["params", "llama-3-7b"], "did you mean"),
     (["params", "no/such/config.json"], "no/such/config.json: no such file"),
     (["params", "BAD_JSON"], "not valid JSON (line 1"),
-    (["params", "T5"], "model_type 't5' is not supported; supported: gpt2, bert, llama"),
+    (["params", "T5"], "model_type 'no_such_type' is not"),
     (["params", "NEGATIVE"], "num_hidden_layers must be positive, got -2"),
 ])
 def test_params_errors_are_one_line_exit_2(capsys, tmp_path: Path, argv: list[str], fragment: str) -> None:
-    files = {"BAD_JSON": '{"model_type": "gpt2",, }', "T5": '{"model_type": "t5"}',
+    files = {"BAD_JSON": '{"model_type": "gpt2",, }', "T5": '{"model_type": "no_such_type"}',
              "NEGATIVE": '{"model_type": "llama", "num_hidden_layers": -2}'}
     argv = [_bad(tmp_path, files[a]) if a in files else a for a in argv]
     code, out, err = run(capsys, *argv)

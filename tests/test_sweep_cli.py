@@ -14,6 +14,7 @@ from helpers import run
 import symbolic
 from symbolic.cli import main
 from symbolic.cli import sweep as sweep_cli
+from symbolic.errors import UserError
 
 PEAK = ["sweep", "llm.peak", "--example", "--set", "D=1024"]
 HEAVY = ("matplotlib", "weasyprint", "ziamath", "torch", "numpy")
@@ -64,17 +65,18 @@ def test_csv_is_complete_and_written_atomically(capsys, tmp_path):
     assert out_file.stat().st_mode == reference.stat().st_mode  # the umask applies, as for open()
 
 
-def test_failed_csv_leaves_no_file(capsys, tmp_path, monkeypatch):
+@pytest.mark.parametrize("error, exit_code", [(UserError, 2), (RuntimeError, 1)])
+def test_failed_csv_leaves_no_file(capsys, tmp_path, monkeypatch, error, exit_code):
     target = tmp_path / "peak.csv"
     real_chunks = sweep_cli._chunks
 
-    def failing(grid, progress):  # one chunk written, then a failure half-way
+    def failing(grid, progress):  # one chunk written, then a failure half-way (bad input, or a bug)
         yield next(iter(real_chunks(grid, progress)))
-        raise ValueError("simulated failure")
+        raise error("simulated failure")
 
     monkeypatch.setattr(sweep_cli, "_chunks", failing)
     code, _, err = run(capsys, *PEAK, "--grid", "B=1..4", "--grid", "S=512", "--csv", str(target))
-    assert code == 2 and "simulated failure" in err
+    assert code == exit_code and "simulated failure" in err
     assert os.listdir(tmp_path) == []
 
 
@@ -206,3 +208,100 @@ def test_grid_axes_parse_exactly_and_count_before_materialising():
         grid.parse_axis("b=1..1e30:*1.000000001")
     with pytest.raises(grid.GridError, match="40,000,000 B × 2 S = 80,000,000 combinations"):
         grid.grid_size([grid.parse_axis("B=1..4e7"), grid.parse_axis("S=1,2")])
+    # a factor that is not whole multiplies every denominator: 1.001**k has 3k digits below the point
+    with pytest.raises(grid.GridError, match="more than 10,000 values; with a factor that is not whole"):
+        grid.parse_axis("b=1..1e5:*1.001")  # log(1e5)/log(1.001) ≈ 11,518 values
+    geometric = grid.parse_axis("b=1..4:*3/2")
+    assert [str(v) for v in geometric.array()] == ["1", "3/2", "9/4", "27/8"] and geometric.scale == 8
+
+
+def test_axes_made_per_chunk_give_the_same_rows(capsys, monkeypatch):
+    """Axes tabulated once and axes made chunk by chunk from their segments write the same CSV."""
+    argv = ["sweep", "llm.weights", "--example", "--grid", "b=1/3,1/2..2:1/2,0.1,4..64:*2",
+            "--grid", "V=7,50000..50003,1e20", "--csv", "-"]
+    _, tabulated, _ = run(capsys, *argv)
+    monkeypatch.setattr(sweep_cli, "SMALL_AXIS", 0)
+    monkeypatch.setattr(sweep_cli, "CHUNK", 5)
+    monkeypatch.setattr(sweep_cli, "TEXT_ROWS", 3)
+    _, chunked, _ = run(capsys, *argv)
+    assert chunked == tabulated
+    rows = list(csv.DictReader(io.StringIO(chunked)))
+    f = symbolic.formula("llm.weights")
+    assert len(rows) == 11 * 6 and [r["b"] for r in rows[::6]] == [
+        "0.3333333333333333", "0.5", "1", "1.5", "2", "0.1", "4", "8", "16", "32", "64"]
+    exact_b = ["1/3", "1/2", "1", "3/2", "2", "1/10", "4", "8", "16", "32", "64"]
+    for i, row in enumerate(rows):
+        want = f.evaluate(H=768, L=12, d_ff=3072, V=int(row["V"]), b=exact_b[i // 6]).total
+        assert (int(row["total"]) == want) if want.is_Integer else (float(row["total"]) == float(want)), row
+
+
+def test_sweep_memory_does_not_grow_with_the_axis(capsys, tmp_path, monkeypatch):
+    """Peak traced memory of a sweep is set by the chunk, not by the number of axis values."""
+    import tracemalloc
+
+    monkeypatch.setattr(sweep_cli, "CHUNK", 2048)
+    monkeypatch.setattr(sweep_cli, "TEXT_ROWS", 512)
+    monkeypatch.setattr(sweep_cli, "SMALL_AXIS", 256)
+
+    def peak_bytes(n: int) -> int:
+        out = tmp_path / f"steady{n}.csv"
+        tracemalloc.start()
+        try:
+            code, _, err = run(capsys, "sweep", "llm.steady", "--grid", "N=1e9", "--grid", f"B=1..{n}",
+                               "--set", "D=1024", "--csv", str(out))
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert code == 0, err
+        with out.open() as handle:
+            assert sum(1 for _ in handle) == n + 1
+        return peak
+
+    peak_bytes(1000)  # compile and import once
+    small, large = peak_bytes(10_000), peak_bytes(100_000)
+    # materialising the axis (its values and their text) costs > 60 bytes a value: 5.4 MB more here
+    assert large < small + 1_000_000, (small, large)
+
+
+def _grid_calls(n: int) -> int:
+    """Python function calls inside symbolic.grid to parse, count and tabulate an n-item list axis."""
+    import sys
+
+    from symbolic import grid
+
+    items = ",".join(str(i) for i in range(1, n + 1))
+    calls = 0
+
+    def profile(frame, event, arg):
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename == grid.__file__:
+            calls += 1
+
+    sys.setprofile(profile)
+    try:
+        axis = grid.parse_axis(f"B={items}")
+        assert axis.count == n and axis.largest == n and axis.scale == 1 and axis.array()[-1] == n
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_long_list_axis_is_linear(capsys):
+    """Work on a list axis grows linearly with its items (it was quadratic: 20,000 items took 53 s).
+
+    Counted as function calls, not timed, so a busy machine cannot fail it.
+    """
+    small, large = _grid_calls(1_000), _grid_calls(10_000)
+    assert large < 12 * small, (small, large)  # quadratic would be about 100x
+    items = ",".join(str(i) for i in range(1, 10_001))
+    code, out, _ = run(capsys, "sweep", "llm.steady", "--grid", "N=1e9", "--grid", f"B={items}", "--set", "D=1024",
+                       "--csv", "-")
+    assert code == 0 and out.splitlines()[-1] == f"1000000000,10000,{16 * 10**9 + 8 * 10_000 * 1024}"
+
+
+def test_sweeping_e_keeps_e_by_the_one_rule(capsys):
+    code, out, _ = run(capsys, *PEAK, "--grid", "E=1e6,2e6", "--set", "B=8", "--set", "S=1024", "--json")
+    data = json.loads(out)
+    f = symbolic.formula("llm.peak")
+    assert code == 0 and [r["total"] for r in data["rows"]] == [
+        int(f.evaluate(H=768, L=12, V=50000, d_ff=3072, D=1024, B=8, S=1024, E=e).total) for e in (10**6, 2 * 10**6)]

@@ -13,10 +13,10 @@ from __future__ import annotations
 from .configs import ConfigError, load_config, read_json, spec_from_config
 from .families import SUPPORTED
 from .formulas import Component, breakdown, with_numbers
-from .presets import load, preset_config, preset_names, preset_source, resolve_config
-from .spec import ModelSpec, SpecError
+from .presets import Resolved, load, preset_config, preset_names, preset_source, resolve, resolve_config
+from .spec import ModelSpec, ModelSpecError, SpecError
 
 __all__ = [
-    "SUPPORTED", "Component", "ConfigError", "ModelSpec", "SpecError", "breakdown", "load", "load_config",
-    "preset_config", "preset_names", "preset_source", "read_json", "resolve_config", "spec_from_config", "with_numbers",
+    "SUPPORTED", "Component", "ConfigError", "ModelSpec", "ModelSpecError", "SpecError", "breakdown", "load", "load_config",
+    "Resolved", "preset_config", "preset_names", "preset_source", "read_json", "resolve", "resolve_config", "spec_from_config", "with_numbers",
 ]

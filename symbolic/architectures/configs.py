@@ -12,16 +12,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputFileError
 from ..symbols import suggest
-from ..userfiles import read_user_file
-from .families import FAMILIES, SUPPORTED, Family, Head, Size
+from ..userfiles import parse_json, read_user_file
+from .families import FAMILIES, OTHER_LAYOUTS, SUPPORTED, TEXT_PART, Family, Head, Size
 from .spec import MAX_SIZE, ModelSpec, SpecError
 
 MAX_BYTES = 4 * 2**20
 DEFAULT_LABELS = 2
 
 
-class ConfigError(ValueError):
+class ConfigError(InputFileError):
     """A config that cannot be read or counted; the message is one line."""
 
 
@@ -34,7 +35,7 @@ def read_json(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not UTF-8 text") from None
     try:
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = parse_json(text, p, error=ConfigError, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{p}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
     except ValueError as err:
@@ -85,11 +86,67 @@ def _build(config: Mapping[str, Any], name: str, source: str) -> ModelSpec:
             out[field] = cfg[key]
     for key in family.extra:
         cfg[key] = config.get(key)
+    cfg["_present"] = frozenset(k for k, v in config.items() if v is not None)
+    cfg["_null"] = frozenset(k for k, v in config.items() if v is None)
     if family.rule is not None:
         family.rule(cfg, out)
+    _layer_kinds(config, family, out)
     architecture = _architecture(config, family)
     _apply_head(_head(family, architecture), config, out)
     return ModelSpec(name=name, model_type=family.model_type, architecture=architecture, source=source, **out)
+
+
+ATTENTION_TYPES = ("full_attention", "sliding_attention", "chunked_attention")
+
+
+def _layer_kinds(config: Mapping[str, Any], family: Family, out: dict[str, Any]) -> None:
+    """Dense layers of a mixture of experts, and sliding-window layers with their window, from the config.
+
+    An explicit ``layer_types`` list wins (as in transformers' cache); else the family's own
+    pattern; the window is the family's window key (Llama-4: attention_chunk_size).
+    """
+    def read(key: str, default: Any) -> Any:
+        value = config.get(key)
+        return default if value is None and key not in config else value
+
+    layers = out["layers"]
+    if family.dense_layers is not None and out.get("experts"):
+        out["dense_layers"] = family.dense_layers(read, layers)
+        if out["dense_layers"] >= layers:
+            raise ConfigError("every layer is dense (no mixture-of-experts layer); this table entry needs at least one")
+    types = config.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise ConfigError(f"layer_types must be a list of strings, got {_short(types)}")
+        if len(types) != layers:
+            raise ConfigError(f"layer_types has {len(types)} entries for {layers} layers")
+    elif family.layer_types is not None:
+        types = family.layer_types(read, layers)
+    else:
+        types = ["full_attention"] * layers
+    known = ATTENTION_TYPES + (("conv",) if family.conv else ())
+    unknown = sorted({t for t in types if t not in known})
+    if unknown:
+        raise ConfigError(f"layer type {unknown[0]!r} is not covered by the {family.model_type} table entry "
+                          f"(known: {', '.join(ATTENTION_TYPES)})")
+    conv = sum(1 for t in types if t == "conv")
+    if conv and family.conv:
+        key, default = family.conv
+        kernel = config.get(key, default)
+        if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1:
+            raise ConfigError(f"{key} must be a positive integer for the convolution layers, got {_short(kernel)}")
+        out["conv_layers"], out["conv_kernel"] = conv, kernel
+    sliding = sum(1 for t in types if t in ("sliding_attention", "chunked_attention"))
+    if not sliding:
+        return
+    key, default = family.window
+    if "chunked_attention" in types and key != "attention_chunk_size":
+        key, default = "attention_chunk_size", None
+    window = config.get(key, default)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigError(f"{key} must be a positive integer for the sliding layers, got {_short(window)}")
+    out["sliding_layers"] = sliding
+    out["window"] = window
 
 
 def _family(config: Mapping[str, Any]) -> Family:
@@ -98,9 +155,18 @@ def _family(config: Mapping[str, Any]) -> Family:
     if model_type is None:
         raise ConfigError(f"no 'model_type' field; supported model types: {supported}")
     if not isinstance(model_type, str) or model_type not in FAMILIES:
-        hint = suggest(model_type, SUPPORTED) if isinstance(model_type, str) else ""
+        hint = _hint(model_type) if isinstance(model_type, str) else ""
         raise ConfigError(f"model_type {model_type!r} is not supported{hint}; supported: {supported}")
     return FAMILIES[model_type]
+
+
+def _hint(model_type: str) -> str:
+    """A "did you mean" naming only a type with the same layout (never qwen3 for qwen3_next)."""
+    if model_type in TEXT_PART:
+        return f" (did you mean {TEXT_PART[model_type]!r}? give the config's text_config, whose layout it has)"
+    if model_type in OTHER_LAYOUTS:
+        return " (its layout differs from every table entry)"
+    return suggest(model_type, SUPPORTED)
 
 
 def _size(config: Mapping[str, Any], field: str, size: Size) -> int | None:

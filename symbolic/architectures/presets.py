@@ -1,7 +1,10 @@
-"""Presets: Hugging Face configs of popular models shipped with the package, each with its source.
+"""Presets, and the one resolver from a model reference to its config (preset, file, folder, hub id).
 
 ``load("llama-3-8b")`` reads ``symbolic/presets/llama-3-8b.json``; ``load("path/to/config.json")``
-(or a directory holding one) reads that file. Nothing is fetched from the network.
+(or a directory holding one) reads that file; ``load("Qwen/Qwen3-8B")`` reads the config.json of
+that hub id from the local Hugging Face cache (``hub.py``). Nothing is fetched from the network.
+``resolve`` is the one place that turns such a reference into a config: ``predict``, the planner
+and the generic torch path all call it.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from difflib import get_close_matches
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from . import hub
 from .configs import ConfigError, load_config, spec_from_config
 from .spec import ModelSpec
 
@@ -60,33 +65,58 @@ def _load_preset(name: str) -> ModelSpec:
     return spec_from_config(config, name=name, where=f"preset {name}", source=source)
 
 
-def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
-    """The ModelSpec of a preset (``"llama-3-8b"``) or of a local config.json (or its directory).
+@dataclass(frozen=True)
+class Resolved:
+    """Where a model reference points: a preset, or a config.json file (given, in a folder, or cached)."""
+
+    kind: str  # "preset", "path" or "hub"
+    name: str  # the preset name, the hub id, or the file's folder / stem
+    path: Path | None  # the config.json (None for a preset)
+
+
+def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
+    """A preset name, a config.json path, a model folder or a cached hub id (ORG/NAME), resolved.
 
     A name without a path separator or ``.json`` is looked up among the presets first
-    (case-insensitively); unknown names get the closest preset suggested.
+    (case-insensitively); an ORG/NAME that is not an existing path is looked up in the local
+    Hugging Face cache; unknown names get the closest preset suggested.
     """
     kind, found = _resolve(name_or_path)
-    return _load_preset(found) if kind == "preset" else load_config(Path(found))
+    if kind == "preset":
+        return Resolved("preset", found, None)
+    if kind == "hub":
+        return Resolved("hub", found, hub.cached_config(found))
+    path = Path(found)
+    if path.is_dir():
+        path = path / "config.json"
+    name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+    return Resolved("path", name, path)
+
+
+def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
+    """The ModelSpec of a preset (``"llama-3-8b"``), a local config.json (or its folder) or a cached hub id."""
+    found = resolve(name_or_path)
+    if found.kind == "preset":
+        return _load_preset(found.name)
+    assert found.path is not None
+    return load_config(found.path, name=found.name)
 
 
 def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str, Any]]:
-    """(name, raw config dict without ``_source``) of a preset or a config.json, resolved as ``load``."""
+    """(name, raw config dict without ``_source``) of a model reference, resolved as ``load``."""
     from .configs import read_json
 
-    kind, found = _resolve(name_or_path)
-    if kind == "preset":
-        data = preset_config(found)
-        name = found
+    found = resolve(name_or_path)
+    if found.kind == "preset":
+        data = preset_config(found.name)
     else:
-        path = Path(found)
-        data = read_json(path / "config.json" if path.is_dir() else path)
-        name = path.parent.name if path.name == "config.json" else path.stem
-    return name, {k: v for k, v in data.items() if k != SOURCE_KEY}
+        assert found.path is not None
+        data = read_json(found.path)
+    return found.name, {k: v for k, v in data.items() if k != SOURCE_KEY}
 
 
 def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
-    """('preset', name) or ('path', path); unknown names raise with the closest presets."""
+    """('preset', name), ('path', path) or ('hub', id); unknown names raise with the closest presets."""
     text = os.fspath(name_or_path)
     looks_like_path = isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.endswith(".json")
     if not looks_like_path and text.strip().lower() in preset_names():
@@ -94,6 +124,8 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     path = Path(text).expanduser()
     if path.exists():
         return "path", str(path)
+    if not isinstance(name_or_path, os.PathLike) and hub.looks_like_hub_id(text.strip()):
+        return "hub", text.strip()
     if looks_like_path:
         raise ConfigError(f"{text}: no such file")
     raise ConfigError(_unknown(text))
@@ -103,5 +135,5 @@ def _unknown(name: str) -> str:
     close = get_close_matches(name.strip().lower(), preset_names(), n=3, cutoff=0.6)
     quoted = [repr(c) for c in close]
     hint = f" (did you mean {', '.join(quoted[:-1]) + ' or ' if len(quoted) > 1 else ''}{quoted[-1]}?)" if close else ""
-    return (f"unknown model {name!r}{hint}: give a preset name ('symbolic models' lists them) "
-            f"or the path of a config.json")
+    return (f"unknown model {name!r}{hint}: give a preset name ('symbolic models' lists them), "
+            f"the path of a config.json or a model folder, or a hub id cached locally (ORG/NAME)")

@@ -14,18 +14,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from ..errors import UserError
 from . import formulas
 
 NORMS = ("layernorm", "rmsnorm")
 MAX_SIZE = 2**40
 
-_POSITIVE_OR_NONE = ("kv_heads", "head_dim", "ffn", "embed_dim", "expert_ffn", "shared_ffn")
+_POSITIVE_OR_NONE = ("kv_heads", "head_dim", "ffn", "embed_dim", "expert_ffn", "shared_ffn", "q_lora_rank")
 _POSITIVE = ("hidden", "layers", "heads", "vocab")
-_COUNTS = ("norms_per_layer", "positions", "token_types", "classifier", "experts", "top_k", "shared_experts")
+_COUNTS = ("norms_per_layer", "positions", "token_types", "classifier", "experts", "top_k", "shared_experts",
+           "dense_layers", "sliding_layers", "window", "kv_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim",
+           "conv_layers", "conv_kernel")
 
 
-class SpecError(ValueError):
+class ModelSpecError(UserError):
     """A model description that cannot be counted; the message is one line."""
+
+
+SpecError = ModelSpecError  # the former name (report.spec.ReportSpecError is the other "spec")
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,9 @@ class ModelSpec:
     norms_per_layer: int = 2
     final_norm: bool = True
     qk_norm: bool = False
+    qk_norm_full: bool = False  # q/k norms over all heads' widths (a·d_head, a_kv·d_head), not one head
+    qk_norm_bias: bool | None = None  # None: as the layer norms
+    attn_sinks: bool = False  # one learned sink logit per head (gpt-oss)
     parallel_block: bool = False
     cross_attention: bool = False
     # embeddings
@@ -83,6 +92,22 @@ class ModelSpec:
     shared_experts: int = 0
     shared_ffn: int | None = None
     shared_expert_gate: bool = False
+    # latent attention (DeepSeek MLA): on when kv_lora_rank > 0; q_lora_rank None is a full q_proj
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 0
+    qk_rope_dim: int = 0
+    qk_nope_dim: int = 0
+    v_head_dim: int = 0
+    # layer kinds: MoE models' dense-MLP layers; sliding-window (or chunked) attention layers
+    dense_layers: int = 0
+    sliding_layers: int = 0
+    window: int = 0
+    # the cache holds keys and values broadcast to all a heads (Falcon's new decoder architecture)
+    cache_all_heads: bool = False
+    # hybrids: layers whose mixer is a short depthwise convolution (LFM2) instead of attention
+    conv_layers: int = 0
+    conv_kernel: int = 0
+    conv_bias: bool = False
     # where it comes from (display only)
     architecture: str = ""
     source: str = ""
@@ -90,6 +115,8 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if self.norm_bias is None:
             object.__setattr__(self, "norm_bias", self.norm == "layernorm" and self.norm_scale)
+        if self.qk_norm_bias is None:
+            object.__setattr__(self, "qk_norm_bias", bool(self.norm_bias))
         _validate(self)
 
     # --- resolved sizes ------------------------------------------------------------------
@@ -115,8 +142,26 @@ class ModelSpec:
 
     @property
     def is_moe(self) -> bool:
-        """Whether each layer's MLP is a mixture of experts."""
+        """Whether the model's MLPs are mixtures of experts (all layers but ``dense_layers``)."""
         return self.experts > 0
+
+    @property
+    def is_latent(self) -> bool:
+        """Whether attention is DeepSeek's multi-head latent attention."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    def layer_kinds(self) -> dict[str, int]:
+        """How many layers of each kind: MLP kinds (dense, moe) and attention kinds (full, sliding)."""
+        mlp = {"moe": self.moe_layers, "dense": self.layers - self.moe_layers}
+        attn = "latent" if self.is_latent else "full"
+        attention = {attn: self.layers - self.sliding_layers - self.conv_layers, "sliding": self.sliding_layers,
+                     "conv": self.conv_layers}
+        return {k: v for k, v in {**mlp, **attention}.items() if v}
 
     # --- numbers and formulas ------------------------------------------------------------
     def numbers(self) -> dict[str, int]:
@@ -127,6 +172,9 @@ class ModelSpec:
             "n_pos": self.positions, "n_type": self.token_types, "n_cls": self.classifier,
             "d_emb": self.embed_dim or 0, "n_exp": self.experts, "k_exp": self.top_k,
             "d_exp": self.expert_ffn or 0, "n_shared": self.shared_experts, "d_shared": self.shared_ffn or 0,
+            "L_dense": self.dense_layers, "L_swa": self.sliding_layers, "W": self.window,
+            "r_q": self.q_lora_rank or 0, "r_kv": self.kv_lora_rank, "d_rope": self.qk_rope_dim,
+            "d_nope": self.qk_nope_dim, "d_v": self.v_head_dim, "L_conv": self.conv_layers, "k_conv": self.conv_kernel,
         }
         out.update({k: v for k, v in optional.items() if v})
         return out
@@ -165,6 +213,23 @@ class ModelSpec:
         """Parameters per component (per-layer ones times L); they add up to the total."""
         return {c.key: c.total for c in formulas.breakdown(self, active)}
 
+    # --- display: the parameter breakdown (symbolic.display renders) ----------------------
+    def __repr__(self) -> str:
+        from .. import display
+
+        return display.short("ModelSpec", self.name, self.model_type, f"L={self.layers}", f"H={self.hidden}")
+
+    def _repr_html_(self) -> str:
+        from .. import display
+
+        return display.html(display.breakdown_table(self.name, formulas.breakdown(self)))
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        """Parameters per component as a pandas DataFrame (needs pandas)."""
+        from .. import display
+
+        return display.frame(display.breakdown_table(self.name, formulas.breakdown(self)))
+
 
 def _validate(spec: ModelSpec) -> None:
     where = spec.name or "model"
@@ -197,5 +262,25 @@ def _validate(spec: ModelSpec) -> None:
         raise SpecError(f"{where}: shared_ffn needs shared_experts > 0")
     if spec.mlm_transform and not spec.lm_head:
         raise SpecError(f"{where}: an MLM head transform needs lm_head")
+    if spec.dense_layers and not spec.experts:
+        raise SpecError(f"{where}: dense_layers counts the dense layers of a mixture of experts; it needs experts > 0")
+    if spec.dense_layers >= spec.layers and spec.experts:
+        raise SpecError(f"{where}: dense_layers must be fewer than the {spec.layers} layers (else it has no experts)")
+    if spec.sliding_layers + spec.conv_layers > spec.layers:
+        raise SpecError(f"{where}: sliding and convolution layers must be at most the {spec.layers} layers")
+    if bool(spec.conv_layers) != bool(spec.conv_kernel):
+        raise SpecError(f"{where}: conv_layers and conv_kernel go together (both 0, or both positive)")
+    if spec.conv_layers >= spec.layers:
+        raise SpecError(f"{where}: a hybrid needs at least one attention layer besides its {spec.conv_layers} "
+                        "convolution layers")
+    if spec.sliding_layers > spec.layers:
+        raise SpecError(f"{where}: sliding_layers must be at most the {spec.layers} layers, got {spec.sliding_layers}")
+    if bool(spec.sliding_layers) != bool(spec.window):
+        raise SpecError(f"{where}: sliding_layers and window go together (both 0, or both positive)")
+    latent = (spec.qk_rope_dim, spec.qk_nope_dim, spec.v_head_dim)
+    if spec.kv_lora_rank and not all(latent):
+        raise SpecError(f"{where}: latent attention needs qk_rope_dim, qk_nope_dim and v_head_dim > 0")
+    if not spec.kv_lora_rank and (any(latent) or spec.q_lora_rank is not None):
+        raise SpecError(f"{where}: q_lora_rank and the latent head sizes need kv_lora_rank > 0")
     if spec.classifier_bias and not spec.classifier:
         raise SpecError(f"{where}: classifier_bias needs classifier outputs > 0")

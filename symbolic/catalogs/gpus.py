@@ -20,8 +20,10 @@ Nothing here is measured by this project; every entry names its source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
+from ..errors import UnknownNameError, UserError, quote
 from ..symbols import suggest
 
 MIB = 2**20
@@ -39,6 +41,13 @@ class GPU:
     basis: str  # "nvidia-smi", "rocm-smi" or "vendor"
     source: str
     note: str = ""
+    # rates (issue 15), per GPU: peak dense FLOP/s by dtype, bytes/s per direction; see rates.py
+    flops: Mapping[str, float] = field(default_factory=dict, compare=False)
+    hbm_bandwidth: float | None = None
+    nvlink_bandwidth: float | None = None
+    network_bandwidth: float | None = None
+    gpus_per_node: int = 8
+    rates_source: str = ""
 
     @property
     def gib(self) -> float:
@@ -54,7 +63,17 @@ class GPU:
         """Plain data for JSON."""
         return {"name": self.name, "title": self.title, "vendor_label": self.vendor_label, "bytes": self.bytes,
                 "gib": round(self.gib, 3), "gb": round(self.gb, 3), "basis": self.basis, "source": self.source,
-                "note": self.note}
+                "note": self.note, "flops": dict(self.flops), "hbm_bandwidth": self.hbm_bandwidth,
+                "nvlink_bandwidth": self.nvlink_bandwidth, "network_bandwidth": self.network_bandwidth,
+                "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source}
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak dense FLOP/s in ``dtype``; a one-line error when the datasheet gives none."""
+        if dtype not in self.flops:
+            have = ", ".join(self.flops) or "none"
+            raise UserError(f"{self.name} has no {dtype} peak in the catalogue (it has: {have}); choose another "
+                            "--compute-dtype or give a custom GPU file")
+        return self.flops[dtype]
 
 
 def _smi(name: str, title: str, label: str, mib: int, source: str, note: str = "") -> GPU:
@@ -91,7 +110,9 @@ _ENTRIES = (
         "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes."),
 )
 
-GPUS: dict[str, GPU] = {g.name: g for g in _ENTRIES}
+from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
+
+GPUS: dict[str, GPU] = {g.name: replace(g, **RATES[g.name]) if g.name in RATES else g for g in _ENTRIES}
 # Names people also say, where they are unambiguous.
 ALIASES = {"h100": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",
            "3090": "rtx-3090", "a10": "a10g"}
@@ -108,4 +129,8 @@ def get(name: str) -> GPU:
     key = ALIASES.get(key, key)
     if key in GPUS:
         return GPUS[key]
-    raise ValueError(f"unknown GPU {name!r}{suggest(key, GPUS)}; 'symbolic gpus' lists them")
+    if key.endswith(".toml"):
+        from .custom import load_gpu
+
+        return load_gpu(name.strip())
+    raise UnknownNameError(f"unknown GPU {quote(name)}{suggest(key, GPUS)}; 'symbolic gpus' lists them; a path to a .toml file gives a custom GPU")

@@ -1,34 +1,101 @@
 """The ``symbolic`` command: parse arguments, call the layers below, print or write.
 
 Each group of subcommands lives in its own module with an ``add_commands(subparsers)``
-function; this module wires them together and turns every expected failure into a one-line
-error with exit code 2.
+function; this module wires them together and decides the exit code:
 
-Import rule (start-up time): every command module is imported to build the parser, for every
-command, so a command module's top level imports only the standard library and light project
-modules (sympy-level: library, formula, printing). Heavy packages (numpy, matplotlib,
-weasyprint, ziamath, jinja2, torch, transformers) are imported inside the handler that needs
-them. ``tests/test_sweep_cli.py`` checks that ``symbolic list`` loads none of them.
+- 0: done; 2: bad input (a ``symbolic.errors.UserError``, or an ``OSError`` on a path the user
+  named), one line on stderr; 1: anything else, which is a bug ("internal error", one line, the
+  traceback with ``SYMBOLIC_DEBUG=1``); 130 on Ctrl-C, 143 on SIGTERM (129 on SIGHUP), with the
+  temporary files of unfinished atomic writes removed.
+- Everything printed is made printable: control characters from user files (``\\x1b[31m``...)
+  are shown escaped, never sent to the terminal raw.
+
+Import rule (start-up time): this module imports only the standard library and
+``symbolic.errors`` at its top, so that Ctrl-C during start-up is handled too. Every command
+module is imported to build the parser, for every command, so a command module's top level
+imports only the standard library and light project modules (sympy-level: library, formula,
+printing). Heavy packages (numpy, matplotlib, weasyprint, ziamath, jinja2, torch,
+transformers) are imported inside the handler that needs them. ``tests/test_sweep_cli.py``
+checks that ``symbolic list`` loads none of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import re
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
-from .common import CliError, Parser, one_line
+from ..errors import StdoutError, Terminated, UserError
 
-COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "report", "validate")
+COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate")
+SIGNALS = ("SIGTERM", "SIGHUP")
+
+# C0 controls but tab and newline, a CR not ending a line, DEL, C1 controls, surrogates and the
+# format characters that reorder or hide text (bidi overrides, zero-width, line separators)
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u2028-\u202e"
+                          "\u2060-\u206f\ufeff]|\r(?!\n)")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()  # \x1b, \r for ASCII; \u0085, \u202e beyond, which JSON reads back as the same text
+    return ascii(char)[1:-1] if char < "\x80" else f"\\u{ord(char):04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with control and invisible format characters written as escapes (newline and tab kept)."""
+    return _UNPRINTABLE.sub(_escape, text)
+
+
+class PrintableStream:
+    """A text stream that escapes unprintable characters before they reach the terminal (or a pipe).
+
+    With ``name`` set (stdout), a write error other than a closed pipe becomes a ``StdoutError``.
+    """
+
+    def __init__(self, stream: Any, name: str = "") -> None:
+        self._stream = stream
+        self._name = name
+
+    def write(self, text: str) -> int:
+        """Write ``text`` with control characters escaped; returns len(text) as a stream should."""
+        with self._errors():
+            self._stream.write(_UNPRINTABLE.sub(_escape, text) if _UNPRINTABLE.search(text) else text)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the stream underneath (errors as in ``write``)."""
+        with self._errors():
+            self._stream.flush()
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            if not self._name:
+                raise
+            raise StdoutError(f"cannot write to {self._name}: {err.strerror or err}") from None
+
+    def __getattr__(self, name: str) -> Any:  # flush, buffer, fileno, isatty, encoding...
+        return getattr(self._stream, name)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (all subcommands)."""
     import importlib
 
-    parser = Parser(prog="symbolic", description="Memory of training and serving neural networks as explicit formulas.")
     from .. import __version__
+    from .common import Parser
 
+    parser = Parser(prog="symbolic", description="Memory of training and serving neural networks as explicit formulas.")
     parser.add_argument("--version", action="version", version=f"symbolic {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -37,43 +104,140 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
-    parser = build_parser()
+def _raise_terminated(signum: int, frame: object) -> None:
+    for name in SIGNALS:  # a second signal while cleaning up must not interrupt the cleanup
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Terminated`` (so ``finally`` blocks and atomic writes clean up)."""
+    saved: dict[int, Any] = {}
     try:
-        args = parser.parse_args(argv)
+        for name in SIGNALS:
+            if hasattr(signal, name):
+                number = getattr(signal, name)
+                saved[number] = signal.signal(number, _raise_terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for number, handler in saved.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def _printable_streams() -> Iterator[None]:
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = PrintableStream(out, "standard output"), PrintableStream(err)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _one_line(message: str) -> str:
+    from .common import one_line
+
+    return one_line(message)
+
+
+def _user_paths(argv: Sequence[str]) -> list[Path]:
+    """Every argument that could name a path (``--csv=out.csv`` too)."""
+    paths = []
+    for item in argv:
+        for text in (item, item.partition("=")[2]):
+            if text and text not in ("-", ".") and "\x00" not in text:
+                paths.append(Path(text))
+    return paths
+
+
+def _names_user_path(err: OSError, argv: Sequence[str]) -> bool:
+    """Whether ``err`` is about a path the user named (or a file inside a folder the user named)."""
+    given = _user_paths(argv)
+    for name in (err.filename, err.filename2):
+        if name is None or isinstance(name, int):
+            continue
+        path = Path(os.fsdecode(name))
+        if any(path == p or p in path.parents for p in given):
+            return True
+    return False
+
+
+def _error(message: str) -> int:
+    print(_one_line(f"symbolic: error: {message}"), file=sys.stderr)
+    return 2
+
+
+def _quiet_stdout() -> None:
+    """Point fd 1 at /dev/null so that Python's flush at exit does not complain again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # captured stdouts have no fileno
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit code (0 ok, 2 bad input, 1 internal failure, 130/143 interrupted)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    with _signals(), _printable_streams():
+        try:
+            return _main(words)
+        finally:
+            from .. import atomic
+
+            atomic.remove_leftovers()
+
+
+def _main(words: list[str]) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(words)
         handler: Callable[[argparse.Namespace], int | None] = args.handler
-        return handler(args) or 0
+        code = handler(args) or 0
+        sys.stdout.flush()  # a full disk or closed pipe on stdout is an error, not success
+        return code
     except BrokenPipeError:
         # the reader (e.g. `| head`) went away: stop quietly, and keep Python from
         # complaining again when it flushes stdout at exit
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet_stdout()
         return 0
     except KeyboardInterrupt:
         print("symbolic: interrupted", file=sys.stderr)
         return 130
-    except CliError as err:
-        print(one_line(f"symbolic: error: {err}"), file=sys.stderr)
-        return 2
-    except (ValueError, KeyError, OSError) as err:
-        if isinstance(err, OSError) and err.strerror:
-            message = f"{err.filename}: {err.strerror}" if err.filename else err.strerror
-        else:
-            message = getattr(err, "message", None) or (str(err.args[0]) if err.args else str(err))
-        print(one_line(f"symbolic: error: {message or type(err).__name__}"), file=sys.stderr)
-        return 2
-    except Exception as err:  # a bug, not bad input: still one line unless debugging
-        import os
+    except Terminated as stop:
+        print(f"symbolic: terminated by {signal.Signals(stop.signum).name}", file=sys.stderr)
+        return 128 + stop.signum
+    except UserError as err:
+        if isinstance(err, StdoutError):
+            _quiet_stdout()
+        return _error(str(err) or type(err).__name__)
+    except OSError as err:
+        if not _names_user_path(err, words):
+            return _internal(err)
+        return _error(f"{err.filename}: {err.strerror or err}")
+    except Exception as err:  # a bug, not bad input
+        return _internal(err)
 
-        if os.environ.get("SYMBOLIC_DEBUG"):
-            raise
-        print(one_line(f"symbolic: internal error: {type(err).__name__}: {err} (set SYMBOLIC_DEBUG=1 for a traceback)"),
-              file=sys.stderr)
-        return 1
+
+def _internal(err: BaseException) -> int:
+    if os.environ.get("SYMBOLIC_DEBUG"):
+        import traceback
+
+        traceback.print_exception(err)
+    from ..errors import shorten
+
+    print(_one_line(f"symbolic: internal error: {type(err).__name__}: {shorten(err, 300)} "
+                    "(set SYMBOLIC_DEBUG=1 for a traceback)"), file=sys.stderr)
+    return 1
 
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # between the handlers above and here
+        code = 130
+    sys.exit(code)

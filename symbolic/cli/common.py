@@ -4,22 +4,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ..errors import QUOTE_LIMIT, UserError
 from ..values import parse_assignment
 
 if TYPE_CHECKING:
     from ..formula import Formula
 
 
+MAX_MESSAGE = 1000  # characters of one error line; what the user typed is quoted shorter still
+LONG_WORD = 200  # a "word" longer than this (no path is) is user text echoed in full: cut it
+_LONG_WORD = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+
+
 def one_line(message: str) -> str:
-    """``message`` as one printable line: control characters (user text included) escaped."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+    """``message`` as one short printable line: control characters escaped, huge words and lines cut."""
+    text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+    text = _LONG_WORD.sub(lambda m: f"{m.group()[:QUOTE_LIMIT]}… ({len(m.group()):,} characters)", text)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
 
 
-class CliError(Exception):
+class CliError(UserError):
     """A user error: printed as one line, exit code 2."""
 
 

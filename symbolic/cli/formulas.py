@@ -54,8 +54,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _values(formula: Formula, args: argparse.Namespace) -> dict[str, object]:
     given = parse_sets(args.set)
+    target = getattr(args, "target", None)
     base = formula.restrict(formula.example) if args.example else {}
-    base.pop(getattr(args, "target", None), None)  # solving for a symbol drops its example value
+    base.pop(target, None)  # solving for a symbol drops its example value
+    if base and formula.kept([*given, *([target] if target else [])]):
+        # the one rule: a defined symbol named (N=..., --for N) is an input, so the example
+        # values only its formula used (H, L, V, d_ff for N) are not shown as if they counted
+        used = {s.name for s in formula.expr_for([*given, *base, *([target] if target else [])]).free_symbols}
+        base = {k: v for k, v in base.items() if k in used}
     return {**base, **given}
 
 
@@ -115,7 +121,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     rows = [(t.key, printing.text(t.expr), format_count(v), _amount(f, v) if f.unit == "bytes" else "")
             for t, v in result.terms]
     rows.append(("total", "", format_count(result.total), _amount(f, result.total) if f.unit == "bytes" else ""))
-    unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}[f.unit]
+    unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}.get(f.unit, f.unit)
     print(table([("term", "formula", unit, "")] + rows, "<<>>"))
     return 0
 

@@ -11,6 +11,8 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING
 
+from .. import plan_options as opts
+from ..errors import quote
 from ..units import format_bytes
 from .common import CliError, add_term_options, cli_terms, parse_sets, print_json, table
 
@@ -18,73 +20,50 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..catalogs import GPU
     from ..planning import Plan
 
-PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adamw", "adam-8bit", "lion", "adafactor")
-GRADS = ("16bit", "fp32", "16bit+fp32")
-RECOMPUTE = ("none", "selective", "full")
-LOGITS = ("hf", "megatron", "fused")
-ACTIVATIONS = ("korthikanti", "article-b", "pytorch")
-ATTN = ("eager", "sdpa")
-DEVICES = ("cpu", "cuda")
-WEIGHTS = ("fp32", "fp16", "bf16", "int8", "int4")
-KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
-# argparse destination -> planning option (all default to None: "use the planner's default")
-OPTIONS = ("batch", "seq", "dp", "tp", "pp", "flash", "precision", "optimizer", "grads", "recompute", "dropout", "zero",
-           "sequence_parallel", "microbatches", "interleave", "offload", "logits", "activations", "attn", "device",
-           "weights", "kv_dtype")
-
 
 def _positive(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {quote(text)}")
     return int(text)
 
 
-def _add_plan_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models') or path to config.json")
-    p.add_argument("--mode", choices=("train", "infer"), default="train", help="training or inference (default train)")
-    g = p.add_argument_group("shape and parallelism (both modes)")
-    g.add_argument("--batch", type=_positive, help="micro-batch per GPU; concurrent sequences when serving (default 1)")
-    g.add_argument("--seq", type=_positive, help="sequence length / context in tokens (default 4096, or the "
-                                                 "model's learned positions if fewer)")
-    g.add_argument("--dp", type=_positive, help="data-parallel degree (default 1)")
-    g.add_argument("--tp", type=_positive, help="tensor-parallel degree (must divide the heads; default 1)")
-    g.add_argument("--pp", type=_positive, help="pipeline-parallel degree (must divide the layers; default 1)")
-    g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
-                   help="FlashAttention: no s² attention tensors (default on)")
-    g = p.add_argument_group("training (--mode train)")
-    g.add_argument("--precision", choices=PRECISIONS, help="default bf16-mixed")
-    g.add_argument("--optimizer", choices=OPTIMIZERS, help="default adamw")
-    g.add_argument("--grads", choices=GRADS, help="gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)")
-    g.add_argument("--recompute", choices=RECOMPUTE, help="activation recomputation (default none)")
-    g.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=None,
-                   help="count dropout masks (default on for gpt2/bert, off otherwise)")
-    g.add_argument("--zero", type=int, choices=(0, 1, 2, 3), help="ZeRO stage over the dp ranks (default 0)")
-    g.add_argument("--sequence-parallel", dest="sequence_parallel", action=argparse.BooleanOptionalAction,
-                   default=None, help="Megatron sequence parallelism over the tp ranks (default off)")
-    g.add_argument("--microbatches", type=_positive, help="micro-batches per step (default pp: fills the pipeline)")
-    g.add_argument("--interleave", type=_positive, help="virtual pipeline stages per GPU (default 1)")
-    g.add_argument("--offload", action=argparse.BooleanOptionalAction, default=None,
-                   help="ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)")
-    g.add_argument("--logits", choices=LOGITS, help="byte accounting of logits and loss (default hf)")
-    g.add_argument("--activations", choices=ACTIVATIONS,
-                   help="activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, "
-                        "one device)")
-    g.add_argument("--attn", choices=ATTN, help="with --activations pytorch: attention implementation (default sdpa)")
-    g.add_argument("--device", choices=DEVICES, help="with --activations pytorch: where the step runs, which changes "
-                                                     "what autograd keeps (default cuda)")
-    g = p.add_argument_group("inference (--mode infer)")
-    g.add_argument("--weights", choices=WEIGHTS, help="weight dtype; int8/int4 with fp16 scales per 128 (default bf16)")
-    g.add_argument("--kv-dtype", dest="kv_dtype", choices=KV_DTYPES, help="KV-cache dtype (default: the weights' "
-                                                                        "16-bit dtype)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bool = True) -> None:
+    """Add the planner's options to ``p``, one flag per entry of ``plan_options.OPTIONS``.
+
+    Also the ``MODEL_OR_CONFIG`` argument and ``--mode`` (and ``--json``); other commands that
+    plan a model (``memory``, ``fit``, ...) call this so that their flags stay the same.
+    """
+    if model:
+        p.add_argument("model", metavar="MODEL_OR_CONFIG",
+                       help="preset name (see 'symbolic models') or path to config.json")
+    p.add_argument("--mode", choices=opts.MODES, default=opts.DEFAULT_MODE,
+                   help=f"training or inference (default {opts.DEFAULT_MODE})")
+    groups = {mode: p.add_argument_group(title) for mode, title in opts.GROUPS.items()}
+    for option in opts.OPTIONS:
+        _add_option(groups[option.mode], option)
+    if json:
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_option(group: argparse._ArgumentGroup, option: opts.Option) -> None:
+    """One flag; every flag defaults to None ("the planner's default")."""
+    kwargs: dict[str, object] = {"dest": option.name, "help": option.help}
+    if option.kind in ("size", "degree"):
+        kwargs["type"] = _positive
+    elif option.kind == "stage":
+        kwargs.update(type=int, choices=option.choices)
+    elif option.kind == "flag":
+        kwargs.update(action=argparse.BooleanOptionalAction, default=None)
+    else:
+        kwargs["choices"] = option.choices
+    group.add_argument(option.flag, **kwargs)  # type: ignore[arg-type]
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``memory``, ``fit`` and ``gpus``."""
     p = sub.add_parser("memory", help="per-GPU memory of a model: every term and the total",
                        description="Per-GPU training or inference memory of a preset or config.json, term by term.")
-    _add_plan_options(p)
+    add_plan_options(p)
     p.add_argument("--gpu", help="check the total against a GPU of the catalogue ('symbolic gpus')")
     p.add_argument("--formula", action="store_true", help="show the formula behind each number")
     add_term_options(p)
@@ -93,7 +72,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("fit", help="largest batch or context, or fewest GPUs, that fit a GPU",
                        description="Solve the per-GPU memory formula against a GPU's capacity.")
-    _add_plan_options(p)
+    add_plan_options(p)
     p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus')")
     p.add_argument("--for", dest="question", required=True, choices=("batch", "seq", "gpus"),
                    help="batch: largest micro-batch; seq: longest context; gpus: fewest GPUs")
@@ -108,7 +87,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def plan_options(args: argparse.Namespace) -> dict[str, object]:
     """The planning keyword options the user gave (None: the planner's default)."""
-    return {name: getattr(args, name) for name in OPTIONS if getattr(args, name, None) is not None}
+    return {name: getattr(args, name) for name in opts.NAMES if getattr(args, name, None) is not None}
 
 
 def _show(value: object) -> str:
@@ -133,7 +112,10 @@ def _fit_line(plan: Plan, gpu: GPU) -> str:
 
 def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
+    from . import generic_memory
 
+    if generic_memory.wants_generic(args.model):  # no family table: the generic torch path (issue 12)
+        return generic_memory.cmd_memory(args, plan_options(args))
     gpu = planning.gpu(args.gpu) if args.gpu else None
     plan = planning.plan(args.model, args.mode, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)

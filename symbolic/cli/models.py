@@ -22,7 +22,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_params)
 
-    p = sub.add_parser("models", help="list the preset models and their sources")
+    p = sub.add_parser("models", help="list the preset models with their sources, and the model types covered")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_models)
 
@@ -57,9 +57,17 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
         "formula": str(f), "latex": f.latex(equation=True),
         "with_numbers": f"{f.name} = {arch.with_numbers(f, spec.values())}",
     }
+    kinds = [{"kind": key, "layers": number, "per_layer": sum(int(v) for _, v in
+                                                           arch.formulas.kind_formula(spec, key).evaluate(
+                                                               arch.formulas.kind_formula(spec, key).example).terms)}
+             for key, _, _, number, _ in arch.formulas.kinds(spec)]
+    data["layer_kinds"] = {"params": kinds, "counts": spec.layer_kinds()}
+    if spec.sliding_layers:
+        data["layer_kinds"]["window"] = spec.window
     if spec.is_moe:
         fa = spec.active_params_formula()
         data["active"] = spec.active_param_count()
+        data["active_without_embedding"] = data["active"] - data["components"]["embedding"]
         data["active_components"] = {c.key: c.total for c in arch.breakdown(spec, active=True)}
         data["active_formula"] = str(fa)
         data["active_with_numbers"] = f"{fa.name} = {arch.with_numbers(fa, spec.values(active=True))}"
@@ -68,7 +76,11 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
 
 def cmd_params(args: argparse.Namespace) -> int:
     from .. import architectures as arch
+    from . import generic_params
 
+    name, config = arch.resolve_config(args.model)
+    if not generic_params.is_table_family(config):  # any other transformers type: the generic torch path
+        return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula)
     spec = arch.load(args.model)
     data = params_data(spec)
     if args.json:
@@ -80,6 +92,14 @@ def cmd_params(args: argparse.Namespace) -> int:
         active = spec.active_param_count()
         head += f"; {format_count(active)} active per token ({short_count(active)})"
     print(head)
+    if spec.is_moe and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
+        without = data["active_without_embedding"]
+        print(f"  active {format_count(active)} counts the embedding and the LM head; without the input embedding, "
+              f"as the {spec.model_type} model card counts: {format_count(without)} ({short_count(without)})")
+    counts = spec.layer_kinds()
+    if len(counts) > 2:
+        window = f" (window W = {spec.window})" if spec.sliding_layers else ""
+        print("  layer kinds: " + ", ".join(f"{n} {k}" for k, n in counts.items()) + window)
     print(_table(spec))
     print("  at " + ", ".join(f"{k}={v}" for k, v in _values(spec).items()))
     f = spec.params_formula()
@@ -100,16 +120,22 @@ def _table(spec: ModelSpec) -> str:
 
     parts = arch.breakdown(spec)
     active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if spec.is_moe else {}
-    header = ["component", "formula", "per layer", "parameters"] + (["active"] if active else [])
-    rows = [header]
+    mixed = arch.formulas.mixed(spec)
+    header = ["component", "formula", "per layer"] + (["layers"] if mixed else []) + ["parameters"]
+    rows = [header + (["active"] if active else [])]
     for c in parts:
         per_layer = format_count(c.per_layer) if c.per_layer is not None else ""
-        row = [c.key, printing.text(c.expr), per_layer, format_count(c.total)]
+        layers = [str(c.layers) if c.per_layer is not None else ""] if mixed else []
+        row = [c.key, printing.text(c.expr), per_layer, *layers, format_count(c.total)]
         rows.append(row + ([format_count(active[c.key])] if active else []))
-    layer_total = sum(c.per_layer for c in parts if c.per_layer is not None)
-    total_row = ["total", f"× L = {spec.layers} layers", format_count(layer_total), format_count(spec.param_count())]
+    if mixed:
+        total_row = ["total", "sum over the layer kinds", "", ""]
+    else:
+        layer_total = sum(c.per_layer for c in parts if c.per_layer is not None)
+        total_row = ["total", f"× L = {spec.layers} layers", format_count(layer_total)]
+    total_row.append(format_count(spec.param_count()))
     rows.append(total_row + ([format_count(spec.active_param_count())] if active else []))
-    return table(rows, "<<>>>")
+    return table(rows, "<<>" + (">" if mixed else "") + ">>")
 
 
 def _print_formula(f: Formula, values: dict[str, int], total: int) -> None:
@@ -133,6 +159,20 @@ def short_source(source: str) -> str:
     return f"{repo} ({kind})" if kind else repo
 
 
+def family_rows(presets: list[dict[str, object]]) -> list[dict[str, object]]:
+    """One row per model type the table covers: its classes, its presets and how it is covered."""
+    from ..architectures.families import FAMILIES
+
+    rows = []
+    for model_type, family in FAMILIES.items():
+        rows.append({"model_type": model_type, "coverage": "table", "default_class": family.default_class,
+                     "classes": [family.prefix + suffix for suffix in family.heads],
+                     "presets": [str(r["name"]) for r in presets if r["model_type"] == model_type]})
+    from .generic_params import generic_rows
+
+    return rows + generic_rows(set(FAMILIES))
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from .. import architectures as arch
 
@@ -142,14 +182,21 @@ def cmd_models(args: argparse.Namespace) -> int:
         rows.append({"name": name, "model_type": spec.model_type, "architecture": spec.architecture,
                      "total": spec.param_count(), "active": spec.active_param_count() if spec.is_moe else None,
                      "source": spec.source})
+    families = family_rows(rows)
     if args.json:
-        print_json(rows)
+        print_json({"presets": rows, "families": families})
         return 0
     lines = [["preset", "model_type", "parameters", "active", "source"]]
     for r in rows:
         active = format_count(r["active"]) if r["active"] is not None else ""
         lines.append([r["name"], r["model_type"], format_count(r["total"]), active, short_source(r["source"])])
     print(table(lines, "<<>><"))
-    print(f"\n{len(rows)} presets; 'symbolic params NAME' shows one, or give the path of any config.json "
-          f"of a supported model_type ({', '.join(arch.SUPPORTED)})")
+    print()
+    lines = [["model_type", "coverage", "class", "presets"]]
+    for f in families:
+        lines.append([f["model_type"], f["coverage"], f["default_class"], ", ".join(f["presets"])])
+    print(table(lines, "<<<<"))
+    print(f"\n{len(rows)} presets and {len(families)} model types; 'symbolic params NAME' shows a preset, or give "
+          "the path of any config.json of a listed model_type (coverage 'table': exact counts from the family "
+          "table, no torch needed; 'generic': counted from the real module tree, needs the torch extra)")
     return 0

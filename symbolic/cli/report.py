@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import library
+from .. import latex_layout, library
 from ..formula import Formula
 from .common import CliError, parse_sets
 
@@ -24,9 +24,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                    "example. Without -o/--html/--tex, writes SPEC's name with .pdf in the current "
                                    "folder.")
     p.add_argument("spec", nargs="?", metavar="SPEC", help="report specification (.toml); default: the example")
-    p.add_argument("-o", "--output", "--pdf", dest="pdf", metavar="OUT.pdf", help="write the PDF here")
-    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page here")
-    p.add_argument("--tex", metavar="OUT.tex", help="write a standalone LaTeX document here (pdflatex)")
+    p.add_argument("-o", "--output", "--pdf", dest="pdf", metavar="OUT.pdf", help="write the PDF here ('-': stdout)")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page here ('-': stdout)")
+    p.add_argument("--tex", metavar="OUT.tex", help="write a standalone LaTeX document here (pdflatex; '-': stdout)")
     p.add_argument("--templates", metavar="DIR", help="use report.html.j2 / report.css / report.tex.j2 from DIR "
                                                       "(files it lacks come from the built-in templates)")
     p.add_argument("--term", action="append", metavar="NAME[:UNIT]=EXPR",
@@ -35,36 +35,60 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=cmd_report)
 
-    p = sub.add_parser("latex", help="a library formula as a LaTeX equation, ready to paste into a paper")
-    p.add_argument("key", help="formula key (see 'symbolic list')")
+    p = sub.add_parser("latex", help="library formulas as LaTeX equations, ready to paste into a paper",
+                       description="Print each KEY's total as a LaTeX equation (amsmath for multline, align and "
+                                   "split). With --width, long totals are broken at their top-level terms, in the "
+                                   "author's order, to fit that width.")
+    p.add_argument("keys", nargs="+", metavar="KEY", help="formula key(s) (see 'symbolic list')")
     p.add_argument("--form", choices=FORMS, default="terms", help="which form of the total (default: the author's terms)")
     p.add_argument("--inline", action="store_true", help="print $...$ instead of an equation environment")
-    p.add_argument("--label", metavar="LABEL", help="\\label{...} to add (default eq:KEY)")
+    p.add_argument("--label", metavar="LABEL", help="\\label{...} to add (default eq:KEY; only with one KEY)")
+    p.add_argument("--width", metavar="LENGTH",
+                   help="fit this width: 8.4cm, 240pt, \\columnwidth (229.5pt, a two-column article), 0.9\\linewidth")
+    p.add_argument("--env", choices=latex_layout.ENVIRONMENTS,
+                   help="environment (default: equation if it fits the width, else split inside equation)")
+    p.add_argument("--document", action="store_true", help="wrap the equations in a minimal document for pdflatex")
     p.set_defaults(handler=cmd_latex)
 
 
-def snippet(formula: Formula, form: str = "terms", label: str | None = None, inline: bool = False) -> str:
-    """A paste-ready LaTeX equation for ``formula`` (amsmath not needed)."""
-    body = formula.latex(form, equation=True)
+def snippet(formula: Formula, form: str = "terms", label: str | None = None, inline: bool = False,
+            width: str | None = None, env: str | None = None) -> str:
+    """A paste-ready LaTeX equation for ``formula``, broken at its top-level terms to fit ``width`` if given."""
     if inline:
-        return f"${body}$"
+        if width is not None or env is not None:
+            raise CliError("--inline is one line of running text; it takes neither --width nor --env")
+        return f"${formula.latex(form, equation=True)}$"
     label = label if label is not None else f"eq:{formula.key}"
     if not all(c.isalnum() or c in ".:-_" for c in label):
         raise CliError(f"label {label!r} may contain only letters, digits and . : - _")
+    points = None if width is None else latex_layout.parse_width(width)
+    if env in ("multline", "align", "split") and points is None:
+        points = latex_layout.COLUMNWIDTH  # breaking needs a width: a two-column article's column
+    if points is None:
+        body = f"\\begin{{equation}}\n  {formula.latex(form, equation=True)}\n  \\label{{{label}}}\n\\end{{equation}}" \
+            if label else f"\\begin{{equation}}\n  {formula.latex(form, equation=True)}\n\\end{{equation}}"
+    else:
+        parts = latex_layout.body_parts(formula, form)
+        if env is None:
+            env = "equation" if latex_layout.fits(formula.name_latex, parts, points) else "split"
+        body = latex_layout.display(formula.name_latex, parts, env, points, label or None)
     where = f", {formula.where}" if formula.where else ""
-    lines = [
-        f"% {formula.key}: {formula.title} [{formula.source}{where}]".replace("\n", " "),
-        "\\begin{equation}",
-        f"  {body}",
-    ]
-    if label:
-        lines.append(f"  \\label{{{label}}}")
-    lines.append("\\end{equation}")
-    return "\n".join(lines)
+    head = f"% {formula.key}: {formula.title} [{formula.source}{where}]".replace("\n", " ")
+    return f"{head}\n{body}"
 
 
 def cmd_latex(args: argparse.Namespace) -> int:
-    print(snippet(library.get(args.key), args.form, args.label, args.inline))
+    if args.label is not None and len(args.keys) > 1:
+        raise CliError("--label names one equation; give one KEY with it (each KEY gets eq:KEY otherwise)")
+    formulas = [library.get(key) for key in args.keys]
+    snippets = [snippet(f, args.form, args.label, args.inline, args.width, args.env) for f in formulas]
+    if args.document:
+        if args.inline:
+            raise CliError("--document wraps display equations; drop --inline")
+        points = None if args.width is None else latex_layout.parse_width(args.width)
+        print(latex_layout.document(snippets, points), end="")
+    else:
+        print("\n\n".join(snippets) if not args.inline else "\n".join(snippets))
     return 0
 
 
@@ -72,8 +96,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         from ..report import Outputs, build
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise CliError(f"reports need the 'report' extra ({err.name} is missing): pip install 'symbolic[report]'") from None
+        raise CliError(_missing(err)) from None
     spec = Path(args.spec) if args.spec else None
+    to_stdout = [flag for flag, value in (("-o", args.pdf), ("--html", args.html), ("--tex", args.tex)) if value == "-"]
+    if len(to_stdout) > 1:
+        raise CliError(f"{' and '.join(to_stdout)} both write to stdout ('-'); give all but one a file name")
     outputs = Outputs(pdf=_path(args.pdf), html=_path(args.html), tex=_path(args.tex))
     if outputs.pdf is None and outputs.html is None and outputs.tex is None:
         from ..report.build import default_spec
@@ -87,10 +114,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         done = build(spec, outputs, templates, progress, terms, parse_sets(args.set))
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise CliError(f"reports need the 'report' extra ({err.name} is missing): pip install 'symbolic[report]'") from None
+        raise CliError(_missing(err)) from None
     for path in done.written:
-        print(path)
+        if str(path) != "-":  # the document itself is on stdout
+            print(path)
     return 0
+
+
+def _missing(err: ImportError) -> str:
+    """The one-line error when a report dependency is absent (a broken install: they are dependencies)."""
+    return (f"reports need {err.name}, which is missing from this environment: "
+            "pip install --force-reinstall symbolic-memory (or, in a checkout, pip install -e .)")
 
 
 def _path(text: str | None) -> Path | None:

@@ -2,6 +2,10 @@
 
 This module's top level imports only the standard library and the light CLI helpers (see the
 rule in ``symbolic/cli/__init__.py``); NumPy and the compiler are imported by the handler.
+
+Memory is bounded by the chunk, whatever the axes: an axis is never materialised whole (its
+values and their CSV text are made per chunk from its segments, ``Axis.scaled``); only axes of
+at most ``SMALL_AXIS`` values are tabulated once, to save formatting the same values again.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
 CHUNK = 1 << 20  # rows computed (and written) at a time: bounded memory, progress steps
 TABLE_ROWS = 100  # the text output lists every row up to this many
 JSON_ROWS = 1_000_000  # --json puts rows on stdout up to this many; --csv takes any number
+TEXT_ROWS = 1 << 16  # rows formatted as CSV text at a time (text takes ~10× the memory of numbers)
+SMALL_AXIS = 1 << 16  # axes up to this many values have their values and labels tabulated once
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -71,8 +77,7 @@ def _plan(formula: Formula, args: argparse.Namespace) -> tuple[CompiledFormula, 
     for name in sets:
         if name not in inputs:
             raise symtab.UnknownSymbolError(name, sorted(inputs), f"formula {formula.key!r}")
-    defined = {s.name for s in formula.definitions}
-    keep = sorted(defined & (seen | set(sets)))  # N or E given directly stays an input
+    keep = sorted(s.name for s in formula.kept(seen | set(sets)))  # the one rule: N or E named stays
     compiled = formula.compile(keep=tuple(keep))
     for axis in axes:
         if axis.name not in compiled.inputs:
@@ -126,14 +131,19 @@ def _human(unit: str, value: object) -> str:
     return format_bytes(plain) if unit == "bytes" else format_count(plain)
 
 
-def _strings(values: np.ndarray) -> np.ndarray:
-    """Each value as CSV text, as an object array (indexable like the values)."""
+def _strings(values: np.ndarray, scale: int = 1) -> np.ndarray:
+    """Each value (``values / scale``) as CSV text, as an object array (indexable like the values)."""
+    from fractions import Fraction
+
     import numpy as np
 
-    if values.dtype.kind == "i":
+    if scale == 1 and values.dtype.kind == "i":
         return values.astype(str).astype(object)
     out = np.empty(values.shape, dtype=object)
-    out[...] = [_text(v) for v in values.reshape(-1)] if values.size else []
+    if scale == 1:
+        out[...] = [_text(v) for v in values.reshape(-1)] if values.size else []
+    else:
+        out[...] = [_text(Fraction(int(v), scale)) for v in values.reshape(-1)] if values.size else []
     return out
 
 
@@ -165,14 +175,18 @@ class Progress:
 # --- the command --------------------------------------------------------------------------
 @dataclass
 class _Grid:
-    """A validated sweep: the compiled formula, its axes, fixed values and prepared inputs."""
+    """A validated sweep: the compiled formula, its axes, fixed values and prepared inputs.
+
+    Axis values are made per chunk from the axes' segments; ``small`` holds the scaled values
+    and CSV text of the short axes (at most ``SMALL_AXIS`` each), made once.
+    """
 
     formula: Formula
     compiled: CompiledFormula
     axes: list[Axis]
     fixed: dict[str, object]
-    base: Inputs  # axes in orthogonal shapes, fixed values as scalars, validated once
-    labels: dict[str, np.ndarray]  # each axis value as CSV text
+    base: Inputs  # fixed values validated once; each axis's scale and largest value
+    small: dict[str, tuple[np.ndarray, np.ndarray]]  # short axes: (scaled values, labels)
 
     @property
     def names(self) -> list[str]:
@@ -186,21 +200,38 @@ class _Grid:
     def total(self) -> int:
         return math.prod(self.shape)
 
+    def column(self, axis: Axis, index: np.ndarray) -> np.ndarray:
+        """The axis's scaled values at these indices (what the compiled code takes)."""
+        if axis.name in self.small:
+            return self.small[axis.name][0][index]
+        return axis.scaled(index)
+
+    def labels(self, axis: Axis, index: np.ndarray) -> np.ndarray:
+        """The axis's values at these indices as CSV text."""
+        if axis.name in self.small:
+            return self.small[axis.name][1][index]
+        return _strings(axis.scaled(index), axis.scale)
+
     def at(self, flat_index: int) -> dict[str, str]:
         """The grid values of one row, as text."""
         import numpy as np
 
         where = np.unravel_index(flat_index, self.shape)
-        return {n: str(self.labels[n][int(i)]) for n, i in zip(self.names, where)}
+        return {a.name: str(self.labels(a, np.array([int(i)]))[0]) for a, i in zip(self.axes, where)}
 
 
 def _grid(formula: Formula, args: argparse.Namespace) -> _Grid:
+    import numpy as np
+
     compiled, axes, fixed = _plan(formula, args)
-    arrays = {a.name: a.array() for a in axes}
-    crossed = {a.name: arrays[a.name].reshape([-1 if j == k else 1 for j in range(len(axes))])
-               for k, a in enumerate(axes)}  # orthogonal shapes: they broadcast to the grid
-    base = compiled.prepare({**crossed, **{k: _exact_scalar(v) for k, v in fixed.items()}})
-    return _Grid(formula, compiled, axes, fixed, base, {n: _strings(a) for n, a in arrays.items()})
+    small = {}
+    for a in axes:
+        if a.count <= SMALL_AXIS:
+            values = a.scaled(np.arange(a.count, dtype=np.int64))
+            small[a.name] = (values, _strings(values, a.scale))
+    columns = {a.name: (a.scaled(np.zeros(1, dtype=np.int64)), a.scale, int(a.largest * a.scale)) for a in axes}
+    base = compiled.prepare_columns({k: _exact_scalar(v) for k, v in fixed.items()}, columns)
+    return _Grid(formula, compiled, axes, fixed, base, small)
 
 
 class _Extreme:
@@ -224,12 +255,12 @@ def _chunks(grid: _Grid, progress: Progress) -> Iterator[tuple[int, tuple[np.nda
     """(first row, per-axis indices, totals) for CHUNK rows at a time, in row order."""
     import numpy as np
 
-    flat = {n: grid.base.arrays[n].reshape(-1) for n in grid.names}
     for start in range(0, grid.total, CHUNK):
         stop = min(start + CHUNK, grid.total)
         index = np.unravel_index(np.arange(start, stop), grid.shape)
-        chunk = grid.base.with_arrays({n: flat[n][i] for n, i in zip(grid.names, index)})
+        chunk = grid.base.with_arrays({a.name: grid.column(a, i) for a, i in zip(grid.axes, index)})
         yield start, index, grid.compiled.run(chunk).reshape(-1)
+        del index, chunk  # freed before the next chunk is made: one chunk's arrays at a time
         progress.update(stop)
 
 
@@ -243,11 +274,14 @@ def _sweep(grid: _Grid, out: IO[str] | None, keep: bool, progress: Progress
     for start, index, totals in _chunks(grid, progress):
         low.offer(totals, start)
         high.offer(totals, start)
-        columns = [grid.labels[n][i] for n, i in zip(grid.names, index)]
-        if out is not None:
-            out.write("".join(",".join(row) + "\n" for row in zip(*columns, _strings(totals))))
-        if keep:
-            rows.extend((list(values), t) for *values, t in zip(*columns, totals.tolist()))
+        for lo in range(0, len(totals), TEXT_ROWS):  # text is the bulk of the memory: a slice at a time
+            part = slice(lo, lo + TEXT_ROWS)
+            columns = [grid.labels(a, i[part]) for a, i in zip(grid.axes, index)]
+            if out is not None:
+                out.write("".join(",".join(row) + "\n" for row in zip(*columns, _strings(totals[part]))))
+            if keep:
+                rows.extend((list(values), t) for *values, t in zip(*columns, totals[part].tolist()))
+        del index, totals, columns
     return low, high, rows
 
 

@@ -64,7 +64,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         measure.require_torch()
     except measure.TorchMissing as err:
         raise CliError(str(err)) from None
-    from .. import validate as val
+    from .. import crosscheck as val
 
     grid = val.Grid(batch=_ints(args.batch, "batch"), seq=_ints(args.seq, "seq"), layers=_ints(args.layers, "layers"),
                     dtype=_words(args.dtype, "dtype", val.DTYPES), attn=_words(args.attn, "attn", ("eager", "sdpa")))
@@ -159,6 +159,6 @@ def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, 
 
 
 def val_tolerance(kind: str) -> float:
-    from .. import validate as val
+    from .. import crosscheck as val
 
     return val.TOLERANCE_SAVED if kind == "saved" else val.TOLERANCE_PEAK

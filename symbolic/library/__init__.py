@@ -16,6 +16,9 @@ from . import (  # noqa: F401
 )
 
 # isort: split
+from . import flops, timing  # noqa: F401  (issue 15: time beside memory)
+
+# isort: split
 from .errata import ERRATA, Erratum, errata_for
 from .registry import UnknownKeyError, get, keys
 

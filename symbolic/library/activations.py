@@ -57,6 +57,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..errors import UnknownNameError
 from ..formula import Formula
 from ..symbols import B, H, S, V, a, a_kv, d_ff, d_head, k_exp, n_exp, t
 from ..term import Term
@@ -190,7 +191,7 @@ def layer_parts(v: LayerVariant) -> list[Part]:
 
 def _check(recompute: str) -> None:
     if recompute not in RECOMPUTE:
-        raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
+        raise UnknownNameError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
 
 
 def layer_terms(v: LayerVariant, recompute: str = "none", tp: sympy.Expr | int = 1,
@@ -224,7 +225,7 @@ def korthikanti_assumptions() -> dict[sympy.Symbol, sympy.Expr]:
 def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bool = False) -> list[Term]:
     """Output-layer and loss activations for one micro-batch (bytes), under a named accounting."""
     if kind not in LOGITS:
-        raise ValueError(f"unknown logits accounting {kind!r}; choose from {', '.join(LOGITS)}")
+        raise UnknownNameError(f"unknown logits accounting {kind!r}; choose from {', '.join(LOGITS)}")
     b = act_bytes
     hidden_tp = tp if sp else 1
     if kind == "megatron":

@@ -4,7 +4,7 @@ Article B's ``L(14E + 4BSS) + 6BSV`` and Korthikanti's ``sbh(34 + 5as/h)`` descr
 layer. The terms here follow, tensor by tensor, what ``torch.autograd`` keeps alive between the
 forward and the backward pass of three real implementations:
 
-- ``mlp``: article A's network as PyTorch code (``symbolic.validate.ArticleANet``): four
+- ``mlp``: article A's network as PyTorch code (``symbolic.crosscheck.ArticleANet``): four
   ``nn.Linear`` layers with or without biases, ReLUs, a softmax output and
   ``F.cross_entropy(probs, targets)`` as the loss;
 - ``gpt2``: Hugging Face ``GPT2LMHeadModel`` (LayerNorm, ``Conv1D`` projections, the Python
@@ -73,6 +73,7 @@ from typing import Any
 
 import sympy
 
+from ..errors import UnknownNameError
 from ..formula import Formula
 from ..symbols import B, H, L, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out
 from ..term import Term
@@ -106,14 +107,14 @@ class Setup:
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
+            raise UnknownNameError(f"unknown precision {self.precision!r}; choose from {', '.join(PRECISIONS)}")
         if self.device not in DEVICES:
-            raise ValueError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
+            raise UnknownNameError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
         if self.attn not in ATTENTION:
-            raise ValueError(f"unknown attention {self.attn!r}; choose from {', '.join(ATTENTION)}")
+            raise UnknownNameError(f"unknown attention {self.attn!r}; choose from {', '.join(ATTENTION)}")
         unknown = set(self.dropout) - {"embd", "attn", "resid"}
         if unknown:
-            raise ValueError(f"unknown dropout sites {sorted(unknown)}; use embd, attn, resid")
+            raise UnknownNameError(f"unknown dropout sites {sorted(unknown)}; use embd, attn, resid")
         object.__setattr__(self, "dropout", frozenset(self.dropout))
 
     @property
@@ -318,7 +319,7 @@ def saved(family: str, setup: Setup | None = None, **options: Any) -> SavedModel
     ``options`` override fields of ``setup`` (precision, device, attn, dropout, activation).
     """
     if family not in _BUILDERS:
-        raise ValueError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+        raise UnknownNameError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
     s = replace(setup or Setup(), **options) if options else (setup or Setup())
     if family == "mlp" and (s.dropout or s.attn != "sdpa"):
         s = replace(s, dropout=frozenset(), attn="sdpa")  # the network has neither

@@ -15,6 +15,14 @@ Under tensor parallelism each rank holds max(a_kv/t, 1) key/value heads: the hea
 while there are enough, and replicated once t exceeds a_kv. The cache's scales for fp8/int8/int4
 KV (per tensor or per head) are ignored. d_head is the config's head dimension (H/a unless the
 config says otherwise, e.g. Gemma-7B).
+
+Per layer kind (issue 12; checked against the cache object transformers 5.24 returns after a
+prefill, ``cache_utils.DynamicCache``): full-attention layers keep S tokens; sliding-window (and
+Llama-4's chunked) layers keep at most W − 1 tokens (``DynamicSlidingWindowLayer`` stores "the
+last sliding_window − 1 tokens"), so min(S, W − 1); DeepSeek's multi-head latent attention
+caches one compressed latent of r_kv numbers and one shared rope key of d_rope numbers per token
+and layer, not per head (``DeepseekV3Attention.forward`` updates the cache "while latent KV is
+still compressed"); it is the same on every tensor-parallel rank.
 """
 
 from __future__ import annotations
@@ -23,10 +31,16 @@ from dataclasses import dataclass
 
 import sympy
 
+from .. import sources
+from ..errors import UnknownNameError
 from ..formula import Formula
-from ..symbols import B, L, N, S, a_kv, b, b_kv, b_s, d_head, g_q, t
+from ..symbols import B, H, L, L_conv, L_swa, N, S, W, a_kv, b, b_kv, b_s, d_head, d_rope, g_q, k_conv, r_kv, t
 from ..term import Term
 from .registry import register
+
+if "transformers" not in sources.SOURCES:
+    sources.register("transformers", "Hugging Face transformers 5.24.0: models/<model_type>/modeling_<model_type>.py "
+                                     "(nn.Linear, nn.Embedding and norm shapes)")
 
 GROUP = 128  # weights per quantisation group (GPTQ/AWQ default)
 SCALE_BYTES = 2  # fp16 scales
@@ -62,7 +76,7 @@ def weight_dtype(key: str) -> WeightDtype:
     try:
         return WEIGHT_DTYPES[key]
     except KeyError:
-        raise ValueError(f"unknown weight dtype {key!r}; choose from {', '.join(WEIGHT_DTYPES)}") from None
+        raise UnknownNameError(f"unknown weight dtype {key!r}; choose from {', '.join(WEIGHT_DTYPES)}") from None
 
 
 def kv_bytes(key: str) -> sympy.Rational:
@@ -70,7 +84,7 @@ def kv_bytes(key: str) -> sympy.Rational:
     try:
         return KV_DTYPES[key]
     except KeyError:
-        raise ValueError(f"unknown KV-cache dtype {key!r}; choose from {', '.join(KV_DTYPES)}") from None
+        raise UnknownNameError(f"unknown KV-cache dtype {key!r}; choose from {', '.join(KV_DTYPES)}") from None
 
 
 def weight_terms(dtype: str, quantised_params: sympy.Expr, kept_params: sympy.Expr | int = 0) -> list[Term]:
@@ -109,6 +123,70 @@ def kv_cache_term(tp: sympy.Expr | int = 1, layers: sympy.Expr = L, element: sym
                 "§2 incremental decoding; GQA: ainslie2023", note)
 
 
+# Keys of the cache terms of a plan, one per attention kind (report and JSON sum these).
+CACHE_KEYS = ("kv_cache", "kv_cache.sliding", "kv_cache.latent", "state.conv")
+
+
+@dataclass(frozen=True)
+class CacheKind:
+    """One kind of attention layer as the cache sees it: ``count`` layers of ``kind``."""
+
+    kind: str  # "full", "sliding", "latent" or "conv" (a hybrid's fixed convolution state)
+    count: sympy.Expr
+    heads: sympy.Expr = a_kv  # key/value heads the cache holds (Falcon's new architecture: all a)
+
+
+def cache_kind_term(kind: CacheKind, tp: sympy.Expr | int = 1, element: sympy.Expr = b_kv,
+                    dtype: str = "", pp: sympy.Expr | int = 1) -> Term:
+    """The cache of one attention kind as a named term (layers divided by ``pp`` per pipeline stage)."""
+    where = f" ({dtype})" if dtype else ""
+    layers = kind.count / pp
+    if kind.kind == "full":
+        term = kv_cache_term(tp, layers, element, dtype)
+        return term.replace(title=f"KV cache{where}" + (": full-attention layers" if kind.count != L else ""),
+                            expr=term.expr.xreplace({a_kv: kind.heads}))
+    if kind.kind == "sliding":
+        heads = kind.heads if tp == 1 else sympy.Max(kind.heads / tp, 1)
+        expr = 2 * layers * heads * d_head * sympy.Min(S, W - 1) * B * element
+        return Term("kv_cache.sliding", f"KV cache{where}: sliding-window layers, at most W − 1 tokens", expr,
+                    "bytes", "transformers", "cache_utils.DynamicSlidingWindowLayer",
+                    "Each sliding-window (or chunked) layer keeps the keys and values of the last W − 1 tokens "
+                    "(all S while S < W); the cache stops growing with the context.")
+    if kind.kind == "latent":
+        expr = layers * (r_kv + d_rope) * S * B * element
+        return Term("kv_cache.latent", f"latent KV cache{where}: compressed latent and rope key", expr, "bytes",
+                    "transformers", "deepseek_v3 DeepseekV3Attention",
+                    "Multi-head latent attention caches r_kv + d_rope numbers per token and layer, shared by "
+                    "all heads (so every tensor-parallel rank holds all of it), not 2·a·d_head.")
+    if kind.kind == "conv":
+        expr = layers * H * k_conv * B * element
+        return Term("state.conv", f"convolution state{where}: k_conv taps of H channels per layer", expr, "bytes",
+                    "transformers", "cache_utils.LinearAttentionLayer (conv_states)",
+                    "A short-convolution layer (LFM2) keeps the last k_conv inputs of its H channels per sequence: "
+                    "a fixed state that does not grow with the context.")
+    raise ValueError(f"unknown attention kind {kind.kind!r}")
+
+
+def cache_terms(kinds: tuple[CacheKind, ...], tp: sympy.Expr | int = 1, element: sympy.Expr = b_kv,
+                dtype: str = "", pp: sympy.Expr | int = 1) -> list[Term]:
+    """One cache term per attention kind of the model."""
+    return [cache_kind_term(k, tp, element, dtype, pp) for k in kinds]
+
+
+def default_kinds(sliding: bool = False, latent: bool = False, all_sliding: bool = False,
+                  heads: sympy.Expr = a_kv, conv: bool = False) -> tuple[CacheKind, ...]:
+    """The kinds of a model with L layers: all full, all latent, all sliding, or L_swa of them sliding;
+    a hybrid's L_conv convolution layers keep a fixed state instead."""
+    if latent:
+        return (CacheKind("latent", L),)
+    if all_sliding:
+        return (CacheKind("sliding", L, heads),)
+    attention = L - L_conv if conv else L
+    out = (CacheKind("full", attention - L_swa, heads), CacheKind("sliding", L_swa, heads)) if sliding else \
+        (CacheKind("full", attention, heads),)
+    return out + ((CacheKind("conv", L_conv),) if conv else ())
+
+
 # --- registered formulas ------------------------------------------------------------------------
 _LLAMA3_8B_KV = {"L": 32, "a_kv": 8, "d_head": 128, "S": 8192, "B": 1, "b_kv": 2}
 
@@ -117,6 +195,15 @@ register(Formula("infer.kv_cache", "KV cache: 2·L·a_kv·d_head·S·B·b_kv", (
                  note="Llama-3-8B at S = 8192, B = 1, 16-bit: exactly 1 GiB."))
 register(Formula("infer.kv_cache.tp", "KV cache per tensor-parallel rank: 2·L·max(a_kv/t, 1)·d_head·S·B·b_kv",
                  (kv_cache_term(t),), source="shazeer2019", name="M_kv", example={**_LLAMA3_8B_KV, "t": 2}))
+register(Formula("infer.kv_cache.sliding", "KV cache with sliding-window layers: full layers keep S tokens, "
+                 "sliding ones min(S, W − 1)", tuple(cache_terms(default_kinds(sliding=True))),
+                 source="transformers", name="M_kv",
+                 example={"L": 26, "L_swa": 13, "W": 4096, "a_kv": 4, "d_head": 256, "S": 8192, "B": 1, "b_kv": 2},
+                 note="Gemma-2-2B's pattern: every other layer slides over 4096 tokens."))
+register(Formula("infer.kv_cache.latent", "Latent KV cache (multi-head latent attention): L·(r_kv + d_rope)·S·B·b_kv",
+                 tuple(cache_terms(default_kinds(latent=True))), source="transformers", name="M_kv",
+                 example={"L": 61, "r_kv": 512, "d_rope": 64, "S": 8192, "B": 1, "b_kv": 2},
+                 note="DeepSeek-V3: 576 numbers per token and layer."))
 register(Formula(
     "infer.weights.quantised", "Quantised weights with group-wise scales: N·b + N·b_s/g_q",
     (Term("weights", "weight codes", N * b, "bytes", "frantar2022"),

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..errors import UnknownNameError
 from ..formula import Formula
 from ..symbols import N, n_mat
 from ..term import Term
@@ -93,7 +94,7 @@ def get(key: str) -> Optimizer:
     try:
         return OPTIMIZERS[key]
     except KeyError:
-        raise ValueError(f"unknown optimizer {key!r}; choose from {', '.join(OPTIMIZERS)}") from None
+        raise UnknownNameError(f"unknown optimizer {key!r}; choose from {', '.join(OPTIMIZERS)}") from None
 
 
 def factored_entries(matrices: Iterable[tuple[sympy.Expr, sympy.Expr]]) -> sympy.Expr:

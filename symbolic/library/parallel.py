@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import sympy
 
+from ..errors import UserError
 from ..formula import Formula
 from ..symbols import K, N, n_d, p, t
 from ..term import Term
@@ -45,7 +46,7 @@ ZERO_STAGES = (0, 1, 2, 3)
 def shard_terms(terms: list[Term], zero: int, dp: sympy.Expr = n_d) -> list[Term]:
     """The model-state terms on one GPU under ZeRO ``zero`` over ``dp`` data-parallel ranks."""
     if zero not in ZERO_STAGES:
-        raise ValueError(f"ZeRO stage must be one of 0, 1, 2, 3, not {zero!r}")
+        raise UserError(f"ZeRO stage must be one of 0, 1, 2, 3, not {zero!r}")
     out = []
     for term in terms:
         stage = SHARDED_FROM.get(term.key)

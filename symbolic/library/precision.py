@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..errors import UnknownNameError, UserError
 from ..formula import Formula
 from ..symbols import N
 from ..term import Term
@@ -70,10 +71,10 @@ class Precision:
         """The gradient choice, checked; ``None`` gives the regime's default."""
         choice = grads or self.default_grads
         if choice not in GRADS:
-            raise ValueError(f"unknown gradient dtype {choice!r}; choose from {', '.join(GRADS)}")
+            raise UnknownNameError(f"unknown gradient dtype {choice!r}; choose from {', '.join(GRADS)}")
         if choice not in self.grads:
-            raise ValueError(f"precision {self.key} keeps {self.default_grads} gradients; "
-                             f"{choice!r} applies to {', '.join(k for k, p in PRECISIONS.items() if choice in p.grads)}")
+            raise UserError(f"precision {self.key} keeps {self.default_grads} gradients; "
+                            f"{choice!r} applies to {', '.join(k for k, p in PRECISIONS.items() if choice in p.grads)}")
         return choice
 
 
@@ -97,7 +98,7 @@ def get(key: str) -> Precision:
     try:
         return PRECISIONS[key]
     except KeyError:
-        raise ValueError(f"unknown precision {key!r}; choose from {', '.join(PRECISIONS)}") from None
+        raise UnknownNameError(f"unknown precision {key!r}; choose from {', '.join(PRECISIONS)}") from None
 
 
 def state_terms(precision: str, optimizer: str, grads: str | None = None, *, params: sympy.Expr = N,

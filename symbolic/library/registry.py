@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from ..errors import UnknownNameError, quote
 from ..formula import Formula
 from ..symbols import suggest
 
 _FORMULAS: dict[str, Formula] = {}
 
 
-class UnknownKeyError(KeyError):
+class UnknownKeyError(UnknownNameError, KeyError):
     """A formula key that does not exist."""
 
     def __init__(self, key: str) -> None:
-        self.message = f"unknown formula {key!r}{suggest(key, _FORMULAS)}; 'symbolic list' shows them all"
+        self.message = f"unknown formula {quote(key)}{suggest(key, _FORMULAS)}; 'symbolic list' shows them all"
         super().__init__(self.message)
 
     def __str__(self) -> str:

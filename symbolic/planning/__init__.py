@@ -19,11 +19,13 @@ and the report call exactly these)::
     plan.regime           # every choice resolved; .defaulted names the ones left at defaults
     plan.host             # host-memory Formula per GPU process with offload=True, else None
     plan.activation_bytes # with activations="pytorch": bytes saved for backward, else None
-    plan.formula.diff("S"), plan.formula.latex(), plan.solve("B", 80 * 2**30)
+    plan.formula.diff("S"), plan.formula.latex(), plan.solve("B", "80GiB")
+    plan, plan.to_frame() # in Jupyter a table of the terms (_repr_html_); a pandas DataFrame
 
     planning.fit_batch("llama-3-8b", "h100-80gb", mode="train", seq=4096)    # Answer
     planning.fit_seq("llama-3-8b", "h100-80gb", mode="infer", batch=8)
     planning.fit_gpus("llama-3-70b", "h100-80gb", over="dp")                # ZeRO-3 by default
+    planning.fit_batch("llama-3-8b", "80GiB", seq=4096)   # a capacity instead of a catalogue GPU
     planning.gpu("h100-80gb"), planning.gpus()                               # the catalogue
 
 ``model`` is a preset name, a path to a ``config.json``, a ``ModelSpec`` or a ``ModelShape``.
@@ -56,34 +58,20 @@ change nothing and what the plan leaves out. Approximations are named where they
 
 from __future__ import annotations
 
+from .. import plan_options as _options
 from ..catalogs import GPU, GPUS
 from ..catalogs import get as gpu
-from ..library import activations as _acts
-from ..library import inference as _infer
-from ..library import optimizers as _optim
-from ..library import precision as _prec
+from ..plan_options import PlanOptionError
 from . import fit as _fit
 from .build import Fit, Plan, build
 from .fit import OVER, QUESTIONS, Answer
 from .model import ModelShape, load
 from .pytorch import SavedActivations
-from .regime import ATTN, DEFAULT_SEQ, DEVICES, MODES, Regime, resolve
+from .regime import ATTN, DEFAULT_SEQ, DEVICES, MODES, Regime, resolve  # noqa: F401 (ATTN, DEVICES, DEFAULT_SEQ: kept)
 
-DEFAULTS: dict[str, object] = {
-    "mode": "train", "batch": 1, "seq": DEFAULT_SEQ, "dp": 1, "tp": 1, "pp": 1, "flash": True,
-    "precision": "bf16-mixed", "optimizer": "adamw", "grads": None, "recompute": "none", "dropout": None,
-    "zero": 0, "sequence_parallel": False, "microbatches": None, "interleave": 1, "offload": False,
-    "logits": "hf", "activations": "korthikanti", "attn": "sdpa", "device": "cuda", "weights": "bf16", "kv_dtype": None,
-}
-
-
-# The allowed values of each option with a fixed set of choices (for reports and forms).
-CHOICES: dict[str, tuple[object, ...]] = {
-    "mode": MODES, "flash": (True, False), "precision": tuple(_prec.PRECISIONS), "optimizer": tuple(_optim.OPTIMIZERS),
-    "grads": tuple(_prec.GRADS), "recompute": _acts.RECOMPUTE, "dropout": (True, False), "zero": (0, 1, 2, 3),
-    "sequence_parallel": (True, False), "offload": (True, False), "logits": _acts.LOGITS,
-    "activations": tuple(_acts.MODELS), "attn": ATTN, "device": DEVICES, "weights": tuple(_infer.WEIGHT_DTYPES), "kv_dtype": tuple(_infer.KV_DTYPES),
-}
+# Defaults and allowed values of every option, from the one list in symbolic.plan_options.
+DEFAULTS: dict[str, object] = _options.defaults()
+CHOICES: dict[str, tuple[object, ...]] = _options.choices()
 
 
 def plan(model: object, mode: str = "train", **options: object) -> Plan:
@@ -98,23 +86,42 @@ def _maker(mode: str):  # noqa: ANN202
     return make
 
 
-def _gpu(value: GPU | str) -> GPU:
-    return value if isinstance(value, GPU) else gpu(value)
+def _gpu(value: object) -> GPU:
+    """A GPU of the catalogue (or its name), or just a capacity: "80GiB", bytes, a pint quantity."""
+    from .. import quantities
+    from ..errors import UnknownNameError
+
+    if isinstance(value, GPU):
+        return value
+    if isinstance(value, str):
+        try:
+            return gpu(value)
+        except UnknownNameError:
+            if not value.strip()[:1].isdigit():
+                raise
+    limit = quantities.budget(value)  # a capacity given as a size
+    if not limit.is_Integer or limit <= 0:
+        raise PlanOptionError(f"a GPU capacity must be a positive whole number of bytes, not {limit}")
+    size = int(limit)
+    from ..units import format_bytes
+
+    shown = format_bytes(size)
+    return GPU(f"{shown} GPU", f"a GPU with {shown} of memory", str(value), size, "given", "given in Python")
 
 
-def fit_batch(model: object, gpu_name: GPU | str, mode: str = "train", **options: object) -> Answer:
+def fit_batch(model: object, gpu_name: object, mode: str = "train", **options: object) -> Answer:
     """Largest batch (micro-batch per GPU, or concurrent sequences when serving) that fits."""
     shape = load(model)
     return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "batch", options)
 
 
-def fit_seq(model: object, gpu_name: GPU | str, mode: str = "train", **options: object) -> Answer:
+def fit_seq(model: object, gpu_name: object, mode: str = "train", **options: object) -> Answer:
     """Largest sequence length (context) that fits."""
     shape = load(model)
     return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "seq", options)
 
 
-def fit_gpus(model: object, gpu_name: GPU | str, mode: str = "train", over: str = "auto",
+def fit_gpus(model: object, gpu_name: object, mode: str = "train", over: str = "auto",
              **options: object) -> Answer:
     """Fewest GPUs: over data parallel with ZeRO (stage 3 unless given), or the tp/pp degree."""
     shape = load(model)

@@ -29,7 +29,7 @@ from fractions import Fraction
 
 import sympy
 
-from .. import printing
+from .. import display, printing
 from ..algebra import Solution
 from ..catalogs import GPU
 from ..custom import CustomTerm, with_terms
@@ -39,7 +39,8 @@ from ..library import inference as infer
 from ..library import parallel as par
 from ..library import precision as prec
 from ..library import registry
-from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, k_exp, n_d, n_mb, p, t, v_pp
+from ..plan_options import PlanOptionError
+from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
 from ..term import Term
 from ..units import format_bytes
 from . import pytorch
@@ -60,6 +61,15 @@ class Fit:
         return {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom": self.headroom, "headroom_bytes": self.headroom,
                 "headroom_human": format_bytes(self.headroom)}
 
+    def __repr__(self) -> str:  # display methods: symbolic.display renders
+        return display.short("Fit", self.gpu.name, f"fits={self.fits}", f"headroom {format_bytes(self.headroom)}")
+
+    def _repr_html_(self) -> str:
+        return display.html(display.fit_table(self))
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        return display.frame(display.fit_table(self))
+
 
 @dataclass
 class Plan:
@@ -79,6 +89,17 @@ class Plan:
     host_values: dict[str, object] = field(default_factory=dict)
     saved: pytorch.SavedActivations | None = None
     _evaluation: Evaluation | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:  # display methods: symbolic.display renders
+        return display.short("Plan", f"{self.model.name} {self.regime.mode}", f"{format_bytes(self.total)} per GPU",
+                             f"{len(self.formula.terms)} terms")
+
+    def _repr_html_(self) -> str:
+        return display.html(display.plan_table(self))
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        """Each term in whole bytes as a pandas DataFrame (needs pandas)."""
+        return display.frame(display.plan_table(self))
 
     def evaluate(self) -> Evaluation:
         """Exact per-term values and total (cached)."""
@@ -130,16 +151,21 @@ class Plan:
         missing = {s.name for s in formula.inputs} - set(self.values) - set(extra) - {
             s.name for s in formula.definitions}
         if missing:
-            raise ValueError(f"values missing for {', '.join(sorted(missing))} (give them with --set NAME=VALUE)")
+            raise PlanOptionError(f"values missing for {', '.join(sorted(missing))} (give them with --set NAME=VALUE)")
         inputs = {s.name for s in formula.inputs}
         for name in extra:
             if name in self.values:
-                raise ValueError(f"{name} is set by the plan's options ({name}={self.values[name]}); "
+                raise PlanOptionError(f"{name} is set by the plan's options ({name}={self.values[name]}); "
                                  "--set is for symbols that custom terms introduce")
             if name not in inputs:
                 raise UnknownSymbolError(name, sorted(inputs - set(self.values)), "the custom terms")
         return Plan(self.model, self.regime, formula, {**self.values, **extra}, self.host, list(self.notes),
                     dict(self.host_values), self.saved)
+
+    @property
+    def cache_bytes(self) -> int:
+        """Everything the KV cache holds on this GPU: the sum of the cache terms of every attention kind."""
+        return sum(v for k, v in self.terms().items() if k in infer.CACHE_KEYS)
 
     @property
     def activation_bytes(self) -> int | None:
@@ -159,6 +185,9 @@ class Plan:
             "derived": {s.name: to_plain(v) for s, v in evaluation.derived.items()},
             "notes": list(self.notes),
         }
+        if not self.regime.train:
+            data["cache_bytes"] = self.cache_bytes
+            data["cache_terms"] = {k: v for k, v in self.terms().items() if k in infer.CACHE_KEYS}
         if self.saved is not None:
             data["activation_bytes"] = self.activation_bytes
             data["activations_pytorch"] = self.saved.as_dict(self.values)
@@ -199,6 +228,8 @@ def build(model: ModelShape, regime: Regime) -> Plan:
         values["t"] = regime.tp
     if regime.pp > 1:
         values["p"] = regime.pp
+    if regime.ep > 1:
+        values["e_p"] = regime.ep
     notes = list(regime.notes)
     saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
     if saved is not None:
@@ -224,10 +255,26 @@ def build(model: ModelShape, regime: Regime) -> Plan:
 def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
             pp_s: sympy.Expr | int) -> tuple[sympy.Expr, dict[sympy.Symbol, Formula]]:
     """The parameter count on this GPU and the definitions behind it (N, and N_gpu when split)."""
-    if regime.tp == 1 and regime.pp == 1:
+    if regime.tp == 1 and regime.pp == 1 and regime.ep == 1:
         return N, {N: model.params}
-    shard = par.params_per_gpu(model.first_stage, model.head, regime.pp, N, tp_s, pp_s, {N: model.params})
+    if regime.ep == 1:
+        shard = par.params_per_gpu(model.first_stage, model.head, regime.pp, N, tp_s, pp_s, {N: model.params})
+        return N_gpu, {N_gpu: shard}
+    base = par.params_per_gpu(model.first_stage, model.head, regime.pp, N - model.experts, tp_s, pp_s,
+                              {N: model.params})
+    shard = Formula(base.key, base.title, (*base.terms, _experts_term(model, pp_s)), source=base.source,
+                    name="N_gpu", definitions={N: model.params},
+                    note=base.note + " Routed experts: ÷ e_p·p (expert parallelism), replicated over the other ranks.")
     return N_gpu, {N_gpu: shard}
+
+
+def _experts_term(model: ModelShape, pp_s: sympy.Expr | int) -> Term:
+    """The routed experts one GPU holds under expert parallelism: all of them ÷ e_p (and ÷ p by stage)."""
+    return Term("experts", "routed experts: n_exp/e_p of them per GPU (expert parallelism)", model.experts / (e_p * pp_s),
+                "params", "project", "", "Expert parallelism (GShard, Lepikhin et al. 2020; DeepSpeed-MoE) places "
+                "n_exp/e_p whole experts on each GPU; the router, shared experts, attention and embeddings stay "
+                "replicated (or split by t and p as without experts). Every expert stays resident somewhere: the "
+                "job's total is all n_exp experts.")
 
 
 def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
@@ -314,12 +361,16 @@ def _article_b_terms() -> list[Term]:
 def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                  values: dict[str, object], notes: list[str]) -> tuple[list[Term], dict, list[Term]]:
     head_here = model.head if r.pp == 1 else 0
-    quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
+    if r.ep > 1:
+        quantised = (N - model.experts - model.first_stage - model.head) / (pp_s * tp_s) + model.experts / (e_p * pp_s)
+        notes.append(f"ep {r.ep}: each GPU holds {model.numbers.get('n_exp', 0) // r.ep} of the "
+                     f"{model.numbers.get('n_exp', 0)} routed experts of every MoE layer; the rest is as without ep")
+    else:
+        quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
     terms = infer.weight_terms(r.weights, quantised, kept)
-    layers = L if r.pp == 1 else L / pp_s
-    kv = infer.kv_cache_term(tp_s, layers, infer.kv_bytes(r.kv_dtype), r.kv_dtype)
-    terms.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
+    for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
+        terms.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
     act = 4 if r.weights == "fp32" else 2
     mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
     work = act * S * B * (2 * H + mlp)

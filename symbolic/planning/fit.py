@@ -15,7 +15,9 @@ from fractions import Fraction
 
 import sympy
 
+from .. import display
 from ..catalogs import GPU
+from ..plan_options import PlanOptionError
 from ..symbols import n_d
 from ..units import format_bytes
 from .build import Plan
@@ -51,6 +53,29 @@ class Answer:
             data["options"] = self.plan.regime.options()
         return data
 
+    def table(self) -> display.Table:
+        """The answer, the GPU and the per-GPU memory at the answer, as plain table data."""
+        total = self.plan.total if self.plan is not None else None
+        headroom = self.gpu.bytes - total if total is not None else None
+        rows = (("question", self.question, ""), ("status", self.status, ""), ("answer", self.value, ""),
+                ("varied", self.over, ""), ("GPUs", self.gpus, ""), ("capacity", self.gpu.bytes, self.gpu.bytes),
+                ("per-GPU total", total, total), ("headroom", headroom, headroom),
+                ("one step further", self.next_total, self.next_total))
+        rows = tuple((n, v, display.cell_text(s, "bytes") if s != "" else "") for n, v, s in rows
+                     if v is not None or n in ("answer",))
+        return display.Table(self.message, (("", ""), ("value", ""), ("shown", "IEC")), rows)
+
+    def _repr_html_(self) -> str:
+        return display.html(self.table())
+
+    def to_frame(self):  # noqa: ANN201 (pandas is optional)
+        """The answer's rows as a pandas DataFrame (needs pandas)."""
+        return display.frame(self.table())
+
+    def __repr__(self) -> str:
+        return display.short("Answer", f"{self.question} on {self.gpu.name}", f"status={self.status}",
+                             f"value={self.value}", self.message)
+
 
 PlanMaker = Callable[..., Plan]
 
@@ -59,7 +84,7 @@ def largest(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, options
     """The largest batch (``question`` "batch") or context ("seq") that fits ``gpu``."""
     symbol, option = {"batch": ("B", "batch"), "seq": ("S", "seq")}[question]
     if options.get(option) is not None:
-        raise ValueError(f"{option} is what is solved for; do not also give it")
+        raise PlanOptionError(f"{option} is what is solved for; do not also give it")
     start = make(model, **{**options, option: 1})
     solution = start.solve(symbol, gpu.bytes)
     limit = model.positions if question == "seq" and model.positions else None
@@ -93,11 +118,11 @@ def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
            options: dict[str, object]) -> Answer:
     """The fewest GPUs of ``gpu``'s kind: over data parallel with ZeRO, or tensor/pipeline degrees."""
     if over not in OVER:
-        raise ValueError(f"unknown over {over!r}; choose from {', '.join(OVER)}")
+        raise PlanOptionError(f"unknown over {over!r}; choose from {', '.join(OVER)}")
     if over == "auto":
         over = "dp" if mode == "train" else "tp"
     if options.get(over) is not None:
-        raise ValueError(f"{over} is what is solved for; do not also give it")
+        raise PlanOptionError(f"{over} is what is solved for; do not also give it")
     if over == "dp":
         return _fewest_dp(make, model, gpu, mode, options)
     candidates = _candidates(model, over, mode)
@@ -114,12 +139,12 @@ def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
 
 def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options: dict[str, object]) -> Answer:
     if mode != "train":
-        raise ValueError("inference replicas each hold the whole model: use --over tp or pp")
+        raise PlanOptionError("inference replicas each hold the whole model: use --over tp or pp")
     options = dict(options)
     if options.get("zero") is None:
         options["zero"] = 3
     if options["zero"] == 0:
-        raise ValueError("without ZeRO (stage 0) more data-parallel GPUs do not reduce per-GPU memory")
+        raise PlanOptionError("without ZeRO (stage 0) more data-parallel GPUs do not reduce per-GPU memory")
     single = make(model, **{**options, "zero": 0, "dp": 1})
     if single.total <= gpu.bytes:
         return Answer("gpus", gpu, "ok", 1, "dp", single.regime.gpus, single, None,

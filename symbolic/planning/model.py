@@ -17,7 +17,30 @@ from typing import TYPE_CHECKING, Any
 import sympy
 
 from ..formula import Formula
-from ..symbols import H, L, V, a, a_kv, d_emb, d_exp, d_ff, d_head, n_exp, n_pos, n_type
+from ..library.inference import CacheKind, default_kinds
+from ..symbols import (
+    H,
+    L,
+    L_conv,
+    L_dense,
+    V,
+    a,
+    a_kv,
+    d_emb,
+    d_exp,
+    d_ff,
+    d_head,
+    d_nope,
+    d_rope,
+    d_shared,
+    d_v,
+    n_exp,
+    n_pos,
+    n_shared,
+    n_type,
+    r_kv,
+    r_q,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..architectures import ModelSpec
@@ -45,6 +68,12 @@ class ModelShape:
     matrices: tuple[tuple[str, sympy.Expr, sympy.Expr, sympy.Expr], ...]  # (name, rows, cols, how many)
     positions: int  # learned position rows (0: none, no hard context limit known)
     source: str = ""
+    # attention kinds as the KV cache sees them (full, sliding, latent), each with its layer count
+    cache_kinds: tuple[CacheKind, ...] = field(default=(CacheKind("full", L),), compare=False)
+    # mixture-of-experts layers (L − L_dense with dense layers; 0 without experts)
+    moe_layers: sympy.Expr = field(default=sympy.Integer(0), compare=False)
+    # parameters of all routed experts of all layers (what expert parallelism splits; 0 without experts)
+    experts: sympy.Expr = field(default=sympy.Integer(0), compare=False)
     # the config.json fields (without "_source"); from a bare ModelSpec, the few its fields imply
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -52,6 +81,7 @@ class ModelShape:
     def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
         """The planner's view of an architectures.ModelSpec (and of its config, when read from one)."""
         params = spec.params_formula()
+        moe_layers = (L - L_dense if getattr(spec, "dense_layers", 0) else L) if spec.is_moe else sympy.Integer(0)
         head_dim = H / a if spec.head_dim is None else d_head
         kv_heads = a if spec.kv_heads is None else a_kv
         dense = 4 * H if spec.ffn is None else d_ff
@@ -66,6 +96,13 @@ class ModelShape:
             first_stage=first, head=head, matrices=_matrices(spec, head_dim, kv_heads, ffn, emb),
             positions=int(getattr(spec, "positions", 0) or 0), source=getattr(spec, "source", ""),
             config=dict(config) if config is not None else _implied_config(spec),
+            cache_kinds=default_kinds(sliding=bool(getattr(spec, "sliding_layers", 0)),
+                                      latent=bool(getattr(spec, "kv_lora_rank", 0)),
+                                      all_sliding=getattr(spec, "sliding_layers", 0) == spec.layers,
+                                      heads=a if getattr(spec, "cache_all_heads", False) else a_kv,
+                                      conv=bool(getattr(spec, "conv_layers", 0))),
+            moe_layers=moe_layers,
+            experts=moe_layers * spec.layer_formula().term("moe.experts").expr if spec.is_moe else sympy.Integer(0),
         )
 
     # --- derived -------------------------------------------------------------------------
@@ -104,15 +141,37 @@ def _matrices(spec: ModelSpec, head_dim: sympy.Expr, kv: sympy.Expr, ffn: sympy.
               emb: sympy.Expr) -> tuple[tuple[str, sympy.Expr, sympy.Expr, sympy.Expr], ...]:
     """(name, rows, columns, count) of the model's weight matrices; biases and norms left out."""
     q, k = a * head_dim, kv * head_dim
-    experts = n_exp if spec.is_moe else 1
-    out: list[tuple[str, sympy.Expr, sympy.Expr, sympy.Expr]] = [
-        ("attention.q", H, q, L), ("attention.k", H, k, L), ("attention.v", H, k, L), ("attention.o", q, H, L),
-    ]
-    mlp = [("mlp.gate", H, ffn)] if spec.gated_mlp else []
-    mlp += [("mlp.up", H, ffn), ("mlp.down", ffn, H)]
-    out += [(name, r, c, L * experts) for name, r, c in mlp]
+    out: list[tuple[str, sympy.Expr, sympy.Expr, sympy.Expr]]
+    if getattr(spec, "kv_lora_rank", 0):  # DeepSeek latent attention
+        qk = d_nope + d_rope
+        out = ([("attention.q", H, a * qk, L)] if spec.q_lora_rank is None else
+               [("attention.q_a", H, r_q, L), ("attention.q_b", r_q, a * qk, L)])
+        out += [("attention.kv_a", H, r_kv + d_rope, L), ("attention.kv_b", r_kv, a * (d_nope + d_v), L),
+                ("attention.o", a * d_v, H, L)]
+    else:
+        out = [("attention.q", H, q, L), ("attention.k", H, k, L), ("attention.v", H, k, L),
+               ("attention.o", q, H, L)]
+    if getattr(spec, "conv_layers", 0):  # a hybrid: attention on L − L_conv layers, convolutions on the rest
+        out = [(name, r, c, L - L_conv) for name, r, c, _ in out]
+        out += [("conv.in_proj", H, 3 * H, L_conv), ("conv.out_proj", H, H, L_conv)]
+    dense_layers = getattr(spec, "dense_layers", 0)
+    moe_layers = (L - L_dense if dense_layers else L) if spec.is_moe else 0
+
+    def mlp(width: sympy.Expr) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
+        gate = [("mlp.gate", H, width)] if spec.gated_mlp else []
+        return gate + [("mlp.up", H, width), ("mlp.down", width, H)]
+
     if spec.is_moe:
-        out.append(("moe.router", H, n_exp, L))
+        out += [(name, r, c, moe_layers * n_exp) for name, r, c in mlp(ffn)]
+        out.append(("moe.router", H, n_exp, moe_layers))
+        if spec.shared_experts:
+            shared = d_shared if spec.shared_ffn is not None else ffn
+            out += [("moe.shared." + name[4:], r, c, moe_layers * n_shared) for name, r, c in mlp(shared)]
+        if dense_layers:
+            dense = 4 * H if spec.ffn is None else d_ff
+            out += [("dense." + name, r, c, L_dense) for name, r, c in mlp(dense)]
+    else:
+        out += [(name, r, c, L) for name, r, c in mlp(ffn)]
     out.append(("embedding", V, emb, sympy.Integer(1)))
     if getattr(spec, "positions", 0):
         out.append(("positions", n_pos, H, sympy.Integer(1)))
@@ -137,19 +196,10 @@ def load(model: object) -> ModelShape:
 
 
 def _read_config(text: str) -> dict[str, Any]:
-    """The config.json fields of a preset name or config path (``architectures.load`` has checked it)."""
-    import os
-    from pathlib import Path
-
+    """The config.json fields of a model reference (``architectures.resolve_config``, the one resolver)."""
     from .. import architectures
 
-    looks_like_path = os.sep in text or "/" in text or text.endswith(".json")
-    if not looks_like_path and text.strip().lower() in architectures.preset_names():
-        data = architectures.preset_config(text.strip().lower())
-    else:
-        path = Path(text).expanduser()
-        data = architectures.read_json(path / "config.json" if path.is_dir() else path)
-    return {k: v for k, v in data.items() if k != "_source"}
+    return architectures.resolve_config(text)[1]
 
 
 def _implied_config(spec: ModelSpec) -> dict[str, Any]:

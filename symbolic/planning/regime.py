@@ -3,7 +3,7 @@
 ``resolve(model, mode, **options)`` checks every option against the model and returns a
 ``Regime``: all choices filled in, which ones were defaults, and notes on choices that change
 nothing (ZeRO with one data-parallel rank, sequence parallelism without tensor parallelism...).
-Invalid combinations raise ``ValueError`` with one line.
+Invalid combinations raise ``PlanOptionError`` (a ``UserError``, so a ``ValueError``) with one line.
 
 ``activations="pytorch"`` (what torch.autograd really saves, ``planning.pytorch``) was measured
 for pure fp32 or bf16 training of one dense model on one device: its defaults differ (precision
@@ -17,25 +17,25 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
-from ..library import activations as acts
+from .. import plan_options as opts
 from ..library import activations_pytorch as pyacts
-from ..library import inference as infer
-from ..library import optimizers as optim
 from ..library import parallel as par
 from ..library import precision as prec
+from ..plan_options import PlanOptionError
 from .model import ModelShape
 
-MODES = ("train", "infer")
-COMMON = ("batch", "seq", "dp", "tp", "pp", "flash")
-TRAIN_ONLY = ("precision", "optimizer", "grads", "recompute", "dropout", "zero", "sequence_parallel", "microbatches",
-              "interleave", "offload", "logits", "activations", "attn", "device")
-INFER_ONLY = ("weights", "kv_dtype")
+# The option lists and their defaults live in ``symbolic.plan_options`` (one place for the
+# planner, the report specification and the command line); these names are kept for callers.
+MODES = opts.MODES
+COMMON = opts.COMMON
+TRAIN_ONLY = opts.TRAIN_ONLY
+INFER_ONLY = opts.INFER_ONLY
 # activations="pytorch": the implementation choices and the precisions that were measured
-ATTN = pyacts.ATTENTION
-DEVICES = pyacts.DEVICES
+ATTN = opts.get("attn").choices
+DEVICES = opts.get("device").choices
 PYTORCH_PRECISIONS = ("fp32", "bf16")
 PYTORCH_ONLY = ("attn", "device")
-DEFAULT_SEQ = 4096
+DEFAULT_SEQ = opts.DEFAULT_SEQ
 # Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
 # for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
 DROPOUT_TYPES = ("gpt2", "bert")
@@ -51,6 +51,7 @@ class Regime:
     dp: int = 1
     tp: int = 1
     pp: int = 1
+    ep: int = 1
     flash: bool = True
     precision: str = "bf16-mixed"
     optimizer: str = "adamw"
@@ -89,6 +90,8 @@ class Regime:
         names = COMMON + (TRAIN_ONLY if self.train else INFER_ONLY)
         hidden = ("flash",) if self.train and self.activations == "pytorch" else PYTORCH_ONLY
         names = tuple(n for n in names if n not in hidden)
+        if self.ep == 1 and "ep" in self.defaulted:  # listed only when asked for (mixtures of experts)
+            names = tuple(n for n in names if n != "ep")
         return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
 
     def replace(self, **changes: object) -> Regime:
@@ -106,22 +109,28 @@ def _whole(name: str, value: object, low: int = 1, high: int = 2**40) -> int:
                 raise ValueError
             value = int(text)
         except ValueError:
-            raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+            raise PlanOptionError(f"{name} must be a whole number, got {value!r}") from None
     if not low <= value <= high:
-        raise ValueError(f"{name} must be between {low} and {high}, got {value}")
+        raise PlanOptionError(f"{name} must be between {low} and {high}, got {value}")
     return value
 
 
-def _choice(name: str, value: object, choices: tuple[str, ...] | list[str]) -> str:
+def _choice(name: str, value: object, choices: tuple[object, ...] | None = None) -> str:
+    choices = opts.get(name).choices if choices is None else choices
     if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose from {', '.join(choices)}")
+        raise PlanOptionError(f"unknown {name} {value!r}; choose from {', '.join(map(str, choices))}")
     return str(value)
 
 
 def _flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+        raise PlanOptionError(f"{name} must be true or false, got {value!r}")
     return value
+
+
+def _default(name: str) -> object:
+    """The option's default from ``plan_options`` (the ones that depend on others are decided here)."""
+    return opts.get(name).default
 
 
 def default_seq(model: ModelShape) -> int:
@@ -132,16 +141,16 @@ def default_seq(model: ModelShape) -> int:
 def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime:
     """Validate ``options`` for ``model`` and fill in the defaults."""
     mode = _choice("mode", mode, MODES)
-    allowed = COMMON + TRAIN_ONLY + INFER_ONLY
+    allowed = opts.NAMES
     for name in options:
         if name not in allowed:
-            raise ValueError(f"unknown option {name!r}; options are {', '.join(allowed)}")
+            raise PlanOptionError(f"unknown option {name!r}; options are {', '.join(allowed)}")
     given = {k: v for k, v in options.items() if v is not None}
     wrong = TRAIN_ONLY if mode == "infer" else INFER_ONLY
     misplaced = [k for k in given if k in wrong]
     if misplaced:
         other = "train" if mode == "infer" else "infer"
-        raise ValueError(f"{', '.join(misplaced)} {'applies' if len(misplaced) == 1 else 'apply'} to mode {other}, "
+        raise PlanOptionError(f"{', '.join(misplaced)} {'applies' if len(misplaced) == 1 else 'apply'} to mode {other}, "
                          f"not {mode}")
     defaulted: list[str] = []
     notes: list[str] = []
@@ -152,21 +161,24 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         defaulted.append(name)
         return default
 
-    batch = _whole("batch", pick("batch", 1))
+    batch = _whole("batch", pick("batch", _default("batch")))
     seq = _whole("seq", pick("seq", default_seq(model)))
     if model.positions and seq > model.positions:
-        raise ValueError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
-    dp, tp, pp = (_whole(n, pick(n, 1)) for n in ("dp", "tp", "pp"))
+        raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
+    dp, tp, pp = (_whole(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
     _check_tp(model, tp)
     if model.layers % pp:
-        raise ValueError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
-    flash = _flag("flash", pick("flash", True))
-    data: dict[str, object] = {"mode": mode, "batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "flash": flash}
+        raise PlanOptionError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
+    ep = _whole("ep", pick("ep", _default("ep")))
+    _check_ep(model, ep, dp, tp)
+    flash = _flag("flash", pick("flash", _default("flash")))
+    data: dict[str, object] = {"mode": mode, "batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
+                               "flash": flash}
     if mode == "infer":
-        weights = _choice("weights", pick("weights", "bf16"), list(infer.WEIGHT_DTYPES))
+        weights = _choice("weights", pick("weights", _default("weights")))
         kv_default = weights if weights in ("fp32", "fp16", "bf16") else "bf16"
         data["weights"] = weights
-        data["kv_dtype"] = _choice("kv_dtype", pick("kv_dtype", kv_default), list(infer.KV_DTYPES))
+        data["kv_dtype"] = _choice("kv_dtype", pick("kv_dtype", kv_default))
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
@@ -174,59 +186,77 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     return Regime(**data, defaulted=tuple(defaulted), notes=tuple(notes))  # type: ignore[arg-type]
 
 
+def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:
+    """Expert parallelism (issue 12): experts split over ep GPUs taken from the dp·tp ranks."""
+    if ep == 1:
+        return
+    if not model.moe:
+        raise PlanOptionError(f"ep {ep}: {model.name} has no mixture-of-experts layers to split")
+    experts = model.numbers.get("n_exp", 0)
+    if experts % ep:
+        raise PlanOptionError(f"ep {ep} must divide the {experts} experts of {model.name}")
+    if (dp * tp) % ep:
+        raise PlanOptionError(f"ep {ep} must divide dp·tp = {dp * tp} (expert-parallel ranks are data- or "
+                              "tensor-parallel ranks)")
+
+
 def _check_tp(model: ModelShape, tp: int) -> None:
     if model.heads % tp:
-        raise ValueError(f"tp {tp} must divide the {model.heads} attention heads of {model.name}")
+        raise PlanOptionError(f"tp {tp} must divide the {model.heads} attention heads of {model.name}")
     kv = model.kv_head_count
     if kv % tp and tp % kv:
-        raise ValueError(f"tp {tp} and the {kv} key/value heads of {model.name} must divide one another")
+        raise PlanOptionError(f"tp {tp} and the {kv} key/value heads of {model.name} must divide one another")
 
 
 def _train_options(model: ModelShape, pick: Callable[[str, object], object], notes: list[str], dp: int, tp: int,
                    pp: int, flash: bool, given: Collection[str]) -> dict[str, object]:
     if tp > model.kv_head_count:
-        raise ValueError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
+        raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
-    activations = _choice("activations", pick("activations", "korthikanti"), list(acts.MODELS))
+    activations = _choice("activations", pick("activations", _default("activations")))
     pytorch = activations == "pytorch"
     if pytorch:
         _check_pytorch(model, tp, pp)
-    precision = _choice("precision", pick("precision", "bf16" if pytorch else "bf16-mixed"), list(prec.PRECISIONS))
+    precision = _choice("precision", pick("precision", "bf16" if pytorch else _default("precision")))
     if pytorch and precision not in PYTORCH_PRECISIONS:
-        raise ValueError(f"activations pytorch models pure fp32 or bf16 training (what was measured), not "
+        raise PlanOptionError(f"activations pytorch models pure fp32 or bf16 training (what was measured), not "
                          f"precision {precision}: mixed precision (autocast) is not modelled")
-    optimizer = _choice("optimizer", pick("optimizer", "adamw"), list(optim.OPTIMIZERS))
-    grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
-    recompute = _choice("recompute", pick("recompute", "none"), acts.RECOMPUTE)
+    optimizer = _choice("optimizer", pick("optimizer", _default("optimizer")))
+    try:
+        grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
+    except ValueError as err:  # the library's one-line message, as a user error
+        raise PlanOptionError(str(err)) from None
+    recompute = _choice("recompute", pick("recompute", _default("recompute")))
     dropout_default = bool(pyacts.dropout_sites(model.config)) if pytorch else model.model_type in DROPOUT_TYPES
     dropout = _flag("dropout", pick("dropout", dropout_default))
-    zero = _whole("zero", pick("zero", 0), 0, 3)
-    sp = _flag("sequence_parallel", pick("sequence_parallel", False))
+    stages = [int(s) for s in opts.get("zero").choices]  # type: ignore[call-overload]
+    zero = _whole("zero", pick("zero", _default("zero")), min(stages), max(stages))
+    sp = _flag("sequence_parallel", pick("sequence_parallel", _default("sequence_parallel")))
     microbatches = _whole("microbatches", pick("microbatches", pp))
-    interleave = _whole("interleave", pick("interleave", 1))
-    offload = _flag("offload", pick("offload", False))
-    logits = _choice("logits", pick("logits", "hf"), acts.LOGITS)
-    attn = _choice("attn", pick("attn", "sdpa"), ATTN)
-    device = _choice("device", pick("device", "cuda"), DEVICES)
+    interleave = _whole("interleave", pick("interleave", _default("interleave")))
+    offload = _flag("offload", pick("offload", _default("offload")))
+    logits = _choice("logits", pick("logits", _default("logits")))
+    attn = _choice("attn", pick("attn", _default("attn")))
+    device = _choice("device", pick("device", _default("device")))
     if zero not in par.ZERO_STAGES:
-        raise ValueError(f"zero must be 0, 1, 2 or 3, got {zero}")
+        raise PlanOptionError(f"zero must be 0, 1, 2 or 3, got {zero}")
     if zero >= 2 and pp > 1:
-        raise ValueError(f"ZeRO stage {zero} cannot be combined with pipeline parallelism (pp {pp}): DeepSpeed "
+        raise PlanOptionError(f"ZeRO stage {zero} cannot be combined with pipeline parallelism (pp {pp}): DeepSpeed "
                          "allows only stages 0 and 1 with pipelines")
     if offload and zero == 0:
-        raise ValueError("optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)")
+        raise PlanOptionError("optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)")
     if interleave > 1:
         if pp == 1:
-            raise ValueError("interleave (virtual pipeline stages) needs pp > 1")
+            raise PlanOptionError("interleave (virtual pipeline stages) needs pp > 1")
         if model.layers % (pp * interleave):
-            raise ValueError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
+            raise PlanOptionError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
     if activations == "article-b" and (tp > 1 or pp > 1):
-        raise ValueError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
+        raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
     if pytorch and recompute != "none":
-        raise ValueError(f"activations pytorch does not model recompute {recompute} (what PyTorch saves was measured "
+        raise PlanOptionError(f"activations pytorch does not model recompute {recompute} (what PyTorch saves was measured "
                          "without checkpointing); use activations korthikanti")
     if pytorch and logits != "hf":
-        raise ValueError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
+        raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
                          "is not modelled with it (leave logits at hf)")
     if zero and dp == 1:
         notes.append(f"ZeRO stage {zero} shards over data-parallel ranks; with dp 1 it changes nothing")
@@ -256,8 +286,8 @@ def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
     missing = [f"{what} ({name} {degree})" for what, name, degree in
                (("tensor parallelism", "tp", tp), ("pipeline parallelism", "pp", pp)) if degree > 1]
     if missing:
-        raise ValueError(f"activations pytorch does not model {' or '.join(missing)}: what PyTorch saves was "
+        raise PlanOptionError(f"activations pytorch does not model {' or '.join(missing)}: what PyTorch saves was "
                          "measured on one device; use activations korthikanti")
     if model.moe:
-        raise ValueError(f"activations pytorch does not model mixture-of-experts layers ({model.name}): it was "
+        raise PlanOptionError(f"activations pytorch does not model mixture-of-experts layers ({model.name}): it was "
                          "measured on GPT-2 and Llama-family dense models; use activations korthikanti")

@@ -13,6 +13,7 @@ import sympy
 
 from .. import custom, printing
 from .. import symbols as symtab
+from ..errors import UserError
 from ..symbols import H, L, V, d_ff
 from . import articles
 from .scenario import Gpu, Scenario
@@ -89,7 +90,7 @@ def load_model(spec: ReportSpec) -> Any:
     ref: ModelRef = spec.model
     try:
         return architectures.load(str(ref.path) if ref.path else ref.name)
-    except (ValueError, KeyError, OSError) as err:
+    except (UserError, OSError) as err:
         message = getattr(err, "message", None) or (err.args[0] if err.args else str(err))
         where = f"{spec.path}: " if spec.path else ""
         raise SpecError(f"{where}model: {str(message).splitlines()[0]}") from None
@@ -112,7 +113,7 @@ def catalogue_gpu(spec: ReportSpec, ref: GpuRef) -> Gpu:
 
     try:
         entry = catalogs.get(ref.name)
-    except ValueError as err:
+    except UserError as err:
         where = f"{spec.path}: " if spec.path else ""
         raise SpecError(f"{where}gpus: {err}") from None
     return Gpu(entry.name, entry.bytes, f"{entry.title}; {entry.basis}: {entry.source}")

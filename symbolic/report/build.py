@@ -49,8 +49,8 @@ def build(spec_path: Path | None, outputs: Outputs, templates: Path | None = Non
     if terms or values:
         report_spec = report_spec.with_extras(tuple(terms), values)
     for target in (outputs.pdf, outputs.html, outputs.tex):
-        if target is not None and not Path(target).parent.is_dir():
-            raise FileNotFoundError(f"cannot write {target}: folder {Path(target).parent} does not exist")
+        if target is not None:
+            write.target_kind(target)  # a missing folder, a folder or a socket is refused before the work
     say(f"computing {report_spec.model.name} ({report_spec.formulas} formulas)")
     with render.frozen_heap():  # the collector skips what was loaded before (see frozen_heap)
         scenario = adapter.scenario_for(report_spec)

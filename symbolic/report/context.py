@@ -19,7 +19,7 @@ from ..formula import Evaluation, Formula
 from ..library.errata import errata_for
 from ..sources import SOURCES
 from ..units import format_bytes
-from . import calc
+from . import calc, plan_section
 from .scenario import Scenario, VariantGroup
 from .spec import ReportSpec
 from .texescape import TexCode, escape
@@ -66,6 +66,7 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
         "variants": [_variant(group, ts) for group in scenario.variants],
         "sources": _sources(scenario, ts),
         "errata": _errata(scenario),
+        "plan": plan_section.build(spec, ts, charts),
     }
     return context
 

@@ -19,6 +19,7 @@ from .. import library, planning, printing
 from .. import symbols as symtab
 from .. import values as vals
 from ..catalogs import GPU
+from ..errors import UserError
 from ..formula import Formula
 from ..library import inference as infer
 from ..library import precision as prec
@@ -52,13 +53,13 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
                         "custom terms; a real model takes its sizes from its config and the regime's options")
     try:
         shape = planning.load(str(spec.model.path) if spec.model.path else spec.model.name)
-    except (ValueError, KeyError, OSError) as err:
+    except (UserError, OSError) as err:
         raise SpecError(f"{_where(spec)}model: {_message(err)}") from None
     options = dict(spec.regime.options)
     make = _maker(shape, spec.mode)
     try:
         plan = make(**options)
-    except ValueError as err:
+    except UserError as err:
         raise SpecError(f"{_where(spec)}regime: {_message(err)}") from None
     given = {symtab.lookup(name): _number(name, value) for name, value in plan.values.items()}
     regime = plan.regime
@@ -163,7 +164,7 @@ def _fewest(shape: Any, mode: str, options: dict[str, object], regime: Any) -> C
         target = GPU(gpu.name, gpu.name, "", gpu.capacity, "spec", gpu.source)
         try:
             answer = planning.fit_gpus(shape, target, mode=mode, over=over, **asked)
-        except ValueError:
+        except UserError:
             return "—"
         if answer.status != "ok" or answer.gpus is None:
             return "none"
@@ -186,7 +187,7 @@ def _sum_terms(plan: Any, keys: tuple[str, ...]) -> tuple[sympy.Rational, str]:
 def _try(make: Callable[..., Any], **options: object) -> Any | None:
     try:
         return make(**options)
-    except ValueError:
+    except UserError:
         return None
 
 
@@ -219,7 +220,7 @@ def _states_group(shape: Any, plan: Any) -> VariantGroup | None:
             rows.append(VariantRow(f"this report: {regime.precision}, {regime.optimizer}, {regime.grads} gradients: "
                                    f"{_bpp(value / n_value)} bytes per parameter", own.latex(equation=True), value,
                                    own.source, chosen=True))
-    except ValueError:
+    except UserError:
         pass
     if not rows:
         return None
@@ -319,7 +320,7 @@ def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: di
         alt = _try(make, **{**options, "kv_dtype": dtype})
         if alt is None:
             continue
-        value, latex = _sum_terms(alt, ("kv_cache",))
+        value, latex = _sum_terms(alt, infer.CACHE_KEYS)
         rows.append(VariantRow(f"{dtype} KV cache", latex, value, "shazeer2019", chosen=dtype == regime.kv_dtype))
     if len(rows) > 1:
         groups.append(VariantGroup(

@@ -28,6 +28,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
+from ..errors import UserError
 from .texescape import TexCode, escape
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -36,12 +37,43 @@ TEX_TEMPLATE = "report.tex.j2"
 CSS_FILE = "report.css"
 
 
-class TemplateError(ValueError):
+class TemplateError(UserError):
     """A missing or broken template, as one line."""
 
 
-class FetchRefused(ValueError):
+class FetchRefused(UserError):
     """A URL outside the allow-list (data: URIs and the package's own templates folder)."""
+
+
+MAX_TEMPLATE = 1 << 20  # bytes of one user template or stylesheet
+
+
+class UserFolderLoader(jinja2.BaseLoader):
+    """Templates from a folder the user named, read like every user file: regular files only, size-capped.
+
+    A FIFO or device named ``report.html.j2`` is refused instead of blocking or filling memory; a
+    missing file falls through to the built-in template (``TemplateNotFound``).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+        """The template's text, its path and an up-to-date check (jinja2's loader protocol)."""
+        from jinja2.loaders import split_template_path
+
+        from ..userfiles import read_user_file
+
+        path = self.folder.joinpath(*split_template_path(template))
+        if not path.exists():
+            raise jinja2.TemplateNotFound(template)
+        raw = read_user_file(path, limit=MAX_TEMPLATE, what="a template", error=TemplateError)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TemplateError(f"{path}: not UTF-8 text") from None
+        mtime = path.stat().st_mtime
+        return text, str(path), lambda: path.exists() and path.stat().st_mtime == mtime
 
 
 def _loader(user_dir: Path | None) -> jinja2.BaseLoader:
@@ -51,7 +83,7 @@ def _loader(user_dir: Path | None) -> jinja2.BaseLoader:
     folder = Path(user_dir)
     if not folder.is_dir():
         raise TemplateError(f"templates folder not found: {folder}")
-    return jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(folder)), package])
+    return jinja2.ChoiceLoader([UserFolderLoader(folder), package])
 
 
 def html_environment(user_dir: Path | None = None) -> jinja2.Environment:

@@ -36,40 +36,35 @@ from typing import Any
 
 import sympy
 
+from .. import plan_options as opts
 from .. import symbols as symtab
 from .. import values as vals
 from ..custom import CustomTerm, CustomTermError
-from ..library import activations as acts
-from ..library import inference as infer
-from ..library import optimizers as optim
-from ..library import precision as prec
-from ..planning import regime as regime_options
+from ..errors import UserError
 from ..units import SizeError, parse_size
-from ..userfiles import read_user_file
+from ..userfiles import parse_toml, read_user_file
+from . import plan_section
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-MODES = ("train", "infer")
+MODES = opts.MODES
 FORMULAS = ("article-a", "article-b", "library")
 ARTICLE_MODELS = ("article-a", "article-b")
 
-# The regime's keys are the memory planner's options (symbolic.planning), with its choices.
-REGIME_KEYS = regime_options.COMMON + regime_options.TRAIN_ONLY + regime_options.INFER_ONLY
-SIZE_KEYS = ("batch", "seq")
-DEGREE_KEYS = ("dp", "tp", "pp", "microbatches", "interleave")
-FLAG_KEYS = ("flash", "dropout", "sequence_parallel", "offload")
-CHOICES: dict[str, tuple[str, ...]] = {
-    "precision": tuple(prec.PRECISIONS), "optimizer": tuple(optim.OPTIMIZERS), "recompute": tuple(acts.RECOMPUTE),
-    "logits": tuple(acts.LOGITS), "activations": tuple(acts.MODELS), "weights": tuple(infer.WEIGHT_DTYPES),
-    "kv_dtype": tuple(infer.KV_DTYPES), "grads": ("16bit", "fp32", "16bit+fp32"),
-    "attn": regime_options.ATTN, "device": regime_options.DEVICES,
-}
+# The regime's keys are the memory planner's options, with their kinds and choices, from the one
+# list in symbolic.plan_options.
+REGIME_KEYS = opts.NAMES
+SIZE_KEYS = opts.names(kind="size")
+DEGREE_KEYS = opts.names(kind="degree")
+FLAG_KEYS = opts.names(kind="flag")
+STAGE_KEYS = opts.names(kind="stage")
+CHOICES: dict[str, tuple[str, ...]] = {o.name: tuple(map(str, o.choices)) for o in opts.OPTIONS if o.kind == "choice"}
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
-            "terms")
+            "terms", "plan")
 TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
 MAX_TERMS = 16
 GPU_KEYS = ("name", "memory")
@@ -84,8 +79,11 @@ MAX_DEGREE = 2**16  # dp, tp, pp
 MAX_FILE = 256 * 1024
 
 
-class SpecError(ValueError):
+class ReportSpecError(UserError):
     """A problem with a report specification, as one line."""
+
+
+SpecError = ReportSpecError  # the former name (architectures.ModelSpecError is the other "spec")
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,10 @@ class GpuRef:
 
 
 @dataclass(frozen=True)
-class Regime:
-    """How the model runs: the options the specification gives (the planner's names).
+class RegimeOptions:
+    """How the model runs: the options the specification's ``[regime]`` gives (the planner's names).
+
+    Only what the file says; ``planning.regime.Regime`` is the planner's resolved set of choices.
 
     ``regime.batch`` and the like read one option; None means "not given: the default".
     """
@@ -121,6 +121,9 @@ class Regime:
         if name in REGIME_KEYS:
             return self.options.get(name)
         raise AttributeError(name)
+
+
+Regime = RegimeOptions  # the former name
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,13 @@ class ReportSpec:
     author: str = ""
     date: str = ""
     notes: str = ""
-    regime: Regime = field(default_factory=Regime)
+    regime: RegimeOptions = field(default_factory=RegimeOptions)
     gpus: tuple[GpuRef, ...] = ()
     sweep: Sweep = field(default_factory=Sweep)
     values: dict[str, sympy.Rational] = field(default_factory=dict)
     terms: tuple[CustomTerm, ...] = ()
     path: Path | None = None
+    plan: dict[str, Any] | None = None  # the [plan] table (issue 15; report/plan_section.py)
 
     def with_extras(self, terms: tuple[CustomTerm, ...] = (), values: dict[str, object] | None = None) -> ReportSpec:
         """This specification plus terms and values from the command line (``--term``, ``--set``)."""
@@ -155,7 +159,7 @@ class ReportSpec:
         taken = {t.name for t in self.terms}
         for term in terms:
             if term.name in taken:
-                raise SpecError(f"--term {term.name}: the specification already defines a term {term.name!r}")
+                raise ReportSpecError(f"--term {term.name}: the specification already defines a term {term.name!r}")
             term.to_term()
             taken.add(term.name)
         extra = checker.values(dict(values or {}), where=("--set",))
@@ -166,17 +170,17 @@ def load(path: str | Path) -> ReportSpec:
     """Read and validate the specification at ``path``."""
     file = Path(path)
     if not file.exists():
-        raise SpecError(f"report specification not found: {file}")
-    raw = read_user_file(file, limit=MAX_FILE, what="a report specification", error=SpecError)
+        raise ReportSpecError(f"report specification not found: {file}")
+    raw = read_user_file(file, limit=MAX_FILE, what="a report specification", error=ReportSpecError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        raise SpecError(f"{file}:{line}: not UTF-8 text") from None
+        raise ReportSpecError(f"{file}:{line}: not UTF-8 text") from None
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text, file, error=ReportSpecError)
     except tomllib.TOMLDecodeError as err:
-        raise SpecError(_toml_message(file, err)) from None
+        raise ReportSpecError(_toml_message(file, err)) from None
     return parse(data, origin=file, text=text)
 
 
@@ -207,7 +211,7 @@ class _Checker:
         self.lines = text.splitlines()
 
     # --- errors ----------------------------------------------------------------------------
-    def fail(self, where: tuple[str, ...], message: str) -> SpecError:
+    def fail(self, where: tuple[str, ...], message: str) -> ReportSpecError:
         """A one-line error naming the file, the line (when found) and the key."""
         key = ".".join(k if re.fullmatch(r"[A-Za-z0-9_\-]+", k) else json.dumps(k) for k in where)
         if where and where[0].startswith("--"):  # a command-line option, not a file
@@ -217,7 +221,7 @@ class _Checker:
             line = self._line_of(where)
             place = f"{name}:{line}" if line else name
             text = f"{place}: {key}: {message}" if key else f"{place}: {message}"
-        return SpecError(text.replace("\r", "\\r").replace("\n", "\\n"))
+        return ReportSpecError(text.replace("\r", "\\r").replace("\n", "\\n"))
 
     def _line_of(self, where: tuple[str, ...]) -> int | None:
         """The line that sets ``where`` (best effort: plain and dotted keys, [table] headers)."""
@@ -246,7 +250,7 @@ class _Checker:
         # an entry inside an inline table or array: the line of its parent key
         return self._line_of(where[:-1]) if len(where) > 1 else None
 
-    def unknown(self, where: tuple[str, ...], key: str, allowed: tuple[str, ...]) -> SpecError:
+    def unknown(self, where: tuple[str, ...], key: str, allowed: tuple[str, ...]) -> ReportSpecError:
         hint = symtab.suggest(key, allowed)
         return self.fail(where + (key,), f"unknown key{hint}; valid keys: {', '.join(allowed)}")
 
@@ -319,7 +323,8 @@ class _Checker:
         values = self.values(data.get("values", {}))
         return ReportSpec(title=texts["title"], model=model, formulas=formulas, mode=mode, author=texts["author"],
                           date=texts["date"], notes=texts["notes"], regime=regime, gpus=gpus, sweep=sweep,
-                          values=values, terms=terms, path=self.origin)
+                          values=values, terms=terms, path=self.origin,
+                          plan=plan_section.check(data.get("plan"), self.fail))
 
     def model(self, value: Any) -> ModelRef:
         where = ("model",)
@@ -338,7 +343,7 @@ class _Checker:
                                    "or a path to a config.json")
         return ModelRef(name)
 
-    def regime(self, value: Any) -> Regime:
+    def regime(self, value: Any) -> RegimeOptions:
         where = ("regime",)
         table = self.table(value, where)
         self.keys(table, REGIME_KEYS, where)
@@ -349,13 +354,14 @@ class _Checker:
                 out[key] = self.count(item, at, 1, MAX_SIZE)
             elif key in DEGREE_KEYS:
                 out[key] = self.count(item, at, 1, MAX_DEGREE)
-            elif key == "zero":
-                out[key] = self.count(item, at, 0, 3)
+            elif key in STAGE_KEYS:
+                stages = [int(stage) for stage in opts.get(key).choices]  # type: ignore[call-overload]
+                out[key] = self.count(item, at, min(stages), max(stages))
             elif key in FLAG_KEYS:
                 out[key] = self.flag(item, at)
             else:
                 out[key] = self.choice(item, at, CHOICES[key])
-        return Regime(out)
+        return RegimeOptions(out)
 
     def gpus(self, value: Any) -> tuple[GpuRef, ...]:
         where = ("gpus",)

@@ -3,7 +3,8 @@
 The LaTeX template environment escapes every printed string unless it is ``TexCode`` (formulas
 from the project's printer). ``escape`` handles the ten special characters, backslash first
 through a placeholder so that escaping the braces does not mangle ``\\textbackslash{}``, and
-maps the non-ASCII characters pdflatex cannot typeset by default.
+maps the non-ASCII characters pdflatex cannot typeset by default. Line breaks become spaces, so
+no user text can end a paragraph (or the ``\\text{...}`` it sits in).
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ def escape(text: object) -> TexCode:
     """``text`` as LaTeX that typesets the same characters; TexCode passes through unchanged."""
     if isinstance(text, TexCode):
         return text
-    value = str(text).replace("\r\n", "\n").replace("\\", _PLACEHOLDER)
+    # every line break becomes a space: a blank line is a paragraph break, which ends \text{...},
+    # a table cell or a macro argument with "Paragraph ended before ..." (paragraphs are the
+    # template's business: notes are split into a list before they reach it)
+    value = " ".join(str(text).replace("\x00", "").splitlines()).replace("\\", _PLACEHOLDER)
     for char, replacement in _SPECIALS:
         value = value.replace(char, replacement)
     value = value.replace(_PLACEHOLDER, r"\textbackslash{}")
@@ -48,7 +52,7 @@ def escape(text: object) -> TexCode:
 def _char(c: str) -> str:
     if c in _UNICODE:
         return _UNICODE[c]
-    if c in "\n\t" or " " <= c <= "~":
+    if c == "\t" or " " <= c <= "~":
         return c
     category = unicodedata.category(c)
     if category.startswith("C"):

@@ -1,0 +1,717 @@
+"""Any model type transformers can build: exact count from the real module tree, formula from probes.
+
+With the ``torch`` extra installed, ``analyse(config)`` builds the model on the ``meta``
+device (no memory, no weights), counts ``sum(p.numel() for p in model.parameters())`` and
+recovers a formula in the config's own fields: every integer field is doubled once, the model
+rebuilt, and each parameter tensor's instance count and dimensions are fitted as products of
+fields (``H·d_ff``, ``a·d_head``, ``H/a``) or, where a product does not fit, as a common factor
+times a sum of products (fused QKV: ``H·(1 + 2·a_kv/a)``; fields of equal summands are told apart
+by doubling two at once). Probes run on a copy with ``PROBE_LAYERS`` layers (fast to build, a
+multiple of the usual layer patterns); the formula must then give every tensor of the real config
+and of an independent point (every field it uses doubled at once), each a real build.
+A tensor whose size does not follow from the fields keeps its number, with a note saying so;
+the formula evaluated at ``values`` is always the exact total. Field values are read as
+integers and symbols built from them directly: no config string is ever parsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import sympy
+
+from .. import symbols as symtab
+from ..errors import UserError
+from ..formula import Formula
+from ..symbols import H, L, V, a, a_kv, d_exp, d_ff, d_head, d_shared, k_exp, n_exp, n_pos, n_shared, n_type
+from ..term import Term
+
+SOURCE = "transformers"
+EXTRA = "torch"  # the pyproject extra that installs torch and transformers
+
+# Config fields that hold one of the project's own symbols.
+KNOWN: dict[str, sympy.Symbol] = {
+    "hidden_size": H, "n_embd": H, "d_model": H, "hidden_dim": H, "dim": H,
+    "num_hidden_layers": L, "n_layer": L, "num_layers": L, "n_layers": L,
+    "num_attention_heads": a, "n_head": a, "num_heads": a, "n_heads": a,
+    "num_key_value_heads": a_kv, "num_kv_heads": a_kv, "multi_query_group_num": a_kv,
+    "head_dim": d_head, "intermediate_size": d_ff, "n_inner": d_ff, "ffn_dim": d_ff, "ffn_hidden_size": d_ff,
+    "vocab_size": V, "max_position_embeddings": n_pos, "n_positions": n_pos,
+    "num_local_experts": n_exp, "num_experts": n_exp, "n_routed_experts": n_exp, "moe_num_experts": n_exp,
+    "moe_intermediate_size": d_exp, "n_shared_experts": n_shared, "num_shared_experts": n_shared,
+    "shared_expert_intermediate_size": d_shared, "type_vocab_size": n_type, "num_experts_per_tok": k_exp,
+}
+TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
+# Integer fields that never size a tensor (ids, generation settings, seeds): not probed.
+SKIP = re.compile(r"(_id|_ids|_idx|_index|seed|length|beams|beam_groups|return_sequences|ngram_size|_eps|"
+                  r"epsilon|chunk_size_feed_forward|num_labels|_every|_interval|_step|_steps)$")
+FIELD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
+MAX_FIELD = 2**40
+NOTE_CONSTANT = "size not expressed in the config's fields: the number measured on the meta device"
+FIELD_DOC = "transformers config field {!r} (a size the generic torch path found in parameter shapes)"
+
+
+class GenericError(UserError):
+    """A config the generic torch path cannot build or count; the message is one line."""
+
+
+def torch_available() -> bool:
+    """Whether torch and transformers are installed (the ``torch`` extra); nothing is imported."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
+
+
+@lru_cache(maxsize=1)
+def transformers_types() -> tuple[str, ...]:
+    """Every model_type transformers knows (its CONFIG_MAPPING), sorted; imports transformers."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return tuple(sorted(CONFIG_MAPPING_NAMES))
+
+
+@lru_cache(maxsize=1)
+def causal_lm_classes() -> dict[str, str]:
+    """model_type -> causal-LM class name (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), in transformers' order."""
+    return _auto_names("modeling_auto.py", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
+
+
+def causal_lm_types() -> tuple[str, ...]:
+    """The causal-LM model types, in transformers' order."""
+    return tuple(causal_lm_classes())
+
+
+def _auto_names(module: str, name: str) -> dict[str, str]:
+    """A name table of transformers' auto module, read from its source with ``ast`` (importing it imports torch)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto" / module
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            call = node.value
+            if isinstance(call, ast.Call) and call.args:
+                pairs = ast.literal_eval(call.args[0])
+                return {str(k): (v if isinstance(v, str) else str(v[0])) for k, v in pairs}
+    return {}
+
+
+# --- building on the meta device ------------------------------------------------------------
+Shapes = dict[str, tuple[int, ...]]
+
+
+@contextlib.contextmanager
+def _quiet() -> Any:
+    """Silence transformers' warnings and prints while probing."""
+    import transformers
+
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        transformers.logging.set_verbosity(level)
+
+
+def config_object(data: Mapping[str, Any]) -> Any:
+    """A transformers config of ``data['model_type']`` from plain config.json fields."""
+    from transformers import AutoConfig
+
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str):
+        raise GenericError("no 'model_type' field")
+    if model_type not in transformers_types():
+        raise GenericError(f"model_type {model_type!r} is not known to transformers")
+    fields = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version", "_source")}
+    try:
+        with _quiet():
+            return AutoConfig.for_model(model_type, **fields)
+    except Exception as err:  # transformers validates configs with many exception types
+        raise GenericError(f"transformers rejects this {model_type} config: {_first_line(err)}") from None
+
+
+def built_model(config: Any, architecture: str | None = None) -> tuple[Any, Any]:
+    """(model on the meta device, the config it was built from): the named class, else the causal LM, else base."""
+    import transformers
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    names = [architecture] if architecture else list(getattr(config, "architectures", None) or [])
+    for name in names:
+        cls = getattr(transformers, name, None) if isinstance(name, str) and name.isidentifier() else None
+        if isinstance(cls, type) and hasattr(cls, "_from_config"):
+            return _built(lambda c=cls: build(config, c), config)
+    errors = []
+    for auto in (AutoModelForCausalLM, AutoModel):
+        if type(config) not in auto._model_mapping:
+            continue
+        try:
+            return _built(lambda a=auto: _auto_build(a, config), config)
+        except GenericError as err:
+            errors.append(str(err))
+    if errors:
+        raise GenericError(errors[0])
+    raise GenericError(f"transformers has no model class for model_type {config.model_type!r}")
+
+
+def _auto_build(auto: Any, config: Any) -> Any:
+    import torch
+
+    with _quiet(), torch.device("meta"):
+        return auto.from_config(config)
+
+
+def _built(make: Callable[[], Any], config: Any) -> tuple[Any, Any]:
+    try:
+        model = make()
+    except Exception as err:
+        raise GenericError(f"transformers cannot build model_type {config.model_type!r} from this config: "
+                           f"{_first_line(err)}") from None
+    return model, model.config
+
+
+def build(config: Any, cls: Any) -> Any:
+    """``cls`` built from ``config`` on the meta device (no weights are allocated)."""
+    import torch
+
+    with _quiet(), torch.device("meta"):
+        return cls._from_config(config)
+
+
+def shapes(config: Any, cls: Any) -> Shapes:
+    """Name -> shape of every parameter tensor (tied tensors once, as ``model.parameters()``)."""
+    model = build(config, cls)
+    return {name: tuple(int(s) for s in p.shape) for name, p in model.named_parameters()}
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:200]}" if text else type(err).__name__
+
+
+# --- fields and symbols -------------------------------------------------------------------------
+Path = tuple[str, ...]
+
+
+def int_fields(data: Mapping[str, Any]) -> dict[Path, int]:
+    """Every positive integer field of a config dict (and of its ``*_config`` sub-dicts) that may size a tensor."""
+    out: dict[Path, int] = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or not FIELD_NAME.match(key):
+            continue  # a field name becomes a symbol name: only plain identifiers
+        if type(value) is int and 0 < value <= MAX_FIELD and not SKIP.search(key):
+            out[(key,)] = value
+        elif isinstance(value, dict) and key.endswith("_config"):
+            for sub, v in value.items():
+                if isinstance(sub, str) and FIELD_NAME.match(sub) and type(v) is int and 0 < v <= MAX_FIELD \
+                        and not SKIP.search(sub):
+                    out[(key, sub)] = v
+    return out
+
+
+def _symbol_name(path: Path) -> str:
+    """A symbol name for a config field: the field's own name, sub-configs prefixed (vision_hidden_size)."""
+    if len(path) == 1 or path[0] == "text_config":
+        return path[-1]
+    return f"{path[0].removesuffix('_config')}_{path[-1]}"
+
+
+def field_symbol(name: str) -> sympy.Symbol:
+    """The symbol of a config field without a project symbol, declared once in the symbol table."""
+    doc = FIELD_DOC.format(name)
+    for candidate in (name, f"cfg_{name}"):
+        known = {s.name: s for s in symtab.all_symbols()}
+        if candidate in known and known[candidate].description != doc:
+            continue
+        latex = r"\mathrm{" + candidate.replace("_", r"\_") + "}"
+        return symtab.declare(candidate, latex, doc, "count")
+    raise GenericError(f"config field {name!r} clashes with the symbol table")  # pragma: no cover
+
+
+def symbols_for(paths: list[Path]) -> dict[Path, sympy.Symbol]:
+    """One distinct symbol per field: the project's symbol where the field maps onto one."""
+    out: dict[Path, sympy.Symbol] = {}
+    taken: set[sympy.Symbol] = set()
+    ordered = sorted(paths, key=lambda p: (len(p) > 1 and p[0] != "text_config", len(p), p))
+    for path in ordered:
+        top = len(path) == 1 or path[0] == "text_config"
+        sym = KNOWN.get(path[-1]) if top else None
+        if sym is None or sym in taken:
+            sym = field_symbol(_symbol_name(path))
+            if sym in taken:
+                sym = field_symbol("_".join(path))
+        taken.add(sym)
+        out[path] = sym
+    return out
+
+
+def _index_list(value: object, n: int) -> bool:
+    """Whether ``value`` lists layer indices (strictly increasing integers below n)."""
+    return (isinstance(value, list) and bool(value) and all(type(x) is int for x in value)
+            and all(0 <= x < n for x in value) and all(x < y for x, y in zip(value, value[1:])))
+
+
+def _per_layer(target: dict[str, Any], old: int, new: int) -> None:
+    """Resize the per-layer lists (length ``old``) and layer-index lists of a config level to ``new`` layers."""
+    for key, v in list(target.items()):
+        if _index_list(v, old):
+            if new < old:
+                target[key] = [x for x in v if x < new]
+            elif new % old == 0:
+                target[key] = [x + k * old for k in range(new // old) for x in v]
+        elif isinstance(v, list) and len(v) == old and old > 1:
+            if new < old:
+                target[key] = v[:new]
+            elif new % old == 0:
+                target[key] = v * (new // old)
+
+
+def _set(data: dict[str, Any], path: Path, value: int, old: int) -> dict[str, Any]:
+    """A copy of ``data`` with one field changed; per-layer lists of length ``old`` follow it."""
+    import copy
+
+    out = copy.deepcopy(data)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    if KNOWN.get(path[-1]) is L:
+        _per_layer(target, old, value)
+    return out
+
+
+# --- fitting ------------------------------------------------------------------------------------
+Unit = tuple[str, int]  # (name pattern, which distinct shape of it)
+_INDEX = re.compile(r"\.\d+(?=\.|$)")
+
+
+def units(shape_map: Shapes) -> dict[Unit, tuple[int, tuple[int, ...]]]:
+    """Parameters grouped by name pattern (layer indices as ``*``) and shape: unit -> (count, shape)."""
+    seen: dict[str, list[tuple[int, ...]]] = {}
+    counts: dict[tuple[str, tuple[int, ...]], int] = {}
+    for name, shape in shape_map.items():
+        pattern = _INDEX.sub(".*", name)
+        kinds = seen.setdefault(pattern, [])
+        if shape not in kinds:
+            kinds.append(shape)
+        counts[(pattern, shape)] = counts.get((pattern, shape), 0) + 1
+    return {(p, i): (counts[(p, s)], s) for p, kinds in seen.items() for i, s in enumerate(kinds)}
+
+
+def _quantities(u: Mapping[Unit, tuple[int, tuple[int, ...]]]) -> dict[tuple[Unit, int], int]:
+    """(unit, -1) -> instance count, (unit, i) -> dimension i."""
+    out: dict[tuple[Unit, int], int] = {}
+    for key, (count, shape) in u.items():
+        out[(key, -1)] = count
+        for i, s in enumerate(shape):
+            out[(key, i)] = s
+    return out
+
+
+def _power_of_two(ratio: Fraction) -> int | None:
+    for e in range(-3, 4):
+        if ratio == Fraction(2) ** e:
+            return e
+    return None
+
+
+def _monomial(v0: int, responses: Mapping[Path, int | None], value: Mapping[Path, int],
+              sym: Mapping[Path, sympy.Symbol]) -> sympy.Expr | None:
+    """v0 as c·Π f^e when every doubled field multiplies it by a power of two, else None."""
+    expr: sympy.Expr = sympy.Integer(1)
+    scale = Fraction(1)
+    for path, v in responses.items():
+        if v is None or v == v0:
+            continue
+        e = _power_of_two(Fraction(v, v0))
+        if e is None:
+            return None
+        expr *= sym[path] ** e
+        scale *= Fraction(value[path]) ** e
+    c = Fraction(v0) / scale
+    return sympy.Rational(c.numerator, c.denominator) * expr
+
+
+def _separable(v0: int, doubled: Mapping[Path, int | None], quadrupled: Mapping[Path, int | None],
+               value: Mapping[Path, int], sym: Mapping[Path, sympy.Symbol],
+               joint: Callable[[Path, Path], int | None] | None = None) -> sympy.Expr | None:
+    """v0 as common factor × (c0 + Σ c_r·r^e_r), exponents from doubling and quadrupling each r."""
+    common: dict[Path, int] = {}
+    rest: list[Path] = []
+    for path, v in doubled.items():
+        if v is None or v == v0:
+            continue
+        e = _power_of_two(Fraction(v, v0))
+        if e is not None and quadrupled.get(path) == v0 * Fraction(4) ** e:
+            common[path] = e
+        else:
+            rest.append(path)
+    if not rest:
+        return None
+    factor_value = Fraction(1)
+    factor: sympy.Expr = sympy.Integer(1)
+    for path, e in common.items():
+        factor_value *= Fraction(value[path]) ** e
+        factor *= sym[path] ** e
+    q0 = Fraction(v0) / factor_value
+    # each summand's value at the base point, from its response to doubling r (exponent from quadrupling)
+    found: dict[Fraction, dict[Path, int]] = {}
+    for path in rest:
+        d2, d4 = doubled[path], quadrupled.get(path)
+        if d2 is None:
+            return None
+        t2 = Fraction(d2) / factor_value - q0
+        if d4 is None:  # no build at 4×: take the summand as linear and let the independent check decide
+            exponent: int | None = 1
+        else:
+            t4 = Fraction(d4) / factor_value - q0
+            exponent = next((e for e in (1, -1, 2, 3, -2)
+                             if t4 * (Fraction(2) ** e - 1) == t2 * (Fraction(4) ** e - 1)), None)
+        if exponent is None:
+            return None
+        found.setdefault(t2 / (Fraction(2) ** exponent - 1), {})[path] = exponent
+    groups: list[tuple[Fraction, dict[Path, int]]] = []
+    for term_value, powers in found.items():  # equal summand values: one product, or separate summands?
+        groups.extend((term_value, g) for g in _split(term_value, powers, q0, factor_value, joint))
+    total: sympy.Expr = sympy.Integer(0)
+    explained = Fraction(0)
+    for term_value, powers in groups:
+        base = Fraction(1)
+        monomial: sympy.Expr = sympy.Integer(1)
+        for path, exponent in powers.items():
+            base *= Fraction(value[path]) ** exponent
+            monomial *= sym[path] ** exponent
+        c = term_value / base
+        explained += term_value
+        total += sympy.Rational(c.numerator, c.denominator) * monomial
+    c0 = q0 - explained
+    total += sympy.Rational(c0.numerator, c0.denominator)
+    return sympy.factor_terms(factor * total)
+
+
+def _split(term_value: Fraction, powers: dict[Path, int], q0: Fraction, factor_value: Fraction,
+           joint: Callable[[Path, Path], int | None] | None) -> list[dict[Path, int]]:
+    """Fields whose summands have the same value, grouped into products by doubling two at once."""
+    paths = list(powers)
+    if len(paths) == 1 or joint is None:
+        return [powers]
+    parent = {p: p for p in paths}
+
+    def root(p: Path) -> Path:
+        while parent[p] != p:
+            p = parent[p]
+        return p
+
+    for i, p in enumerate(paths):
+        for q in paths[i + 1:]:
+            got = joint(p, q)
+            if got is None:
+                continue
+            change = Fraction(got) / factor_value - q0
+            together = term_value * (Fraction(2) ** (powers[p] + powers[q]) - 1)
+            if change == together and root(p) != root(q):
+                parent[root(q)] = root(p)
+    out: dict[Path, dict[Path, int]] = {}
+    for p in paths:
+        out.setdefault(root(p), {})[p] = powers[p]
+    return list(out.values())
+
+
+@dataclass(frozen=True)
+class GenericModel:
+    """What the generic torch path found for one config: exact total, formula terms, status."""
+
+    name: str
+    model_type: str
+    architecture: str
+    total: int
+    terms: tuple[Term, ...]
+    values: dict[str, int]
+    fields: dict[str, str]  # symbol name -> config field path ("text_config.hidden_size")
+    active: int | None = None
+    active_terms: tuple[Term, ...] = ()
+    unexplained: tuple[str, ...] = ()  # parameter patterns whose size is a measured number
+    verified: bool = False  # formula checked against a real build at an independent point
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some tensors are routed experts (``active`` is then the per-token count)."""
+        return self.active is not None
+
+    @property
+    def in_fields(self) -> bool:
+        """Whether every term is written in config fields (no measured constants)."""
+        return not self.unexplained
+
+    def params_formula(self, active: bool = False) -> Formula:
+        """Total (or per-token active) parameters as a Formula; at ``values`` it is the exact count."""
+        terms = self.active_terms if active and self.is_moe else self.terms
+        note = "; ".join(self.notes)
+        title = f"{'Active parameters' if active else 'Parameters'} of {self.name} (generic torch path)"
+        return Formula("model.params.active" if active else "model.params", title, terms, source=SOURCE,
+                       where=f"{self.architecture} built on the meta device", note=note, name="N")
+
+    def formula_values(self, active: bool = False) -> dict[str, int]:
+        """The values of exactly the symbols the formula uses."""
+        names = {s.name for s in self.params_formula(active).inputs}
+        return {k: v for k, v in self.values.items() if k in names}
+
+
+def _fit(base: Mapping[tuple[Unit, int], int], doubled: Mapping[Path, Mapping[tuple[Unit, int], int] | None],
+         quadrupled: Mapping[Path, Mapping[tuple[Unit, int], int] | None], value: Mapping[Path, int],
+         sym: Mapping[Path, sympy.Symbol],
+         pair: Callable[[Path, Path], Mapping[tuple[Unit, int], int] | None] | None = None,
+         ) -> dict[tuple[Unit, int], sympy.Expr | None]:
+    out: dict[tuple[Unit, int], sympy.Expr | None] = {}
+    for q, v0 in base.items():
+        # a field whose change makes the tensor vanish (or split) says nothing about its size: ignored,
+        # and the check at an independent point decides
+        responses = {p: (None if d is None else d.get(q)) for p, d in doubled.items()}
+        expr = _monomial(v0, responses, value, sym)
+        if expr is None:
+            quadruples = {p: (None if d is None else d.get(q)) for p, d in quadrupled.items()}
+            joint = None if pair is None else (lambda p1, p2, q=q: _get(pair(p1, p2), q))
+            expr = _separable(v0, responses, quadruples, value, sym, joint)
+        out[q] = expr
+    return out
+
+
+def _get(quantities: Mapping[tuple[Unit, int], int] | None, q: tuple[Unit, int]) -> int | None:
+    return None if quantities is None else quantities.get(q)
+
+
+def _unit_expr(unit: Unit, shape: tuple[int, ...], fitted: Mapping[tuple[Unit, int], sympy.Expr | None]) -> sympy.Expr | None:
+    parts = [fitted.get((unit, -1))] + [fitted.get((unit, i)) for i in range(len(shape))]
+    if any(p is None for p in parts):
+        return None
+    return sympy.Mul(*parts)
+
+
+def _evaluate(expr: sympy.Expr, point: Mapping[sympy.Symbol, int]) -> sympy.Rational:
+    return sympy.Rational(expr.xreplace({s: sympy.Integer(point[s]) for s in expr.free_symbols}))
+
+
+def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = None,
+            progress: Callable[[str], None] | None = None) -> GenericModel:
+    """The GenericModel of a config dict (see the module docstring); needs torch."""
+    if not torch_available():
+        raise GenericError(f"this model type needs the '{EXTRA}' extra (pip install 'symbolic[{EXTRA}]')")
+    model, config = built_model(config_object(data), architecture)
+    cls = type(model)
+    real_shapes = {n: tuple(int(s) for s in p.shape) for n, p in model.named_parameters()}
+    real_data = config.to_dict()
+    config_class = type(config)
+
+    def probe(d: dict[str, Any]) -> Shapes | None:
+        try:
+            with _quiet():
+                cfg = config_class.from_dict(d)
+            return shapes(cfg, cls)
+        except Exception:
+            return None
+
+    fields = int_fields(real_data)
+    sym = symbols_for(list(fields))
+    real_point = {sym[p]: v for p, v in fields.items()}
+    real_units = units(real_shapes)
+    total = sum(_numel(s) for s in real_shapes.values())
+    # Probe at a shrunk copy (few layers: fast to build) when it rebuilds; else at the config itself.
+    base_data = _shrink(real_data, fields)
+    base_shapes = probe(base_data) if base_data != real_data else None
+    if base_shapes is None:
+        base_data = real_data
+        base_shapes = probe(real_data)
+        if base_shapes != real_shapes:
+            base_shapes = None
+    exprs: dict[Unit, sympy.Expr | None] = {u: None for u in real_units}
+    verified = False
+    if base_shapes is not None:
+        base_fields = int_fields(base_data)
+        base_units = units(base_shapes)
+        found, verified = _fit_units(base_units, base_data, base_fields, sym, probe)
+        for u, (count, shape) in real_units.items():  # every expression must give the real config's size
+            expr = found.get(u)
+            exprs[u] = expr if expr is not None and _evaluate(expr, real_point) == count * _numel(shape) else None
+    terms, unexplained = _terms(exprs, real_units)
+    active, active_terms = _active(terms, sym, fields)
+    used = {s for t in terms + active_terms for s in t.expr.free_symbols}
+    values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] is s}
+    paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] is s}
+    notes = [] if base_shapes is not None else ["the config does not rebuild from its own dict; no field was probed"]
+    spec = GenericModel(name=name or str(data.get("model_type")), model_type=str(config.model_type),
+                        architecture=cls.__name__, total=total, terms=terms, values=values, fields=paths,
+                        active=active, active_terms=active_terms, unexplained=tuple(unexplained),
+                        verified=verified and not unexplained, notes=tuple(notes))
+    if progress:
+        progress(f"{spec.model_type}: {total} parameters, {len(unexplained)} measured terms")
+    return spec
+
+
+PROBE_LAYERS = 24  # a multiple of the usual layer patterns (every 2nd, 3rd, 4th, 6th, 8th layer)
+
+
+def _shrink(data: dict[str, Any], fields: Mapping[Path, int]) -> dict[str, Any]:
+    """A copy with every layer-count field above PROBE_LAYERS set to it (per-layer lists cut to match)."""
+    out = data
+    for path, v in fields.items():
+        if KNOWN.get(path[-1]) is L and v > PROBE_LAYERS:
+            out = _set(out, path, PROBE_LAYERS, v)
+    return out
+
+
+def _fit_units(base_units: Mapping[Unit, tuple[int, tuple[int, ...]]], base_data: dict[str, Any],
+               fields: Mapping[Path, int], sym: Mapping[Path, sympy.Symbol],
+               probe: Callable[[dict[str, Any]], Shapes | None]) -> tuple[dict[Unit, sympy.Expr | None], bool]:
+    """Each unit's size as an expression in fields (None where none fits), and whether a joint probe agrees."""
+    base_q = _quantities(base_units)
+    doubled: dict[Path, dict[tuple[Unit, int], int] | None] = {}
+    quadrupled: dict[Path, dict[tuple[Unit, int], int] | None] = {}
+    for path, v in fields.items():
+        got = probe(_set(base_data, path, 2 * v, v))
+        doubled[path] = None if got is None else _quantities(units(got))
+    for path in _needs_quadruple(base_q, doubled):
+        v = fields[path]
+        got = probe(_set(base_data, path, 4 * v, v))
+        quadrupled[path] = None if got is None else _quantities(units(got))
+    pairs: dict[frozenset[Path], dict[tuple[Unit, int], int] | None] = {}
+
+    def pair(p1: Path, p2: Path) -> dict[tuple[Unit, int], int] | None:
+        key = frozenset((p1, p2))
+        if key not in pairs:
+            d = _set(_set(base_data, p1, 2 * fields[p1], fields[p1]), p2, 2 * fields[p2], fields[p2])
+            got = probe(d)
+            pairs[key] = None if got is None else _quantities(units(got))
+        return pairs[key]
+
+    fitted = _fit(base_q, doubled, quadrupled, fields, sym, pair)
+    exprs = {u: _unit_expr(u, shape, fitted) for u, (_, shape) in base_units.items()}
+    point = {sym[p]: v for p, v in fields.items()}
+    for u, expr in exprs.items():
+        count, shape = base_units[u]
+        if expr is not None and _evaluate(expr, point) != count * _numel(shape):
+            exprs[u] = None
+    wrong = _verify(exprs, fields, sym, base_data, probe)
+    if wrong is None:
+        return exprs, False
+    return {u: (None if u in wrong else e) for u, e in exprs.items()}, True
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _needs_quadruple(base_q: Mapping[tuple[Unit, int], int],
+                  doubled: Mapping[Path, Mapping[tuple[Unit, int], int] | None]) -> list[Path]:
+    """Fields whose doubling changes some quantity by a factor that is not a power of two."""
+    out: list[Path] = []
+    for path, d in doubled.items():
+        if d is None:
+            continue
+        for q, v0 in base_q.items():
+            v = d.get(q)
+            if v is not None and v != v0 and _power_of_two(Fraction(v, v0)) is None:
+                out.append(path)
+                break
+    if not out:
+        return out
+    # also the power-of-two factors of those quantities, to tell a common factor from a summand
+    mixed = {q for q, v0 in base_q.items() for p in out if (d := doubled[p]) is not None and d.get(q) not in (None, v0)
+             and _power_of_two(Fraction(d[q], v0)) is None}
+    for path, d in doubled.items():
+        if d is not None and path not in out and any(d.get(q) not in (None, base_q[q]) for q in mixed):
+            out.append(path)
+    return out
+
+
+def _verify(exprs: Mapping[Unit, sympy.Expr | None], fields: Mapping[Path, int], sym: Mapping[Path, sympy.Symbol],
+            base_data: dict[str, Any], probe: Callable[[dict[str, Any]], Shapes | None]) -> set[Unit] | None:
+    """Rebuild with every field the formula uses doubled at once: the units it mispredicts (None: no build)."""
+    by_symbol = {s: p for p, s in sym.items()}
+    used = {s for e in exprs.values() if e is not None for s in e.free_symbols}
+    if not used:
+        return set()
+    d = base_data
+    point = {s: fields[by_symbol[s]] for s in sym.values()}
+    for s in used:
+        path = by_symbol[s]
+        d = _set(d, path, 2 * fields[path], fields[path])
+        point[s] = 2 * fields[path]
+    got = probe(d)
+    if got is None:
+        return None
+    measured = {u: c * _numel(s) for u, (c, s) in units(got).items()}
+    return {u for u, e in exprs.items() if e is not None and measured.get(u) != _evaluate(e, point)}
+
+
+def _terms(exprs: Mapping[Unit, sympy.Expr | None],
+           base_units: Mapping[Unit, tuple[int, tuple[int, ...]]]) -> tuple[tuple[Term, ...], list[str]]:
+    """One term per name pattern (its shapes summed); unfitted sizes kept as their measured number."""
+    grouped: dict[str, list[sympy.Expr]] = {}
+    unexplained: list[str] = []
+    for (pattern, _), expr in exprs.items():
+        count, shape = base_units[(pattern, _)]
+        if expr is None:
+            if pattern not in unexplained:
+                unexplained.append(pattern)
+            expr = sympy.Integer(count * _numel(shape))
+        grouped.setdefault(pattern, []).append(expr)
+    terms = []
+    for pattern, parts in grouped.items():
+        note = NOTE_CONSTANT if pattern in unexplained else ""
+        terms.append(Term(pattern, pattern, sympy.Add(*parts), "params", SOURCE, note=note))
+    return tuple(terms), unexplained
+
+
+_EXPERT = re.compile(r"(^|\.)experts?(\.|$)")
+
+
+def _active(terms: tuple[Term, ...], sym: Mapping[Path, sympy.Symbol],
+            fields: Mapping[Path, int]) -> tuple[int | None, tuple[Term, ...]]:
+    """Per-token parameters: routed-expert terms (linear in the expert count) scaled by top-k / experts."""
+    experts = next((s for p, s in sym.items() if s == n_exp or p[-1] in ("num_local_experts", "num_experts",
+                                                                       "n_routed_experts", "moe_num_experts")), None)
+    top = next((s for p, s in sym.items() if p[-1] in TOP_K_FIELDS), None)
+    if experts is None or top is None:
+        return None, ()
+    out = []
+    changed = False
+    for t in terms:
+        expert_term = bool(_EXPERT.search(t.key)) and "shared" not in t.key and experts in t.expr.free_symbols
+        if expert_term and sympy.degree(sympy.expand(t.expr), experts) == 1:
+            out.append(t.replace(expr=t.expr * top / experts))
+            changed = True
+        else:
+            out.append(t)
+    if not changed:
+        return None, ()
+    point = {s: fields[p] for p, s in sym.items()}
+    active = sum(_evaluate(t.expr, point) for t in out)
+    return int(active), tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _cached(model_type: str) -> GenericModel:
+    return analyse({"model_type": model_type}, name=model_type)
+
+
+def default_model(model_type: str) -> GenericModel:
+    """The GenericModel of a model type's default config (cached per type)."""
+    return _cached(model_type)

@@ -1,0 +1,99 @@
+"""``symbolic memory --mode infer`` for model types without a family table (the generic torch path).
+
+Serving memory of one GPU holding the whole model: the weights (the generic parameter count
+times bytes per weight) and the serving cache measured on the meta device
+(``architectures.generic_cache``: bytes = B·(c_0 + c_S·S + c_W·min(S, K)) after a prefill,
+bfloat16, scaled to the ``--kv-dtype`` element size). Tensor parallelism, quantised weights and the prefill working set
+need the table families' layer structure; other options are refused with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import sympy
+
+from .. import printing
+from ..errors import UserError
+from ..symbols import B, S
+from ..units import format_bytes
+from .common import print_json, table
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "int8": 1}
+DEFAULT_SEQ = 4096
+SUPPORTED_OPTIONS = ("batch", "seq", "weights", "kv_dtype")
+
+
+def wants_generic(model: str) -> bool:
+    """Whether ``model`` resolves to a config whose type has no family table."""
+    from .. import architectures
+    from .generic_params import is_table_family
+
+    _, config = architectures.resolve_config(model)
+    return not is_table_family(config)
+
+
+def infer_data(model: str, options: dict[str, object]) -> dict[str, Any]:
+    """Plain data of the generic inference estimate (the keys ``memory --json`` uses where they apply)."""
+    from .. import architectures
+    from ..architectures import generic_cache
+    from .generic_params import load_generic
+
+    extra = sorted(k for k in options if k not in SUPPORTED_OPTIONS and k != "mode")
+    if extra:
+        raise UserError(f"the generic torch path plans one GPU holding the model; --{extra[0].replace('_', '-')} "
+                        "needs a model type with a family table ('symbolic models')")
+    name, config = architectures.resolve_config(model)
+    m = load_generic(name, config)
+    batch = int(options.get("batch") or 1)
+    seq = int(options.get("seq") or DEFAULT_SEQ)
+    weights = str(options.get("weights") or "bf16")
+    kv = str(options.get("kv_dtype") or ("bf16" if weights not in DTYPE_BYTES or DTYPE_BYTES[weights] != 4 else "fp32"))
+    if weights not in DTYPE_BYTES or weights in ("int8", "fp8"):
+        raise UserError(f"the generic torch path stores weights in bf16, fp16 or fp32, not {weights!r}")
+    if kv not in DTYPE_BYTES:
+        raise UserError(f"unknown --kv-dtype {kv!r}; use one of {', '.join(DTYPE_BYTES)}")
+    archs = config.get("architectures")
+    cache = generic_cache.cache_formula(config, architecture=archs[0] if isinstance(archs, list) and archs else None)
+    scale = DTYPE_BYTES[kv]
+    ratio = sympy.Rational(scale, generic_cache.BYTES_PER_ELEMENT)
+    per_token, per_sequence, windowed = (cache.per_token * ratio, cache.per_sequence * ratio, cache.windowed * ratio)
+    cache_bytes = int(cache.expr.xreplace({B: batch, S: seq}) * ratio)
+    weight_bytes = m.total * DTYPE_BYTES[weights]
+    terms = {"weights": weight_bytes, "kv_cache": cache_bytes}
+    return {
+        "model": m.name, "mode": "infer", "coverage": "generic", "architecture": m.architecture,
+        "options": {"batch": batch, "seq": seq, "weights": weights, "kv_dtype": kv},
+        "total_bytes": weight_bytes + cache_bytes, "total_human": format_bytes(weight_bytes + cache_bytes),
+        "terms": terms, "cache_bytes": cache_bytes, "cache_terms": {"kv_cache": cache_bytes},
+        "cache_formula": {"per_token_bytes": str(per_token), "per_sequence_bytes": str(per_sequence),
+                          "windowed_per_token_bytes": str(windowed), "window_cap": cache.cap,
+                          "text": printing.text(cache.expr * ratio),
+                          "cache_class": cache.cache_class, "verified": cache.verified},
+        "values": {"B": batch, "S": seq, "N": m.total},
+        "notes": ["cache measured after a prefill on the meta device (bfloat16), scaled to the KV dtype; "
+                  "no prefill working set or runtime overhead counted"],
+    }
+
+
+def cmd_memory(args: argparse.Namespace, options: dict[str, object]) -> int:
+    """Print the generic inference estimate."""
+    if args.mode != "infer":
+        raise UserError("this model type has no family table: the generic torch path plans --mode infer only")
+    data = infer_data(args.model, options)
+    if getattr(args, "json", False):
+        print_json(data)
+        return 0
+    o = data["options"]
+    print(f"{data['model']}: inference memory, one GPU ({data['architecture']}, generic torch path)")
+    print(f"  options: batch {o['batch']}, seq {o['seq']}, weights {o['weights']}, kv-dtype {o['kv_dtype']}")
+    rows = [(k, f"{v:,}", format_bytes(v)) for k, v in data["terms"].items()]
+    rows.append(("total", f"{data['total_bytes']:,}", data["total_human"]))
+    print(table(rows, "<>>"))
+    c = data["cache_formula"]
+    print(f"  kv_cache = {c['text']} bytes ({c['cache_class']}, "
+          f"{'checked at a further point' if c['verified'] else 'not confirmed at a further point'})")
+    for note in data["notes"]:
+        print(f"  note: {note}")
+    return 0

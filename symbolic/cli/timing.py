@@ -1,0 +1,201 @@
+"""Subcommands on the time half of a capacity plan: ``time`` (one layout) and ``plan`` (layout search).
+
+Both take the shape, precision and parallel flags of ``symbolic memory`` (added by the same
+function), a GPU of the catalogue or a custom GPU file, and one of ``--mfu`` or
+``--achieved-tflops``. Handlers import the planner lazily (see the import rule in
+``cli/__init__.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import TYPE_CHECKING
+
+from .common import CliError, print_json, table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..planning.time import TimePlan
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+def add_memory_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of ``symbolic memory`` (MODEL_OR_CONFIG, --mode, shape, precision, parallelism, --json).
+
+    A thin wrapper: ``cli/memory.py`` owns the definition (``add_plan_options``); this calls it so
+    that ``time`` and ``plan`` always take the same flags as ``memory``.
+    """
+    from . import memory
+
+    adder = getattr(memory, "add_plan_options", None) or memory._add_plan_options
+    adder(p)
+
+
+def memory_options(args: argparse.Namespace) -> dict[str, object]:
+    """The planning options given on the command line (as ``symbolic memory`` reads them)."""
+    from . import memory
+
+    return memory.plan_options(args)
+
+
+def _number(text: str, what: str) -> object:
+    from ..values import parse_number
+
+    try:
+        value = parse_number(text, what)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{what} must be positive, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    value = _number(text, "count")
+    if not getattr(value, "is_Integer", False):
+        raise argparse.ArgumentTypeError(f"expected a whole number (e.g. 64, 3e11), got {text!r}")
+    return int(value)  # type: ignore[call-overload]
+
+
+def _real(text: str) -> float:
+    return float(_number(text, "value"))  # type: ignore[arg-type]
+
+
+def _add_rate_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus') or a custom GPU .toml file")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--mfu", type=_real, help="efficiency of the compute alone (0 < F ≤ 1); communication and the "
+                                             "pipeline bubble are modelled on top")
+    g.add_argument("--achieved-tflops", dest="achieved_tflops", type=_real,
+                   help="end-to-end TFLOP/s per GPU, overheads included, as papers report it: time = FLOPs / "
+                        "(GPUs · X)")
+    p.add_argument("--compute-dtype", dest="compute_dtype", choices=DTYPES,
+                   help="dtype whose peak FLOP/s applies (default: the training precision's, or the weights')")
+    p.add_argument("--tokens", type=_count, help="tokens to train on (serving: tokens to generate), e.g. 3e11")
+    p.add_argument("--price", type=_real, help="USD per GPU-hour (gives the cost)")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``time`` and ``plan``."""
+    p = sub.add_parser("time", help="FLOPs, step time, throughput, time to train and cost of one layout",
+                       description="Time half of a capacity plan: every figure a formula (roofline step, "
+                                   "communication, bubble; or FLOPs at an achieved rate).")
+    add_memory_flags(p)
+    _add_rate_flags(p)
+    p.add_argument("--gpus", type=_count, help="GPUs in the job (sets dp = gpus / (tp · pp) unless --dp is given)")
+    p.add_argument("--formula", action="store_true", help="show the formula behind each figure")
+    p.set_defaults(handler=cmd_time)
+
+    p = sub.add_parser("plan", help="search parallel layouts that fit, ranked by time or cost",
+                       description="Search dp × tp × pp × ZeRO × recompute × micro-batch × gradient accumulation "
+                                   "for a global batch; keep what fits; rank.")
+    add_memory_flags(p)
+    _add_rate_flags(p)
+    count = p.add_mutually_exclusive_group(required=True)
+    count.add_argument("--gpus", type=_count, help="exactly this many GPUs")
+    count.add_argument("--max-gpus", dest="max_gpus", type=_count,
+                       help="every GPU count up to this (powers of two and whole nodes)")
+    p.add_argument("--global-batch", dest="global_batch", type=_count, required=True,
+                   help="sequences per optimizer step (dp × micro-batch × gradient accumulation)")
+    p.add_argument("--objective", choices=("time", "cost"), default="time", help="rank by time (default) or cost")
+    p.add_argument("--top", type=_count, default=10, help="how many layouts to show (default 10)")
+    p.set_defaults(handler=cmd_plan)
+
+
+def _fmt(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e6 or abs(value) < 1e-3:
+        return f"{value:.4g}"
+    return f"{value:,.4f}".rstrip("0").rstrip(".")
+
+
+_UNITS = {"flops_per_token": "FLOPs", "flops_per_step": "FLOPs", "step_seconds": "s", "tokens_per_second": "tokens/s",
+          "train_seconds": "s", "train_days": "days", "gpu_hours": "GPU-h", "cost": "USD", "achieved_tflops": "TFLOP/s",
+          "mfu_end_to_end": "", "prefill_seconds": "s", "decode_seconds": "s", "decode_tokens_per_second": "tokens/s",
+          "decode_seconds_per_token": "s", "bandwidth_bound_tokens_per_second": "tokens/s", "max_concurrency": "sequences",
+          "total_seconds": "s", "tokens_per_step": "tokens", "gpus": ""}
+
+
+def cmd_time(args: argparse.Namespace) -> int:
+    from ..planning import time as ptime
+
+    options = memory_options(args)
+    result = ptime.time_plan(args.model, args.gpu, args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
+                             achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
+                             **options)
+    if args.json:
+        print_json(result.as_dict(formulas=args.formula))
+        return 0
+    _print_time(result, args.formula)
+    return 0
+
+
+def _print_time(result: TimePlan, formulas: bool) -> None:
+    r = result.memory.regime
+    what = "training" if result.mode == "train" else "serving"
+    rate = (f"mfu {result.values['mfu']} of {float(result.values['F_peak']) / 1e12:,.1f} TFLOP/s peak"  # type: ignore[arg-type]
+            if "mfu" in result.values else f"{float(result.values['X']) / 1e12:,.1f} TFLOP/s achieved per GPU")  # type: ignore[arg-type]
+    print(f"{result.model}: {what} on {r.gpus} × {result.gpu.name} (dp {r.dp} × tp {r.tp} × pp {r.pp}), {rate}")
+    rows = [("figure", "value", "unit")]
+    rows += [(k, _fmt(float(v)), _UNITS.get(k, "")) for k, v in result.figures.items() if v is not None]
+    rows.append(("memory_per_gpu", f"{result.memory.total:,}", "bytes" + ("" if result.memory.total <= result.gpu.bytes
+                                                                       else " (does NOT fit)")))
+    print(table(rows, "<><"))
+    step = result.formulas.get("step_seconds") or result.formulas.get("decode_seconds")
+    if step is not None:
+        ev = step.evaluate(step.restrict(result.values))
+        print(f"{step.name} terms (s): " + ", ".join(f"{t.key} {_fmt(float(v))}" for t, v in ev.terms))
+    if formulas:
+        for key, f in result.formulas.items():
+            print(f"{key}: {f}   [{f.key}]")
+            for symbol, definition in f.definitions.items():
+                print(textwrap.fill(f"where {symbol.name} = {definition.text()}   [{definition.key}]", width=110,
+                                    initial_indent="  ", subsequent_indent="      "))
+        values = ", ".join(f"{k}={_fmt(float(v)) if not isinstance(v, (int, str)) else v}"
+                           for k, v in result.values.items())
+        print(textwrap.fill(values, width=110, initial_indent="  at ", subsequent_indent="     "))
+    for note in result.notes:
+        print(f"  note: {note}")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ..planning import search
+
+    if args.mode != "train":
+        raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
+    options = memory_options(args)
+    seq = options.pop("seq", None)
+    if seq is None:
+        raise CliError("plan needs --seq (tokens per sequence)")
+    result = search.search(args.model, args.gpu, seq=seq, global_batch=args.global_batch, gpus=args.gpus,
+                           max_gpus=args.max_gpus, tokens=args.tokens, mfu=args.mfu,
+                           achieved_tflops=args.achieved_tflops, price=args.price, objective=args.objective,
+                           top=args.top, compute=args.compute_dtype, **options)
+    if args.json:
+        print_json(result.as_dict())
+        return 0
+    print(f"{result.model} on {result.gpu.name}: {result.considered} layouts, {result.fitting} fit; best by "
+          f"{result.objective}")
+    if not result.layouts:
+        print("  nothing fits: more GPUs, a smaller micro-batch or sequence, or --offload")
+        return 0
+    head = ["gpus", "dp", "tp", "pp", "zero", "recompute", "mb", "accum", "memory", "step s"]
+    extra = [k for k in ("train_seconds", "cost") if k in result.layouts[0]]
+    rows = [tuple(head + [{"train_seconds": "train days", "cost": "cost USD"}[k] for k in extra])]
+    from ..units import format_bytes
+
+    for lay in result.layouts:
+        row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), str(lay["recompute"]),
+               str(lay["micro_batch"]), str(lay["grad_accum"]), format_bytes(int(lay["memory_bytes"])),  # type: ignore[call-overload]
+               _fmt(float(lay["step_seconds"]))]  # type: ignore[arg-type]
+        if "train_seconds" in lay:
+            row.append(f"{float(lay['train_seconds']) / 86400:,.2f}")  # type: ignore[arg-type]
+        if "cost" in lay:
+            row.append(f"{float(lay['cost']):,.0f}")  # type: ignore[arg-type]
+        rows.append(tuple(row))
+    print(table(rows, "<>>>><>>>>>>"))
+    for note in result.notes:
+        print(f"  note: {note}")
+    return 0

@@ -1,0 +1,167 @@
+"""FLOPs of training and serving as terms: the field's named rules and this project's exact count.
+
+Every count is in FLOPs (one multiply-add = 2 FLOPs, the convention of Kaplan et al. 2020 and
+Narayanan et al. 2021). Named variants, none replacing another:
+
+- ``flops.train.kaplan`` 6·N per token (Kaplan et al. 2020 §2.1; Chinchilla's C ≈ 6·N·D):
+  2·N forward, 4·N backward, the attention scores left out.
+- ``flops.train.palm`` 6·N + 12·L·a·d_head·S (Chowdhery et al. 2022, PaLM, Appendix B): the
+  attention scores and the attention over values added (Hoffmann et al. 2022, Appendix F,
+  counts the same two matmuls).
+- ``flops.iteration.narayanan`` 96·B·S·L·H²·(1 + S/6H + V/16LH) (Narayanan et al. 2021, eq. 3,
+  full recompute), and its no-recompute form with 72 and V/12LH.
+- ``flops.forward`` / ``flops.train``: this project's exact count, matmul by matmul, for a
+  Llama-style layer (GQA projections with their head width, gated MLP, output layer); the
+  planner builds the same terms for any model from its own parameter terms
+  (``forward_terms``).
+
+What the exact count leaves out: norms, biases, activations, softmax, residual adds and rotary
+embeddings (O(H) per token per layer, well under 1 % for any model larger than GPT-2 small);
+the causal mask is not exploited (the scores are counted for all S positions, as the papers
+above and MFU conventions do; FlashAttention's causal kernels do about half that work);
+sliding-window layers are counted as full attention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import sympy
+
+from .. import sources
+from ..formula import Formula
+from ..symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_head, declare
+from ..term import Term
+from .registry import register
+
+for _id, _citation, _url in (
+    ("kaplan2020", "J. Kaplan et al., \"Scaling Laws for Neural Language Models\", 2020", "https://arxiv.org/abs/2001.08361"),
+    ("hoffmann2022", "J. Hoffmann et al., \"Training Compute-Optimal Large Language Models\" (Chinchilla), 2022",
+     "https://arxiv.org/abs/2203.15556"),
+    ("chowdhery2022", "A. Chowdhery et al., \"PaLM: Scaling Language Modeling with Pathways\", 2022, Appendix B",
+     "https://arxiv.org/abs/2204.02311"),
+    ("dubey2024", "A. Dubey et al., \"The Llama 3 Herd of Models\", 2024", "https://arxiv.org/abs/2407.21783"),
+):
+    if _id not in sources.SOURCES:
+        sources.register(_id, _citation, _url)
+
+T = declare("T", "T", "tokens trained on in the whole run")
+F_fwd = declare("F_fwd", r"F_{\mathrm{fwd}}", "forward FLOPs per token", "flops", integer=False)
+F_tok = declare("F_tok", r"F_{\mathrm{tok}}", "training FLOPs per token (forward, backward, recompute)", "flops",
+                integer=False)
+
+RECOMPUTE = ("none", "selective", "full")
+_MATMUL = "2 FLOPs per weight per token (one multiply-add)"
+
+
+def _t(key: str, title: str, expr: sympy.Expr, source: str = "project", where: str = "", note: str = "") -> Term:
+    return Term(key, title, expr, "flops", source, where, note)
+
+
+# --- the exact count -------------------------------------------------------------------------
+def forward_terms(matmuls: Iterable[tuple[str, str, sympy.Expr] | tuple[str, str, sympy.Expr, sympy.Expr]],
+                  q_width: sympy.Expr, output_width: sympy.Expr | None,
+                  extra: Iterable[tuple[str, str, sympy.Expr]] = (), v_width: sympy.Expr | None = None) -> list[Term]:
+    """Forward FLOPs per token: 2 × each per-layer weight matrix, the two attention matmuls, the output layer.
+
+    ``matmuls`` are (key, title, parameters of that matrix in one layer[, layers that have it:
+    L unless given]); ``q_width`` is a·d_head, the width the scores are computed over, and
+    ``v_width`` the values' (q_width unless given: latent attention differs); ``output_width`` the
+    output layer's input width (None: no output layer); ``extra`` are matmuls outside the layers
+    (OPT's projections), 2 FLOPs per weight too.
+    """
+    terms = [_t(m[0], f"{m[1]}: {_MATMUL}", (m[3] if len(m) > 3 else L) * 2 * m[2], where="matmul")  # type: ignore[misc]
+             for m in matmuls]
+    terms.append(_t("attention.scores", "attention scores Q·Kᵀ over S positions", L * 2 * S * q_width, "chowdhery2022",
+                    "Appendix B", "Counted for all S positions (the causal mask is not exploited)."))
+    terms.append(_t("attention.values", "attention over values softmax·V", L * 2 * S * (v_width or q_width),
+                    "chowdhery2022", "Appendix B"))
+    terms += [_t(key, f"{title}: {_MATMUL}", 2 * expr, where="matmul") for key, title, expr in extra]
+    if output_width is not None:
+        terms.append(_t("output", "output layer H → V (logits)", 2 * V * output_width, where="matmul",
+                        note="The matmul runs whether or not the head is tied to the embedding."))
+    return terms
+
+
+def attention_core(q_width: sympy.Expr, v_width: sympy.Expr | None = None) -> sympy.Expr:
+    """Forward FLOPs per token of Q·Kᵀ and softmax·V: what selective recompute runs again."""
+    return L * 2 * S * (q_width + (v_width if v_width is not None else q_width))
+
+
+def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str) -> list[Term]:
+    """Training FLOPs per token: forward, backward (twice the forward), and the recomputed forward share.
+
+    ``forward`` is the forward count (or F_fwd), ``output`` its output-layer part (never
+    recomputed), ``core`` the attention core (``attention_core``).
+    """
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
+    terms = [_t("forward", "forward pass", forward, "narayanan2021", "§5.1"),
+             _t("backward", "backward pass: gradients of inputs and of weights, 2 × forward", 2 * forward,
+                "narayanan2021", "§5.1", "Each matmul's backward is two matmuls of the same size.")]
+    if recompute == "full":
+        terms.append(_t("recompute", "full recompute: every layer's forward again (not the output layer)",
+                        forward - output, "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1."))
+    elif recompute == "selective":
+        terms.append(_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again", core,
+                        "korthikanti2022", "§5", "Korthikanti et al. recompute the softmax, dropout and attention "
+                        "over values (and the scores they need)."))
+    return terms
+
+
+# Llama-style generic layer (the symbols the memory terms use): q a·d_head, k and v a_kv·d_head.
+_Q = a * d_head
+_GENERIC = (("attention.q", "query projection H → a·d_head", H * _Q),
+            ("attention.k", "key projection H → a_kv·d_head", H * a_kv * d_head),
+            ("attention.v", "value projection H → a_kv·d_head", H * a_kv * d_head),
+            ("attention.o", "output projection a·d_head → H", _Q * H),
+            ("mlp", "gated MLP: gate, up and down H ↔ d_ff", 3 * H * d_ff))
+_LLAMA3_8B = {"H": 4096, "L": 32, "a": 32, "a_kv": 8, "d_head": 128, "d_ff": 14336, "V": 128256, "S": 8192}
+
+FORWARD = register(Formula(
+    "flops.forward", "Forward FLOPs per token, exact count of a Llama-style decoder", forward_terms(_GENERIC, _Q, H),
+    source="project", name="F_fwd", example=_LLAMA3_8B,
+    note="Matmuls only: norms, biases, softmax and rotary embeddings left out. The planner builds these terms "
+         "for each model from its own weight matrices (MoE: the router and the k active experts)."))
+for _r in RECOMPUTE:
+    register(Formula(
+        "flops.train" + ("" if _r == "none" else f".{_r}"),
+        f"Training FLOPs per token, exact count, recompute {_r}",
+        train_terms(F_fwd, 2 * V * H, attention_core(_Q), _r), source="project", name="F_tok",
+        definitions={F_fwd: FORWARD}, example=_LLAMA3_8B))
+
+# --- named rules of the field --------------------------------------------------------------------
+register(Formula(
+    "flops.train.kaplan", "Training FLOPs per token ≈ 6N (Kaplan et al.; Chinchilla's C ≈ 6ND)",
+    (_t("forward", "forward: 2N", 2 * N, "kaplan2020", "§2.1"),
+     _t("backward", "backward: 4N", 4 * N, "kaplan2020", "§2.1")),
+    source="kaplan2020", where="§2.1, eq. 2.1", name="F_tok", example={"N": 8_030_261_248},
+    note="Leaves out the attention scores (2·L·S·d_attn forward per token), small while S ≪ 12·H."))
+register(Formula(
+    "flops.total.kaplan", "Training FLOPs of a run ≈ 6·N·T (Chinchilla's C ≈ 6ND)",
+    (_t("forward", "forward: 2NT", 2 * N * T, "hoffmann2022", "§3, C ≈ 6ND"),
+     _t("backward", "backward: 4NT", 4 * N * T, "hoffmann2022", "§3, C ≈ 6ND")),
+    source="hoffmann2022", name="C", example={"N": 405_000_000_000, "T": 15_600_000_000_000},
+    note="Llama 3 405B (Dubey et al. 2024 §3.2.1): 15.6T tokens, 3.8 × 10^25 FLOPs."))
+register(Formula(
+    "flops.train.palm", "Training FLOPs per token: 6N + 12·L·a·d_head·S (PaLM's MFU count)",
+    (_t("weights", "6N: forward and backward through every weight", 6 * N, "chowdhery2022", "Appendix B"),
+     _t("attention", "attention scores and values, forward and backward", 12 * L * a * d_head * S, "chowdhery2022",
+        "Appendix B")),
+    source="chowdhery2022", where="Appendix B", name="F_tok",
+    example={"N": 8_030_261_248, "L": 32, "a": 32, "d_head": 128, "S": 8192},
+    note="Hoffmann et al. 2022 (Appendix F) count the same two attention matmuls."))
+register(Formula(
+    "flops.iteration.narayanan", "FLOPs per iteration with full recompute, Narayanan et al. 2021 eq. 3",
+    (_t("iteration", "96·B·S·L·H²·(1 + S/6H + V/16LH)", 96 * B * S * L * H**2 * (1 + S / (6 * H) + V / (16 * L * H)),
+        "narayanan2021", "§5.1, eq. 3"),),
+    source="narayanan2021", where="eq. 3", name="F_iter",
+    example={"B": 1536, "S": 2048, "L": 96, "H": 12288, "V": 51200},
+    note="GPT-style layer (4H MLP, multi-head attention); B is the global batch in sequences."))
+register(Formula(
+    "flops.iteration.narayanan.no_recompute", "FLOPs per iteration without recompute (eq. 3 with 72 and V/12LH)",
+    (_t("iteration", "72·B·S·L·H²·(1 + S/6H + V/12LH)", 72 * B * S * L * H**2 * (1 + S / (6 * H) + V / (12 * L * H)),
+        "narayanan2021", "§5.1"),),
+    source="narayanan2021", where="§5.1", name="F_iter",
+    example={"B": 1536, "S": 2048, "L": 96, "H": 12288, "V": 51200},
+    note="Without the recomputed forward the layer factor is 3 instead of 4; the logits keep 6·B·S·H·V."))

@@ -1,0 +1,193 @@
+"""Time as terms: a roofline step of training, prefill and decode of serving, time to train and cost.
+
+A training step (``step_terms``) is the sum of
+
+- ``compute``: max(FLOPs / (F_peak · η), bytes moved / HBM bandwidth) per GPU (the roofline,
+  Williams et al. 2009), η the model FLOP utilisation of the compute alone (``--mfu``);
+- ``bubble``: the pipeline's idle share, compute · (p − 1)/(v · m), so that the step is the
+  ideal time × (m + p − 1)/m: a bubble of (p − 1)/(m + p − 1) of the step (GPipe, Huang et al.
+  2019; 1F1B and interleaving by v, Narayanan et al. 2021 §2.2);
+- ``tp_comm``: Megatron's all-reduces of the B·S·H activations, two per layer forward and two
+  backward (two more with full recompute), each moving 2·(t − 1)/t of the buffer per GPU
+  (ring all-reduce, Patarasuk & Yuan 2009) over the tensor-parallel group's link;
+- ``dp_comm``: the gradient all-reduce over the data-parallel ranks (2·(n_d − 1)/n_d of the
+  gradients), with ZeRO 1/2 a reduce-scatter of the gradients and an all-gather of the updated
+  weights ((n_d − 1)/n_d each), with ZeRO-3 also the weights gathered in the forward and the
+  backward of every micro-batch (Rajbhandari et al. 2020 §7);
+- ``pp_comm``: each stage sends one activation and one gradient of B·S·H per micro-batch.
+
+Assumptions, stated: no communication overlaps computation (an upper bound on the step; Megatron
+and DeepSpeed hide much of the data-parallel traffic behind the backward pass), every link runs
+at the bandwidth the catalogue gives per GPU and direction, FLOPs split evenly over the GPUs,
+memory traffic counts the weights read by every pass and the model states read and written once
+by the optimizer (activations' traffic is left out).
+
+With ``--achieved-tflops X`` instead (``time.train.achieved``): time = FLOPs / (n_gpu · X), X an
+end-to-end rate with every overhead inside, as papers report it; nothing is modelled on top.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from .. import sources
+from ..formula import Formula
+from ..symbols import B, H, L, N, S, declare, n_d, n_mb, p, t, v_pp
+from ..term import Term
+from .flops import F_fwd, F_tok, T
+from .registry import register
+
+for _id, _citation, _url in (
+    ("williams2009", "S. Williams, A. Waterman, D. Patterson, \"Roofline: An Insightful Visual Performance Model\", "
+     "CACM 2009", "https://doi.org/10.1145/1498765.1498785"),
+    ("patarasuk2009", "P. Patarasuk, X. Yuan, \"Bandwidth optimal all-reduce algorithms for clusters of "
+     "workstations\", JPDC 2009", "https://doi.org/10.1016/j.jpdc.2008.09.002"),
+    ("huang2019", "Y. Huang et al., \"GPipe: Efficient Training of Giant Neural Networks using Pipeline "
+     "Parallelism\", NeurIPS 2019", "https://arxiv.org/abs/1811.06965"),
+    ("shoeybi2019", "M. Shoeybi et al., \"Megatron-LM: Training Multi-Billion Parameter Language Models Using "
+     "Model Parallelism\", 2019, §3", "https://arxiv.org/abs/1909.08053"),
+):
+    if _id not in sources.SOURCES:
+        sources.register(_id, _citation, _url)
+
+F_peak = declare("F_peak", r"F_{\mathrm{peak}}", "peak dense FLOP/s of one GPU in the compute dtype (datasheet)",
+                 "flop/s", integer=False)
+mfu = declare("mfu", r"\eta", "model FLOP utilisation of the compute alone (--mfu)", "ratio", integer=False)
+X = declare("X", "X", "achieved FLOP/s per GPU, every overhead included (--achieved-tflops)", "flop/s",
+            integer=False)
+n_gpu = declare("n_gpu", r"n_{\mathrm{gpu}}", "GPUs in the job")
+W_hbm = declare("W_hbm", r"W_{\mathrm{hbm}}", "HBM bandwidth of one GPU", "bytes/s", integer=False)
+W_tp = declare("W_tp", r"W_{\mathrm{tp}}", "link bandwidth per GPU and direction in the tensor-parallel group",
+               "bytes/s", integer=False)
+W_dp = declare("W_dp", r"W_{\mathrm{dp}}", "link bandwidth per GPU and direction in the data-parallel group",
+               "bytes/s", integer=False)
+W_pp = declare("W_pp", r"W_{\mathrm{pp}}", "link bandwidth per GPU and direction between pipeline stages",
+               "bytes/s", integer=False)
+t_step = declare("t_step", r"t_{\mathrm{step}}", "seconds per optimizer step", "seconds", integer=False)
+t_train = declare("t_train", r"t_{\mathrm{train}}", "seconds to train on T tokens", "seconds", integer=False)
+c_gpu = declare("c_gpu", r"c_{\mathrm{gpu}}", "price of one GPU-hour (USD)", "usd", integer=False)
+P_gpu = declare("P_gpu", r"P_{\mathrm{gpu}}", "parameters one GPU computes with (N, or N_gpu under tensor and "
+                "pipeline parallelism; before ZeRO sharding; may be fractional)", "count", integer=False)
+M_w = declare("M_w", r"M_{\mathrm{w}}", "weight bytes one GPU reads per decode step", "bytes", integer=False)
+M_kv = declare("M_kv", r"M_{\mathrm{kv}}", "KV-cache bytes one GPU reads per decode step", "bytes", integer=False)
+
+TOKENS_PER_STEP = n_d * B * n_mb * S  # sequences per step: data-parallel ranks × micro-batch × micro-batches
+
+
+def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", note: str = "") -> Term:
+    return Term(key, title, expr, "seconds", source, where, note)
+
+
+def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
+               act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
+               flops_per_token: sympy.Expr = F_tok) -> list[Term]:
+    """Seconds per training step on one GPU under the roofline model (see the module docstring).
+
+    ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
+    planner defines as N or N_gpu); ``state_bytes`` the model-state bytes per parameter the optimizer
+    reads and writes; element sizes are numbers chosen by the training regime.
+    """
+    flop_time = flops_per_token * B * n_mb * S / (t * p * F_peak * mfu)
+    passes = 3 if recompute == "full" else 2
+    shard = n_d if zero else 1
+    traffic = (passes * n_mb * weight_bytes * params + 2 * state_bytes * params / shard) / W_hbm
+    compute = sympy.Max(flop_time, traffic, evaluate=False)  # unevaluated: SymPy's Max simplification is slow
+    terms = [_s("compute", "roofline: max(FLOPs / (F_peak·η), bytes moved / HBM bandwidth)", compute, "williams2009",
+                "", f"FLOPs: tokens per GPU × F_tok / (t·p); bytes: weights read {passes}× per micro-batch, model "
+                    "states read and written once.")]
+    terms.append(_s("bubble", "pipeline bubble: (p − 1)/(v·m) × compute", compute * (p - 1) / (v_pp * n_mb),
+                    "narayanan2021", "§2.2", "The step becomes (m + p − 1)/m × the ideal: a bubble of (p − 1)/(m + p − 1)."))
+    per_layer = 6 if recompute == "full" else 4
+    ring = 2 * (t - 1) / t
+    layer_bytes = act_bytes * B * S * H
+    terms.append(_s("tp_comm", f"tensor parallel: {per_layer} all-reduces of B·S·H per layer per micro-batch",
+                    n_mb * (L / p) * per_layer * ring * layer_bytes / W_tp, "shoeybi2019", "§3",
+                    "Ring all-reduce moves 2·(t − 1)/t of the buffer per GPU (Patarasuk & Yuan 2009); sequence "
+                    "parallelism replaces each by a reduce-scatter and an all-gather of the same volume."))
+    frac = (n_d - 1) / n_d
+    if zero == 0:
+        dp_bytes, how = 2 * frac * grad_bytes * params, "gradient all-reduce 2·(n_d − 1)/n_d"
+    elif zero in (1, 2):
+        dp_bytes, how = frac * (grad_bytes + weight_bytes) * params, "reduce-scatter of gradients + all-gather of weights"
+    else:
+        dp_bytes = frac * (grad_bytes + 2 * n_mb * weight_bytes) * params
+        how = "ZeRO-3: reduce-scatter of gradients + weights gathered in every forward and backward"
+    terms.append(_s("dp_comm", f"data parallel: {how}", dp_bytes / W_dp, "zero2020", "§7",
+                    "Not overlapped with the backward pass (an upper bound)."))
+    sent = act_bytes * B * S * H / (t if sequence_parallel else 1)
+    terms.append(_s("pp_comm", "pipeline: one activation and one gradient of B·S·H per micro-batch and stage",
+                    sympy.Min(p - 1, 1, evaluate=False) * 2 * n_mb * v_pp * sent / W_pp, "narayanan2021", "§2.2",
+                    "Zero without pipeline parallelism (min(p − 1, 1))."))
+    return terms
+
+
+def step_formula(key: str, title: str, terms: list[Term], definitions: dict | None = None,
+                 example: dict | None = None, note: str = "") -> Formula:
+    """A step-time Formula (seconds) over ``step_terms``."""
+    return Formula(key, title, terms, source="project", name="t_step", definitions=definitions, example=example,
+                   note=note)
+
+
+def throughput_formula(key: str, step: Formula) -> Formula:
+    """Tokens per second of the whole job: tokens per step / step time."""
+    return Formula(key, "Training throughput of the job (tokens/s)",
+                   (Term("tokens", "tokens per step / seconds per step", TOKENS_PER_STEP / t_step, "tokens/s",
+                         "project"),), source="project", name="R_tok", definitions={t_step: step})
+
+
+def train_formula(key: str, step: Formula) -> Formula:
+    """Seconds to train on T tokens: T / tokens per step × step time (steps not rounded up)."""
+    return Formula(key, "Time to train on T tokens (seconds)",
+                   (Term("steps", "T / tokens per step × seconds per step", T / TOKENS_PER_STEP * t_step, "seconds",
+                         "project"),), source="project", name="t_train", definitions={t_step: step})
+
+
+def gpu_hours_formula(key: str, train: Formula) -> Formula:
+    """GPU-hours: GPUs × seconds to train / 3600."""
+    return Formula(key, "GPU-hours of the run", (Term("gpu_hours", "n_gpu · t_train / 3600", n_gpu * t_train / 3600,
+                                                      "gpu-hours", "project"),),
+                   source="project", name="h_gpu", definitions={t_train: train})
+
+
+def cost_formula(key: str, train: Formula) -> Formula:
+    """Cost in USD: GPU-hours × price per GPU-hour."""
+    return Formula(key, "Cost of the run (USD)", (Term("cost", "n_gpu · t_train / 3600 · c_gpu",
+                                                       n_gpu * t_train / 3600 * c_gpu, "usd", "project"),),
+                   source="project", name="cost", definitions={t_train: train})
+
+
+# --- registered, generic forms ---------------------------------------------------------------------
+_STEP_EXAMPLE = {"F_tok": 150_000_000_000, "B": 1, "n_mb": 8, "S": 8192, "t": 8, "p": 1, "n_d": 8, "v_pp": 1,
+                 "F_peak": 989_000_000_000_000, "mfu": "1/2", "P_gpu": 1_003_782_656, "W_hbm": 3_350_000_000_000,
+                 "L": 32, "H": 4096, "W_tp": 450_000_000_000, "W_dp": 50_000_000_000, "W_pp": 50_000_000_000}
+STEP = register(step_formula("time.step", "Seconds per training step: roofline compute, bubble, communication",
+                             step_terms(), example=_STEP_EXAMPLE,
+                             note="ZeRO 0, no recompute, bf16-mixed AdamW with fp32 gradients (18 bytes of states "
+                                  "per parameter would be 16 + 2; here 16). The planner builds these terms for "
+                                  "each layout."))
+register(Formula(
+    "time.train.achieved", "Time to train at an achieved rate: FLOPs / (n_gpu · X)",
+    (_s("train", "T · F_tok / (n_gpu · X)", T * F_tok / (n_gpu * X), "narayanan2021", "§5.1"),),
+    source="narayanan2021", name="t_train",
+    example={"T": 300_000_000_000, "F_tok": 1_400_000_000_000, "n_gpu": 1024, "X": 140_000_000_000_000}))
+register(Formula(
+    "time.train.narayanan", "End-to-end training time 8·T·P/(n·X), Narayanan et al. 2021",
+    (_s("train", "8·T·N / (n_gpu · X)", 8 * T * N / (n_gpu * X), "narayanan2021", "§5.1"),),
+    source="narayanan2021", where="§5.1", name="t_train",
+    example={"T": 300_000_000_000, "N": 175_000_000_000, "n_gpu": 1024, "X": 140_000_000_000_000},
+    note="8 = 2 (forward) + 4 (backward) + 2 (recomputed forward) FLOPs per parameter per token. GPT-3 175B, "
+         "300B tokens, 1024 A100s at 140 TFLOP/s: about 34 days."))
+register(Formula(
+    "time.prefill", "Prefill seconds: F_fwd · B · S / (n_gpu · F_peak · η) (compute-bound)",
+    (_s("prefill", "forward FLOPs of B·S prompt tokens at η of peak", F_fwd * B * S / (n_gpu * F_peak * mfu),
+        "williams2009"),),
+    source="project", name="t_prefill",
+    example={"F_fwd": 16_000_000_000, "B": 1, "S": 4096, "n_gpu": 1, "F_peak": 989_000_000_000_000, "mfu": "1/2"}))
+register(Formula(
+    "time.decode", "Decode seconds per token: max(compute, (weights + KV cache) / HBM bandwidth)",
+    (_s("decode", "roofline of one decode step of B sequences",
+        sympy.Max(F_fwd * B / (n_gpu * F_peak * mfu), (M_w + M_kv) / W_hbm, evaluate=False), "williams2009", "",
+        "At batch 1 the bytes dominate: tokens/s ≤ W_hbm / (weights + KV bytes read per token)."),),
+    source="project", name="t_decode",
+    example={"F_fwd": 16_000_000_000, "B": 1, "n_gpu": 1, "F_peak": 989_000_000_000_000, "mfu": "1/2",
+             "M_w": 16_060_522_496, "M_kv": 536_870_912, "W_hbm": 3_350_000_000_000}))

@@ -1,0 +1,131 @@
+"""The options of a memory plan, written once: name, mode, kind, allowed values, default and help.
+
+The planner (``planning.regime``) resolves them, the report specification (``report.spec``)
+validates its ``[regime]`` table from them, and the command line (``cli.memory``) builds its
+flags from them. A new option (say ``ep``) is one entry of ``OPTIONS``, which gives it its flag
+and its report key, plus what the planner does with it: a field of ``planning.regime.Regime``
+and its check in ``resolve`` (``tests/test_house.py`` checks that every option has a field).
+Allowed values come from the library modules that define what each choice means (precision,
+optimizers, activations, inference), so they are never copied. This module sits low in the
+layers (it imports the library only), so the CLI can import it at start-up.
+
+``default`` is the planner's default when it does not depend on anything else; ``None`` means
+it does (``grads`` follows the precision, ``dropout`` the model type, ``microbatches`` the
+pipeline degree, ``kv_dtype`` the weights): ``planning.regime.resolve`` decides those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UnknownNameError, UserError, quote
+from .library import activations as _acts
+from .library import activations_pytorch as _pyacts
+from .library import inference as _infer
+from .library import optimizers as _optim
+from .library import precision as _prec
+
+MODES = ("train", "infer")
+DEFAULT_MODE = "train"
+DEFAULT_SEQ = 4096
+# kinds: a size (batch, seq) or a degree (parallelism, micro-batches) is a whole number ≥ 1,
+# a stage one of ``choices`` (whole numbers), a flag true or false, a choice one of ``choices``
+KINDS = ("size", "degree", "stage", "flag", "choice")
+# the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
+GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
+          "infer": "inference (--mode infer)"}
+
+
+class PlanOptionError(UserError):
+    """An option value, or a combination of options, that the planner refuses (one line)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a plan: its keyword name (also the report's key), where it applies, its values."""
+
+    name: str
+    mode: str  # "both", "train" or "infer"
+    kind: str  # one of KINDS
+    default: object
+    help: str
+    choices: tuple[object, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--sequence-parallel`` for ``sequence_parallel``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def values(self) -> tuple[object, ...]:
+        """The allowed values when they are a fixed set (flags: True and False), else ``()``."""
+        return (True, False) if self.kind == "flag" else self.choices
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("batch", "both", "size", 1, "micro-batch per GPU; concurrent sequences when serving (default 1)"),
+    Option("seq", "both", "size", DEFAULT_SEQ, "sequence length / context in tokens (default 4096, or the model's "
+                                               "learned positions if fewer)"),
+    Option("dp", "both", "degree", 1, "data-parallel degree (default 1)"),
+    Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)"),
+    Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)"),
+    Option("ep", "both", "degree", 1, "expert-parallel degree: a mixture of experts' routed experts split over ep "
+                                      "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)"),
+    Option("flash", "both", "flag", True, "FlashAttention: no s² attention tensors (default on)"),
+    Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS)),
+    Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS)),
+    Option("grads", "train", "choice", None, "gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)",
+           tuple(_prec.GRADS)),
+    Option("recompute", "train", "choice", "none", "activation recomputation (default none)", tuple(_acts.RECOMPUTE)),
+    Option("dropout", "train", "flag", None, "count dropout masks (default on for gpt2/bert, off otherwise)"),
+    Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3)),
+    Option("sequence_parallel", "train", "flag", False,
+           "Megatron sequence parallelism over the tp ranks (default off)"),
+    Option("microbatches", "train", "degree", None, "micro-batches per step (default pp: fills the pipeline)"),
+    Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)"),
+    Option("offload", "train", "flag", False, "ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)"),
+    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf)", tuple(_acts.LOGITS)),
+    Option("activations", "train", "choice", "korthikanti",
+           "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
+           tuple(_acts.MODELS)),
+    Option("attn", "train", "choice", "sdpa", "with --activations pytorch: attention implementation (default sdpa)",
+           tuple(_pyacts.ATTENTION)),
+    Option("device", "train", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
+                                                "autograd keeps (default cuda)", tuple(_pyacts.DEVICES)),
+    Option("weights", "infer", "choice", "bf16", "weight dtype; int8/int4 with fp16 scales per 128 (default bf16)",
+           tuple(_infer.WEIGHT_DTYPES)),
+    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
+           tuple(_infer.KV_DTYPES)),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def names(mode: str | None = None, kind: str | None = None) -> tuple[str, ...]:
+    """Option names in order, those of one mode ("both", "train", "infer") and/or one kind."""
+    return tuple(o.name for o in OPTIONS if (mode is None or o.mode == mode) and (kind is None or o.kind == kind))
+
+
+def get(name: str) -> Option:
+    """The option called ``name`` (a ``KeyError`` names the valid ones)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown option {quote(name)}; options are {', '.join(NAMES)}") from None
+
+
+def defaults() -> dict[str, object]:
+    """``mode`` and every option's default (``None``: it depends on other choices or the model)."""
+    return {"mode": DEFAULT_MODE, **{o.name: o.default for o in OPTIONS}}
+
+
+def choices() -> dict[str, tuple[object, ...]]:
+    """The allowed values of ``mode`` and of every option with a fixed set of them."""
+    return {"mode": MODES, **{o.name: o.values for o in OPTIONS if o.values}}
+
+
+# Option names grouped by where they apply (the planner's and the report's lists).
+COMMON = names("both")
+TRAIN_ONLY = names("train")
+INFER_ONLY = names("infer")

@@ -1,0 +1,373 @@
+"""Layout search: every dp × tp × pp × ZeRO × recompute × micro-batch layout, evaluated at once.
+
+``search(model, gpu, gpus=64, seq=4096, global_batch=512, tokens=..., mfu=0.4)`` enumerates the
+layouts of ``gpus`` GPUs (or of every count up to ``max_gpus``) that split ``global_batch``
+sequences per optimizer step into dp ranks × micro-batch × gradient-accumulation steps, keeps
+those whose per-GPU memory fits the GPU, and ranks them by time or cost.
+
+How it stays fast: layouts that share a *structure* (ZeRO stage, recompute, whether tp and pp
+are above 1, sequence parallelism, micro-batches in flight min(m, p)) have the same memory and
+time formulas with different numbers for t, p, n_d, B and m. One plan is built per structure
+(``planning.plan``, the function ``symbolic memory`` uses), each memory term and the step-time
+formula are compiled once (``symbolic.compiled``), and all layouts of the structure are
+evaluated as NumPy arrays. Memory is exact: every term is evaluated exactly and rounded up to
+a whole byte as ``Plan.total`` does, so a layout's ``memory_bytes`` equals ``symbolic memory``'s
+total for the same flags. Step time is float64.
+
+Search space and its limits (stated): tp divides the attention heads and the key/value heads
+and stays within one node (gpus_per_node); pp divides the layers; ZeRO 2 and 3 only without
+pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; recompute none or full (selective
+too when flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
+parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
+no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Options given by
+the caller pin that dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import sympy
+
+from ..catalogs import GPU
+from ..catalogs import get as get_gpu
+from ..errors import UserError
+from ..library.timing import P_gpu
+from . import time as ptime
+from .model import load as load_shape
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from ..compiled import CompiledFormula
+
+OBJECTIVES = ("time", "cost")
+MAX_MICRO_BATCH = 64
+LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "recompute", "sequence_parallel", "micro_batch", "grad_accum",
+               "offload")
+_COMPILED: dict[sympy.Expr, CompiledFormula] = {}
+
+
+@dataclass
+class SearchResult:
+    """The ranked layouts that fit, and how many were considered."""
+
+    model: str
+    gpu: GPU
+    objective: str
+    considered: int
+    fitting: int
+    layouts: list[dict[str, object]]
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        return {"model": self.model, "gpu": self.gpu.name, "objective": self.objective, "considered": self.considered,
+                "fitting": self.fitting, "layouts": self.layouts, "notes": list(self.notes)}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _gpu_counts(gpus: int | None, max_gpus: int | None, per_node: int) -> list[int]:
+    if gpus is not None and max_gpus is not None:
+        raise UserError("give gpus or max_gpus, not both")
+    if gpus is not None:
+        return [ptime._whole(gpus, "gpus")]
+    if max_gpus is None:
+        raise UserError("give gpus (exactly this many) or max_gpus (every count up to it)")
+    top = ptime._whole(max_gpus, "max_gpus")
+    return [n for n in range(1, top + 1) if n & (n - 1) == 0 or n % per_node == 0]
+
+
+def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
+                      pins: dict[str, object] | None = None) -> list[dict[str, object]]:
+    """Every layout in the search space (see the module docstring), as plain dicts."""
+    shape = load_shape(model)
+    pins = dict(pins or {})
+    heads, kv, layers = shape.heads, shape.kv_head_count, shape.layers
+    out: list[dict[str, object]] = []
+    recomputes = ("none", "full") if flash else ("none", "selective", "full")
+    offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
+    for n in counts:
+        for tp in _divisors(n):
+            if heads % tp or kv % tp or tp > gpu.gpus_per_node or pins.get("tp", tp) != tp:
+                continue
+            for pp in _divisors(n // tp):
+                dp = n // (tp * pp)
+                if layers % pp or global_batch % dp or pins.get("pp", pp) != pp or pins.get("dp", dp) != dp:
+                    continue
+                per_rank = global_batch // dp
+                for zero in ((0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)):
+                    if pins.get("zero", zero) != zero or (offload and zero == 0):
+                        continue
+                    for recompute in recomputes:
+                        if pins.get("recompute", recompute) != recompute:
+                            continue
+                        for mb in _divisors(per_rank):
+                            if mb > MAX_MICRO_BATCH or pins.get("batch", mb) != mb:
+                                continue
+                            m = per_rank // mb
+                            if pins.get("microbatches", m) != m:
+                                continue
+                            out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "recompute": recompute,
+                                        "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
+                                        "micro_batch": mb, "grad_accum": m, "offload": offload})
+    return out
+
+
+def _structure(layout: dict[str, object]) -> tuple[object, ...]:
+    tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
+    # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage)
+    return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
+            pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1)  # type: ignore[operator, type-var]
+
+
+def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> dict[str, object]:
+    opts = {**fixed, "batch": layout["micro_batch"], "seq": seq, "dp": layout["dp"], "tp": layout["tp"],
+            "pp": layout["pp"], "zero": layout["zero"], "recompute": layout["recompute"],
+            "microbatches": layout["grad_accum"]}
+    if layout["sequence_parallel"]:
+        opts["sequence_parallel"] = True
+    return opts
+
+
+def _compiled(expr: sympy.Expr, key: str, unit: str) -> CompiledFormula:
+    from ..compiled import CompiledFormula
+
+    found = _COMPILED.get(expr)
+    if found is None:
+        found = _COMPILED[expr] = CompiledFormula(key, "composed", expr, unit)
+    return found
+
+
+def _arrays(columns: dict[str, np.ndarray], scalars: dict[str, object], inputs: Iterable[str]) -> dict[str, object]:
+    return {name: columns[name] if name in columns else scalars[name] for name in inputs}
+
+
+def _ceil(values: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    if values.dtype == object:
+        return np.array([math.ceil(v) for v in values.ravel()], dtype=object).reshape(values.shape)
+    return values
+
+
+def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: int, fixed: dict[str, object],
+             how: str, rate: float, compute: str | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(per-GPU memory bytes, step seconds, skipped) of every layout, by compiled formulas per structure.
+
+    Layouts the planner rejects (a pinned option that does not combine with them) get memory None
+    and are listed in ``skipped``; if every structure is rejected, the first reason is the error.
+    """
+    import numpy as np
+
+    memory = np.zeros(len(layouts), dtype=object)
+    step = np.zeros(len(layouts), dtype=np.float64)
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, layout in enumerate(layouts):
+        groups.setdefault(_structure(layout), []).append(i)
+    every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
+             for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
+    by_term: dict[int, tuple[CompiledFormula, list[list[int]]]] = {}
+    skipped: list[str] = []
+    invalid: list[int] = []
+    for structure, rows in groups.items():
+        try:
+            compiled = _parts(model, gpu, how, rate, compute, seq, fixed, structure, layouts[rows[0]])
+        except ValueError as err:  # a combination the planner does not model (e.g. with a pinned option)
+            skipped.append(f"{len(rows)} layouts like {_describe(layouts[rows[0]])}: {err}")
+            invalid.extend(rows)
+            step[rows] = np.inf
+            continue
+        for term in compiled.memory_terms:  # one call per distinct term over every structure that has it
+            by_term.setdefault(id(term), (term, []))[1].append(rows)
+        cols = {k: v[rows] for k, v in every.items()}
+        columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
+                                          "n_d": cols["dp"], "n_mb": cols["grad_accum"], "n_gpu": cols["gpus"]}
+        if how == "mfu":
+            columns.update(_links(gpu, cols))
+        if compiled.held is not None:
+            columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
+                                          dtype=np.float64)
+        step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
+                                dtype=np.float64)
+    memory[:] = 0
+    for term, parts in by_term.values():
+        rows = np.concatenate([np.asarray(r, dtype=np.int64) for r in parts])
+        columns = {"B": every["micro_batch"][rows], "t": every["tp"][rows], "p": every["pp"][rows],
+                   "n_d": every["dp"][rows], "n_mb": every["grad_accum"][rows]}
+        values = _ceil(np.broadcast_to(np.asarray(term(_arrays(columns, {}, term.inputs))), rows.shape)).astype(object)
+        start = 0
+        for part in parts:  # one part per term that has this expression (two terms may share one)
+            memory[part] = memory[part] + values[start:start + len(part)]
+            start += len(part)
+    memory[invalid] = None
+    if skipped and len(skipped) == len(groups):
+        raise UserError(f"no layout can be planned: {skipped[0]}")
+    return memory, step, skipped
+
+
+def _describe(layout: dict[str, object]) -> str:
+    return ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "zero", "recompute"))
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """One structure's compiled formulas, every number but the layout's substituted."""
+
+    memory_terms: tuple[CompiledFormula, ...]
+    held: CompiledFormula | None  # P_gpu, the parameters one GPU computes with
+    step: CompiledFormula
+    step_scalars: dict[str, float]
+
+
+LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "P_gpu")
+_PARTS: dict[tuple[object, ...], _Compiled] = {}
+
+
+def _numbers(values: dict[str, object]) -> dict[sympy.Symbol, sympy.Expr]:
+    """The model's numbers (every value but the layout's) as exact SymPy numbers."""
+    from ..symbols import lookup
+
+    return {lookup(name): sympy.Rational(value) for name, value in values.items()  # type: ignore[arg-type]
+            if name not in LAYOUT_SYMBOLS and not isinstance(value, str)}
+
+
+def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, seq: int, fixed: dict[str, object],
+           structure: tuple[object, ...], first: dict[str, object]) -> _Compiled:
+    """One structure's compiled formulas, built once per session (the layouts' numbers differ)."""
+    shape, spec, name = model if isinstance(model, tuple) else (model, None, model)
+    try:
+        key: tuple[object, ...] | None = (name, gpu, how, rate, compute, seq, tuple(sorted(fixed.items())), structure)
+        hash(key)
+    except TypeError:  # an unhashable model or option: build every time
+        key = None
+    if key is not None and key in _PARTS:
+        return _PARTS[key]
+    plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
+    values["F_tok"] = fl_.per_token()
+    exact = _numbers(plan.values)
+    expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
+    terms = tuple(_compiled(term.expr.xreplace(expansions).xreplace(exact), term.key, "bytes")
+                  for term in plan.formula.terms)
+    held = None
+    if P_gpu in formula.definitions:
+        held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
+    # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
+    # over a few symbols instead of the whole composed parameter count
+    # (numbers are passed, not substituted: rebuilding max() with numbers inside costs SymPy seconds)
+    step_scalars = {k: float(v) for k, v in values.items() if k not in LAYOUT_SYMBOLS and not isinstance(v, str)}
+    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars)
+    if key is not None:
+        if len(_PARTS) > 4096:
+            _PARTS.clear()
+        _PARTS[key] = found
+    return found
+
+
+def _links(gpu: GPU, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per-layout link bandwidths of the tp, dp and pp groups (Megatron's order: tp, then dp, then pp)."""
+    import numpy as np
+
+    def pick(span: np.ndarray, what: str) -> np.ndarray:
+        return np.array([ptime.link(gpu, int(s), what) for s in span], dtype=np.float64)
+
+    spans_pp = np.where(cols["pp"] > 1, cols["gpus"], 1)
+    return {"W_tp": pick(cols["tp"], "tensor-parallel"), "W_dp": pick(cols["tp"] * cols["dp"], "data-parallel"),
+            "W_pp": pick(spans_pp, "pipeline")}
+
+
+def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: int | None = None,
+           max_gpus: int | None = None, tokens: int | None = None, mfu: float | None = None,
+           achieved_tflops: float | None = None, price: float | None = None, objective: str = "time",
+           top: int | None = 10, compute: str | None = None, **options: object) -> SearchResult:
+    """The layouts that fit ``gpu``, ranked by ``objective`` (time to train, or cost)."""
+    import time as clock
+
+    import numpy as np
+
+    started = clock.perf_counter()
+    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    if objective not in OBJECTIVES:
+        raise UserError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
+    if objective == "cost" and price is None:
+        raise UserError("objective cost needs a price per GPU-hour")
+    if top is not None:
+        ptime._whole(top, "top")
+    seq = ptime._whole(seq, "seq")
+    global_batch = ptime._whole(global_batch, "global_batch")
+    how, rate = ptime._efficiency(mfu, achieved_tflops)
+    options = {k: v for k, v in options.items() if v is not None}
+    layout_pins = ("dp", "tp", "pp", "zero", "recompute", "batch", "microbatches", "sequence_parallel")
+    pins = {k: options.pop(k) for k in layout_pins if k in options}
+    if options.get("offload"):
+        pins["offload"] = True
+    if "seq" in options:
+        raise UserError("seq is given once (the search's seq)")
+    shape = load_shape(model)
+    layouts = enumerate_layouts(shape, gpu, counts=_gpu_counts(gpus, max_gpus, gpu.gpus_per_node),
+                                global_batch=global_batch, flash=bool(options.get("flash", True)), pins=pins)
+    notes: list[str] = []
+    if not layouts:
+        return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
+                            ["no layout divides the global batch and the model's heads and layers"])
+    # loaded once, not per structure; the name the caller gave keys the session cache
+    loaded = (shape, ptime._spec(model), model) if isinstance(model, str) else model
+    memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
+                                     compute=compute)
+    notes += [f"skipped {reason}" for reason in skipped[:3]]
+    fits = np.array([m is not None and int(m) <= gpu.bytes for m in memory])
+    memory = np.array([m if m is not None else 2**62 for m in memory], dtype=object)
+    n = np.array([lay["gpus"] for lay in layouts], dtype=np.float64)
+    tokens_step = float(global_batch * seq)
+    order_key = step.copy()
+    train = step * (tokens / tokens_step) if tokens is not None else None
+    if train is not None:
+        order_key = train
+    cost = train * n / 3600 * float(price) if (train is not None and price is not None) else None
+    if objective == "cost":
+        if cost is None:
+            raise UserError("objective cost needs tokens and a price")
+        order_key = cost
+    # ties (the same time or cost) go to the layout with less memory per GPU
+    idx = [i for i in np.lexsort((memory.astype(np.float64), order_key)) if fits[i]]
+    chosen = idx if top is None else idx[:top]
+    rows = []
+    for i in chosen:
+        row = dict(layouts[i])
+        row.update(memory_bytes=int(memory[i]), step_seconds=float(step[i]),
+                   tokens_per_second=tokens_step / float(step[i]))
+        if train is not None:
+            row.update(train_seconds=float(train[i]), gpu_hours=float(train[i] * n[i] / 3600))
+        if cost is not None:
+            row["cost"] = float(cost[i])
+        rows.append(row)
+    notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {gpu.name} ({gpu.bytes:,} bytes)")
+    if not idx and "offload" not in options:  # offload where it matters: only when nothing fits without it
+        again = search(model, gpu, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
+                       mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
+                       compute=compute, **pins, **options, offload=True)
+        if again.fitting:
+            again.notes.insert(0, f"nothing fits without offload ({len(layouts)} layouts); these keep the optimizer "
+                                  "states in host memory (ZeRO-Offload), whose host traffic the step time leaves out")
+            again.considered += len(layouts)
+            return again
+    return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes)
+
+
+def frontier(layouts: list[dict[str, object]], x: str = "train_seconds", y: str = "cost") -> list[int]:
+    """Indices of the layouts no other layout beats in both ``x`` and ``y`` (the Pareto frontier)."""
+    points = sorted(range(len(layouts)), key=lambda i: (layouts[i][x], layouts[i][y]))  # type: ignore[index]
+    out, best = [], math.inf
+    for i in points:
+        value = float(layouts[i][y])  # type: ignore[arg-type]
+        if value < best:
+            out.append(i)
+            best = value
+    return sorted(out)

@@ -1,0 +1,511 @@
+"""The time half of a capacity plan: FLOPs, step time, throughput, time to train and cost, as Formulas.
+
+API (keyword options as in ``planning.plan``; every figure is a ``Formula`` with its values)::
+
+    from symbolic.planning import time as ptime
+
+    fl = ptime.flops("llama-3-8b", seq=8192, recompute="full")   # Flops: .forward, .train Formulas
+    tp = ptime.train_time("llama-3-8b", "h100-80gb", gpus=64, tokens=10**12, mfu=0.4,
+                          batch=1, seq=8192, tp=8, microbatches=8, price=2.5)
+    tp.formulas["step_seconds"]        # Formula t_step: compute, bubble, tp_comm, dp_comm, pp_comm
+    tp.figures["train_seconds"]        # float, from the exact evaluation of its Formula
+    tp.as_dict(formulas=True)          # what `symbolic time --json --formula` prints
+    ip = ptime.infer_time("llama-3-8b", "h100-80gb", batch=8, seq=4096, mfu=0.5)
+    ip.figures["prefill_seconds"], ip.figures["decode_tokens_per_second"]
+
+Training: tokens per step = dp · batch · microbatches · seq (``microbatches`` are the
+micro-batches per optimizer step: gradient accumulation, and the pipeline's m). With ``mfu``
+the step is the roofline model of ``library.timing``; with ``achieved_tflops`` it is FLOPs /
+(GPUs · X) and nothing else. ``gpus`` sets dp = gpus / (tp · pp) when dp is not given.
+
+Serving (one replica of tp · pp GPUs; dp replicas multiply the throughput): prefill of
+batch × seq prompt tokens is compute-bound, F_fwd · B · S / (t · p · F_peak · η); one decode
+step of B sequences at context seq is max(F_fwd · B / (t · F_peak · η), p · (weights + KV cache
+read) / HBM bandwidth), the bytes taken from the memory plan of the same options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import sympy
+
+from ..catalogs import GPU
+from ..catalogs import get as get_gpu
+from ..errors import UserError
+from ..formula import Formula, to_plain
+from ..library import flops as fl
+from ..library import precision as prec
+from ..library import timing as tm
+from ..symbols import B, L, N, N_gpu, S, declare, n_d, n_mb, p, t
+from ..term import Term
+from .build import Plan
+from .model import ModelShape
+from .model import load as load_shape
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..architectures import ModelSpec
+
+t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)
+F_step = declare("F_step", r"F_{\mathrm{step}}", "training FLOPs per optimizer step", "flops", integer=False)
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+# Per-layer parameter terms that are weight matrices (2 FLOPs per weight per token): every attention,
+# MLP, MoE or mixer term but biases and norms; a new family's projection terms count without a change here.
+_MATMUL_PREFIXES = ("attention.", "mlp.", "moe.", "mixer.", "ssm.", "cross_attention")
+_NOT_MATMUL = ("bias", "norm", "sinks")  # sinks: one logit per head, no matmul
+
+
+def _is_matmul(key: str) -> bool:
+    return key.startswith(_MATMUL_PREFIXES) and not any(word in key for word in _NOT_MATMUL)
+
+
+# --- FLOPs of a real model ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Flops:
+    """Forward and training FLOPs per token of one model at one sequence length, as Formulas."""
+
+    forward: Formula
+    train: Formula
+    values: dict[str, int]
+    _cache: dict[str, sympy.Rational] = field(default_factory=dict, compare=False, repr=False)
+
+    def per_token(self, train: bool = True) -> float:
+        """FLOPs per token (training: forward + backward + recompute)."""
+        return float(self.exact(train))
+
+    def exact(self, train: bool = True) -> sympy.Rational:
+        """FLOPs per token as an exact number (cached: a Flops is immutable)."""
+        key = "train" if train else "forward"
+        if key not in self._cache:
+            f = self.train if train else self.forward
+            self._cache[key] = f.evaluate(f.restrict(self.values)).total
+        return self._cache[key]
+
+
+def _spec(model: object) -> ModelSpec:
+    from .. import architectures
+
+    if isinstance(model, architectures.ModelSpec):
+        return model
+    if isinstance(model, str):
+        return architectures.load(model)
+    raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
+
+
+def flops(model: object, *, seq: int = 4096, recompute: str = "none") -> Flops:
+    """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``)."""
+    return _flops(_spec(model), seq, recompute)
+
+
+@lru_cache(maxsize=128)
+def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
+    shape = load_shape(spec)
+    matmuls, q_width, v_width = _layers(spec, shape)
+    emb = _emb(spec)
+    extra = []
+    if spec.embed_dim is not None and spec.embed_dim != spec.hidden:
+        extra.append(("projections", "project_in d_emb → H and project_out H → d_emb", 2 * emb * _sym("H")))
+    if spec.mlm_transform:
+        extra.append(("mlm_transform", "MLM head transform H → H", _sym("H") ** 2))
+    output = emb if spec.lm_head else None
+    terms = fl.forward_terms(matmuls, q_width, output, extra, v_width)
+    values = {**spec.numbers(), "S": seq}
+    forward = Formula(f"flops.{spec.name}.forward", f"Forward FLOPs per token of {spec.name}", terms, source="project",
+                      name="F_fwd", example=values,
+                      note="Matmuls of the model's own weight matrices (MoE: router and the k active experts), the "
+                           "attention scores and values over S positions, the output layer. Norms, biases, softmax "
+                           "and rotary embeddings left out.")
+    out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
+    train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
+                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute), source="project",
+                    name="F_tok", definitions={fl.F_fwd: forward}, example=values)
+    return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
+
+
+def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sympy.Expr, sympy.Expr]],
+                                                        sympy.Expr, sympy.Expr | None]:
+    """(matmuls with the layers that have them, score width, value width) of ``spec``'s layers.
+
+    Groups of layers (``architectures.formulas.kinds``: attention on all L layers, experts on the
+    MoE layers, a dense MLP on the others) each count on their own number of layers.
+    """
+    from ..architectures import formulas as arch
+
+    groups = getattr(arch, "kinds", None)
+    if groups is None:  # one kind of layer
+        kinds = [("layers", "", L, 0, list(arch.layer_formula(spec, active=True).terms))]
+    else:
+        kinds = groups(spec, active=True)
+    matmuls = [(term.key, term.title, term.expr, count) for _, _, count, _, terms in kinds for term in terms
+               if _is_matmul(term.key)]
+    if getattr(spec, "is_latent", False):  # DeepSeek MLA: scores over d_nope + d_rope, values over d_v
+        return matmuls, _sym("a") * (_sym("d_nope") + _sym("d_rope")), _sym("a") * _sym("d_v")
+    return matmuls, _q_width(shape), None
+
+
+def _sym(name: str) -> sympy.Symbol:
+    from ..symbols import lookup
+
+    return lookup(name)
+
+
+def _q_width(shape: ModelShape) -> sympy.Expr:
+    return _sym("a") * shape.head_dim
+
+
+def _emb(spec: ModelSpec) -> sympy.Expr:
+    return _sym("H") if spec.embed_dim is None else _sym("d_emb")
+
+
+# --- results ------------------------------------------------------------------------------------
+@dataclass
+class TimePlan:
+    """Every figure of one time plan: its Formula, the values it is evaluated at, and the number."""
+
+    mode: str
+    model: str
+    gpu: GPU
+    memory: Plan
+    formulas: dict[str, Formula]
+    values: dict[str, object]
+    figures: dict[str, float | int]
+    notes: list[str] = field(default_factory=list)
+
+    def evaluate(self, key: str) -> sympy.Expr:
+        """The exact value of one figure's Formula."""
+        f = self.formulas[key]
+        return f.evaluate(f.restrict(self.values)).total
+
+    def as_dict(self, formulas: bool = False) -> dict[str, object]:
+        """Plain data for JSON: the figures, the step's terms, the layout and the rates used."""
+        data: dict[str, object] = {"model": self.model, "mode": self.mode, "gpu": self.gpu.name,
+                                   "gpus": self.figures.get("gpus"), **self.figures,
+                                   "options": self.memory.regime.options(),
+                                   "memory_bytes": self.memory.total, "fits": self.memory.total <= self.gpu.bytes,
+                                   "values": {k: _plain(v) for k, v in self.values.items()},
+                                   "notes": list(self.notes)}
+        step = self.formulas.get("step_seconds") or self.formulas.get("decode_seconds")
+        if step is not None:
+            ev = step.evaluate(step.restrict(self.values))
+            data["step_terms"] = {tm_.key: float(v) for tm_, v in ev.terms}
+        if formulas:
+            data["formulas"] = {k: {"key": f.key, "text": str(f), "latex": f.latex(equation=True),
+                                    "terms": {tm_.key: str(tm_.expr) for tm_ in f.terms}}
+                                for k, f in self.formulas.items()}
+        return data
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, sympy.Basic):
+        return to_plain(sympy.Rational(value))
+    return value
+
+
+def _chain(formulas: dict[str, Formula], values: dict[str, object], figures: dict[str, float | int],
+           defines: dict[str, str]) -> None:
+    """Evaluate the figures in order; a figure that defines a symbol (F_tok, t_step) is then given by value.
+
+    Giving the exact value of a defined symbol keeps later formulas from re-expanding it (the same
+    number, far less algebra); ``values`` keeps these derived values, so ``TimePlan.evaluate`` agrees.
+    """
+    for key, f in formulas.items():
+        total = f.evaluate(f.restrict(values)).total
+        figures[key] = float(total)
+        if key in defines:
+            values[defines[key]] = total
+
+
+# --- rates --------------------------------------------------------------------------------------
+def compute_dtype(regime_dtype: str, given: str | None) -> str:
+    """The dtype whose peak applies: the one asked for, else the training (or weight) dtype."""
+    if given is not None:
+        if given not in DTYPES:
+            raise UserError(f"unknown compute dtype {given!r}; choose from {', '.join(DTYPES)}")
+        return given
+    return regime_dtype
+
+
+def link(gpu: GPU, span: int, what: str) -> float:
+    """Bandwidth per GPU and direction for a group spanning ``span`` consecutive GPUs."""
+    if span <= 1:
+        return float(gpu.nvlink_bandwidth or gpu.network_bandwidth or 1)
+    if span <= gpu.gpus_per_node and gpu.nvlink_bandwidth:
+        return float(gpu.nvlink_bandwidth)
+    if span > gpu.gpus_per_node and gpu.network_bandwidth:
+        return float(gpu.network_bandwidth)
+    where = "NVLink" if span <= gpu.gpus_per_node else "network"
+    raise UserError(f"{gpu.name} has no {where} bandwidth in the catalogue, which the {what} group of {span} GPUs "
+                    "needs; give a custom GPU file (--gpu FILE.toml)")
+
+
+def _rate(value: float | None, gpu: GPU, what: str) -> float:
+    if not value:
+        raise UserError(f"{gpu.name} has no {what} in the catalogue; give a custom GPU file (--gpu FILE.toml)")
+    return float(value)
+
+
+def _efficiency(mfu: object, achieved_tflops: object) -> tuple[str, float]:
+    if (mfu is None) == (achieved_tflops is None):
+        raise UserError("give exactly one of mfu (efficiency of the compute alone) or achieved_tflops "
+                        "(end-to-end FLOP/s per GPU)")
+    if mfu is not None:
+        value = _positive_float(mfu, "mfu")
+        if value > 1:
+            raise UserError(f"mfu is a fraction of the peak, at most 1, got {value}")
+        return "mfu", value
+    return "achieved", _positive_float(achieved_tflops, "achieved_tflops") * 10**12
+
+
+def _positive_float(value: object, name: str) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise UserError(f"{name} must be a number, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise UserError(f"{name} must be positive, got {value!r}")
+    return number
+
+
+def _whole(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UserError(f"{name} must be a whole number ≥ 1, got {value!r}")
+    return value
+
+
+# --- training -----------------------------------------------------------------------------------
+def train_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens: int | None = None,
+               mfu: float | None = None, achieved_tflops: float | None = None, price: float | None = None,
+               compute: str | None = None, **options: object) -> TimePlan:
+    """Step time, throughput, time to train, GPU-hours and cost of training ``model`` on ``gpu``."""
+    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    how, rate = _efficiency(mfu, achieved_tflops)
+    memory, fl_, step, values = train_parts(model, gpu, how, rate, compute, _layout_options(gpus, options))
+    return _finish("train", memory, gpu, fl_.train, step, values, tokens, price, how)
+
+
+def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None,
+                options: dict[str, object], spec: ModelSpec | None = None
+                ) -> tuple[Plan, Flops, Formula, dict[str, object]]:
+    """The memory plan, FLOPs, step-time Formula and values of one training layout (nothing evaluated).
+
+    ``model`` may be an already loaded ``ModelShape`` when ``spec`` (its ModelSpec) is given.
+    """
+    from . import plan as memory_plan
+
+    memory = memory_plan(model, "train", **options)
+    r = memory.regime
+    fl_ = flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
+    step = step_formula(memory, fl_, how)
+    values = _train_values(memory, fl_, gpu, how, rate, compute)
+    return memory, fl_, step, values
+
+
+def _layout_options(gpus: int | None, options: dict[str, object]) -> dict[str, object]:
+    options = {k: v for k, v in options.items() if v is not None}
+    if gpus is None:
+        return options
+    gpus = _whole(gpus, "gpus")
+    tp, pp = int(options.get("tp", 1)), int(options.get("pp", 1))  # type: ignore[call-overload]
+    if "dp" in options:
+        if int(options["dp"]) * tp * pp != gpus:  # type: ignore[call-overload]
+            raise UserError(f"gpus {gpus} ≠ dp {options['dp']} × tp {tp} × pp {pp}; give gpus or dp, or make them agree")
+        return options
+    if gpus % (tp * pp):
+        raise UserError(f"gpus {gpus} is not a multiple of tp × pp = {tp * pp}")
+    return {**options, "dp": gpus // (tp * pp)}
+
+
+def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
+    """Seconds per training step of ``memory``'s layout (roofline terms, or FLOPs / (GPUs · X))."""
+    r = memory.regime
+    defs = {fl.F_tok: fl_.train}
+    if how == "achieved":
+        term = Term("compute", "FLOPs per GPU / X: tokens per step · F_tok / (n_gpu · X)",
+                    fl.F_tok * B * n_mb * S / (t * p * tm.X), "seconds", "narayanan2021", "§5.1",
+                    "X is the end-to-end rate per GPU: communication, bubble and overheads are inside it.")
+        return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per step of {memory.model.name} "
+                               "at an achieved rate", [term], definitions=defs)
+    held = N_gpu if N_gpu in memory.formula.definitions else N
+    defs[tm.P_gpu] = memory.formula.definitions[held]
+    pr = prec.get(r.precision)
+    states = prec.bytes_per_param(r.precision, r.optimizer, r.grads)
+    terms = tm.step_terms(params=tm.P_gpu, zero=r.zero, recompute=r.recompute, sequence_parallel=r.sequence_parallel,
+                          act_bytes=pr.activation_bytes, weight_bytes=pr.weight_bytes,
+                          grad_bytes=4 if r.grads == "fp32" else 2,
+                          state_bytes=states if states is not None else sympy.Integer(16))
+    return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
+                           terms, definitions=defs,
+                           note="No overlap of communication with compute (an upper bound); links at the "
+                                "catalogue's per-direction bandwidth.")
+
+
+def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, compute: str | None) -> dict[str, object]:
+    r = memory.regime
+    values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": r.seq, "n_d": r.dp,
+                                 "t": r.tp, "p": r.pp, "n_mb": r.microbatches, "v_pp": r.interleave,
+                                 "n_gpu": r.gpus}
+    if how == "achieved":
+        values["X"] = rate
+        return values
+    dtype = compute_dtype(prec.get(r.precision).dtype, compute)
+    values.update(F_peak=gpu.peak_flops(dtype), mfu=rate, W_hbm=_rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
+                  W_tp=link(gpu, r.tp, "tensor-parallel"), W_dp=link(gpu, r.tp * r.dp, "data-parallel"),
+                  W_pp=link(gpu, r.gpus if r.pp > 1 else 1, "pipeline"))
+    return values
+
+
+def _finish(mode: str, memory: Plan, gpu: GPU, per_token: Formula, step: Formula, values: dict[str, object],
+            tokens: int | None, price: float | None, how: str) -> TimePlan:
+    name = memory.model.name
+    per_step = Formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}",
+                       (Term("step", "F_tok × tokens per step", fl.F_tok * tm.TOKENS_PER_STEP, "flops", "project"),),
+                       source="project", name="F_step", definitions={fl.F_tok: per_token})
+    formulas = {"flops_per_token": per_token, "flops_per_step": per_step, "step_seconds": step,
+                "tokens_per_second": tm.throughput_formula(f"time.{name}.throughput", step)}
+    notes = ["efficiency: " + ("mfu (compute only; communication and bubble modelled on top)" if how == "mfu" else
+                               "achieved FLOP/s per GPU (end to end, nothing modelled on top)")]
+    if tokens is not None:
+        values["T"] = _whole(tokens, "tokens")
+        train = tm.train_formula(f"time.{name}.train", step)
+        formulas["train_seconds"] = train
+        formulas["gpu_hours"] = tm.gpu_hours_formula(f"time.{name}.gpu_hours", train)
+        if price is not None:
+            values["c_gpu"] = _positive_float(price, "price")
+            formulas["cost"] = tm.cost_formula(f"time.{name}.cost", train)
+    elif price is not None:
+        raise UserError("price needs tokens (the cost is of training on T tokens)")
+    figures: dict[str, float | int] = {"gpus": memory.regime.gpus,
+                                       "tokens_per_step": int(memory.regime.dp * memory.regime.batch
+                                                              * memory.regime.microbatches * memory.regime.seq)}
+    _chain(formulas, values, figures, {"flops_per_token": "F_tok", "step_seconds": "t_step",
+                                       "train_seconds": "t_train"})
+    figures["train_days"] = figures["train_seconds"] / 86400 if "train_seconds" in figures else None  # type: ignore[assignment]
+    achieved = figures["flops_per_step"] / (memory.regime.gpus * figures["step_seconds"])
+    figures["achieved_tflops"] = achieved / 10**12
+    if "F_peak" in values:
+        figures["mfu_end_to_end"] = achieved / float(values["F_peak"])  # type: ignore[arg-type]
+    if figures["train_days"] is None:
+        del figures["train_days"]
+    fits = memory.total <= gpu.bytes
+    if not fits:
+        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {gpu.name}")
+    kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")]
+    notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
+                 "(microbatches: gradient-accumulation steps, and the pipeline's m)")
+    return TimePlan(mode, name, gpu, memory, formulas, values, figures, notes + kept_notes)
+
+
+# --- serving ------------------------------------------------------------------------------------
+def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens: int | None = None,
+               mfu: float | None = None, achieved_tflops: float | None = None, price: float | None = None,
+               compute: str | None = None, **options: object) -> TimePlan:
+    """Prefill time, decode time per token, tokens per second and the largest concurrency that fits."""
+    from . import fit_batch
+    from . import plan as memory_plan
+
+    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    how, rate = _efficiency(mfu, achieved_tflops)
+    options = _layout_options(gpus, options)
+    memory = memory_plan(model, "infer", **options)
+    r = memory.regime
+    fl_ = flops(model, seq=r.seq)
+    name = memory.model.name
+    eff = tm.mfu if how == "mfu" else tm.X
+    peak = tm.F_peak if how == "mfu" else 1
+    prefill = Formula(f"time.{name}.prefill", f"Prefill seconds of {name}: B·S prompt tokens, compute-bound",
+                      (Term("prefill", "F_fwd · B · S / (t · p · F_peak · η)", fl.F_fwd * B * S / (t * p * peak * eff),
+                            "seconds", "williams2009"),), source="project", name="t_prefill",
+                      definitions={fl.F_fwd: fl_.forward})
+    compute_t = fl.F_fwd * B / (t * peak * eff)
+    terms = memory.terms()
+    kv_read = sum(v for k, v in terms.items() if k == "kv_cache" or k.startswith("kv_cache."))  # every layer kind
+    kv = tm.M_kv if kv_read else 0  # a model without a KV cache reads only its weights
+    decode = Formula(f"time.{name}.decode", f"Seconds per decode step of {name} (B sequences at context S)",
+                     (Term("decode", "max(F_fwd·B / (t·F_peak·η), p·(weights + KV cache) / HBM bandwidth)",
+                           sympy.Max(compute_t, p * (tm.M_w + kv) / tm.W_hbm, evaluate=False), "seconds", "williams2009",
+                           "",
+                           "Bandwidth-bound at small B: every step reads the weights and the whole KV cache."),),
+                     source="project", name="t_dec", definitions={fl.F_fwd: fl_.forward})
+    per_seq = Formula(f"time.{name}.decode_rate", f"Decode tokens per second of one replica of {name}",
+                      (Term("tokens", "B / t_dec", B / t_dec, "tokens/s", "project"),), source="project",
+                      name="R_dec", definitions={t_dec: decode})
+    kept = terms.get("embeddings", 0)
+    table = int(memory.model.value(memory.model.first_stage) * (4 if r.weights == "fp32" else 2) / r.tp)
+    weights_read = terms.get("weights", 0) - _idle_experts(model, memory, terms.get("weights", 0)) + max(kept - table, 0)
+    values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": r.seq, "t": r.tp, "p": r.pp,
+                                 "M_w": weights_read, **({"M_kv": kv_read} if kv_read else {}),
+                                 "W_hbm": _rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
+                                 "n_gpu": r.gpus}
+    if how == "mfu":
+        values.update(F_peak=gpu.peak_flops(compute_dtype("fp32" if r.weights == "fp32" else
+                                                          ("fp16" if r.weights == "fp16" else "bf16"), compute)),
+                      mfu=rate)
+    else:
+        values["X"] = rate
+    formulas = {"flops_per_token": fl_.forward, "prefill_seconds": prefill, "decode_seconds": decode,
+                "decode_tokens_per_second": per_seq}
+    figures: dict[str, float | int] = {"gpus": r.gpus}
+    _chain(formulas, values, figures, {"decode_seconds": "t_dec"})
+    figures["tokens_per_second"] = figures["decode_tokens_per_second"] * r.dp
+    figures["decode_seconds_per_token"] = figures["decode_seconds"]
+    bound = float(values["W_hbm"]) / (r.pp * (weights_read + kv_read))  # type: ignore[arg-type]
+    figures["bandwidth_bound_tokens_per_second"] = bound * r.batch
+    answer = fit_batch(model, gpu, "infer", **{k: v for k, v in options.items() if k != "batch"})
+    figures["max_concurrency"] = answer.value if answer.value is not None else 0
+    notes = ["decode at context S reads the whole KV cache of S tokens every step (the end of generation: an "
+             "upper bound on the step)", "prefill counts the attention scores over all S positions"]
+    if memory.model.moe:
+        notes.append("MoE decode reads the experts B tokens are expected to pick under uniform routing: "
+                     "1 − ((n − k)/n)^B of the experts' bytes")
+    if tokens is not None:
+        values["T"] = _whole(tokens, "tokens")
+        values["n_d"] = r.dp
+        total = Formula(f"time.{name}.generate", f"Seconds to generate T tokens with {name} (dp replicas)",
+                        (Term("steps", "T / (n_d · B) decode steps × t_dec", fl.T / (n_d * B) * t_dec, "seconds",
+                              "project"),), source="project", name="t_train", definitions={t_dec: decode})
+        more = {"total_seconds": total, "gpu_hours": tm.gpu_hours_formula(f"time.{name}.gpu_hours", total)}
+        if price is not None:
+            values["c_gpu"] = _positive_float(price, "price")
+            more["cost"] = tm.cost_formula(f"time.{name}.cost", total)
+        formulas.update(more)
+        _chain(more, values, figures, {"total_seconds": "t_train"})
+    elif price is not None:
+        raise UserError("price needs tokens (the cost is of generating T tokens)")
+    if memory.total > gpu.bytes:
+        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {gpu.name}")
+    return TimePlan("infer", name, gpu, memory, formulas, values, figures, notes + list(memory.notes))
+
+
+def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
+    """Bytes of routed experts a decode step of B tokens is expected not to read (uniform routing).
+
+    Each token picks k of n experts, so one expert is skipped by all B tokens with probability
+    ((n − k)/n)^B; that share of the experts' bytes is not read. Dense models: 0.
+    """
+    shape = memory.model
+    if not shape.moe:
+        return 0
+    from ..architectures import formulas as arch
+
+    spec = _spec(model)
+    groups = getattr(arch, "kinds", None)
+    kinds = groups(spec, active=False) if groups else [("layers", "", L, 0, arch.layer_formula(spec).terms)]
+    experts = sum(shape.value(count * term.expr) for _, _, count, _, terms in kinds for term in terms
+                  if term.key == "moe.experts")
+    total = int(shape.params.evaluate(shape.params.restrict(shape.numbers)).total)
+    rest = total - int(shape.value(shape.first_stage)) - int(shape.value(shape.head))
+    n, k = shape.numbers["n_exp"], shape.numbers["k_exp"]
+    idle = sympy.Rational(n - k, n) ** memory.regime.batch
+    return int(sympy.floor(weight_bytes * experts / rest * idle))
+
+
+def time_plan(model: object, gpu: GPU | str, mode: str = "train", **options: object) -> TimePlan:
+    """``train_time`` or ``infer_time`` by ``mode``."""
+    if mode == "train":
+        return train_time(model, gpu, **options)  # type: ignore[arg-type]
+    if mode == "infer":
+        return infer_time(model, gpu, **options)  # type: ignore[arg-type]
+    raise UserError(f"unknown mode {mode!r}; choose from train, infer")

@@ -1,0 +1,173 @@
+"""The report's plan section (issue 15): the chosen layout, time to train and cost, the alternatives.
+
+A specification asks for it with a ``[plan]`` table::
+
+    [plan]
+    gpu = "h100-80gb"          # default: the first GPU of ``gpus``; or a custom GPU .toml file
+    gpus = 64                  # or max_gpus = 256
+    seq = 8192                 # default: the regime's seq
+    global_batch = 512         # sequences per optimizer step
+    tokens = 1e12              # tokens to train on
+    mfu = 0.4                  # or achieved_tflops = 400
+    price = 2.5                # USD per GPU-hour (optional; gives the cost and the cost chart)
+    objective = "time"         # or "cost"
+    top = 8                    # alternatives shown
+
+``check`` validates the table (called by ``spec.py``), ``build`` makes the context entry: plain
+strings, a table for both templates, and an SVG chart of time against cost (or GPUs) with the
+frontier marked. Everything is computed by ``planning.search`` and ``planning.time``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any
+
+PLAN_KEYS = ("gpu", "gpus", "max_gpus", "seq", "global_batch", "tokens", "mfu", "achieved_tflops", "price",
+             "objective", "top")
+OBJECTIVES = ("time", "cost")
+Fail = Callable[[tuple[str, ...], str], Exception]
+
+
+def _positive(value: Any, where: tuple[str, ...], fail: Fail, whole: bool) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise fail(where, f"must be a positive number, got {value!r}")
+    if whole:
+        if float(value) != int(value):
+            raise fail(where, f"must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def check(value: Any, fail: Fail) -> dict[str, Any] | None:
+    """The validated ``[plan]`` table (None when absent); ``fail(where, message)`` makes the error."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise fail(("plan",), "expected a table")
+    for key in value:
+        if key not in PLAN_KEYS:
+            raise fail(("plan", key), f"unknown key; keys are {', '.join(PLAN_KEYS)}")
+    out: dict[str, Any] = {}
+    for key, val in value.items():
+        where = ("plan", key)
+        if key == "gpu":
+            if not isinstance(val, str) or not val.strip():
+                raise fail(where, "must be a GPU name of the catalogue")
+            out[key] = val.strip()
+        elif key == "objective":
+            if val not in OBJECTIVES:
+                raise fail(where, f"must be one of {', '.join(OBJECTIVES)}")
+            out[key] = val
+        elif key in ("mfu", "achieved_tflops", "price"):
+            out[key] = _positive(val, where, fail, whole=False)
+        else:
+            out[key] = _positive(val, where, fail, whole=True)
+    if ("gpus" in out) == ("max_gpus" in out):
+        raise fail(("plan",), "give exactly one of gpus or max_gpus")
+    if ("mfu" in out) == ("achieved_tflops" in out):
+        raise fail(("plan",), "give exactly one of mfu or achieved_tflops")
+    for key in ("global_batch", "tokens"):
+        if key not in out:
+            raise fail(("plan",), f"missing the required key {key!r}")
+    return out
+
+
+def _days(seconds: float) -> str:
+    return f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds / 3600:,.1f} hours"
+
+
+def _chart(layouts: list[dict[str, Any]], frontier: list[int], by_cost: bool) -> str:
+    """Time to train against cost (or GPUs), every fitting layout a dot, the frontier joined, the chosen starred."""
+    from . import plots
+
+    with plots._context():
+        fig = plots._figure(3.2)
+        ax = fig.add_subplot(111)
+        xs = [lay["cost"] if by_cost else lay["gpus"] for lay in layouts]
+        ys = [lay["train_seconds"] / 86400 for lay in layouts]
+        ax.scatter(xs, ys, s=10, color=plots.colour(0), alpha=0.5, label="layouts that fit")
+        front = sorted(frontier, key=lambda i: xs[i])
+        ax.plot([xs[i] for i in front], [ys[i] for i in front], color=plots.colour(1), marker="o", markersize=4,
+                label="frontier")
+        ax.scatter([xs[0]], [ys[0]], s=80, marker="*", color=plots.colour(2), zorder=3, label="chosen")
+        ax.set_xlabel("cost (USD)" if by_cost else "GPUs")
+        ax.set_ylabel("time to train (days)")
+        if not by_cost:
+            ax.set_xscale("log", base=2)
+        ax.legend(frameon=False, fontsize=8)
+        return plots._svg(fig)
+
+
+def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
+    """The plan section's context entry: one section, or none without a ``[plan]`` table (templates loop over it).
+
+    Each section has ``intro`` (text), ``chosen``, ``alternatives`` and ``charts`` (lists of zero
+    or one table or chart, so that the logic-free templates only loop).
+    """
+    plan = getattr(spec, "plan", None)
+    if not plan or spec.model.is_article or spec.mode != "train":
+        return []
+    from ..catalogs import get as get_gpu
+    from ..planning import search
+    from ..units import format_bytes
+    from .context import _row, _table
+
+    gpu_name = plan.get("gpu") or (spec.gpus[0].name if spec.gpus else None)
+    if gpu_name is None:
+        raise ValueError("the [plan] table needs a gpu (or the specification a gpus list)")
+    if gpu_name.endswith(".toml") and spec.path is not None:  # a custom GPU file, relative to the specification
+        gpu_name = str((spec.path.parent / gpu_name).resolve()) if not gpu_name.startswith("/") else gpu_name
+    gpu = get_gpu(gpu_name)
+    model = str(spec.model.path) if spec.model.path else spec.model.name
+    fixed = {k: v for k, v in spec.regime.options.items()
+             if k not in ("batch", "seq", "dp", "tp", "pp", "zero", "recompute", "microbatches", "sequence_parallel")}
+    seq = plan.get("seq") or spec.regime.options.get("seq") or 4096
+    price = plan.get("price")
+    result = search.search(model, gpu, seq=seq, global_batch=plan["global_batch"], gpus=plan.get("gpus"),
+                           max_gpus=plan.get("max_gpus"), tokens=plan["tokens"], mfu=plan.get("mfu"),
+                           achieved_tflops=plan.get("achieved_tflops"), price=price,
+                           objective=plan.get("objective", "time"), top=None, **fixed)
+    how = (f"mfu {plan['mfu']}" if "mfu" in plan else f"{plan['achieved_tflops']} TFLOP/s achieved per GPU")
+    intro = (f"{result.considered:,} layouts of {plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name} "
+             f"for {plan['global_batch']:,} sequences of {seq:,} tokens per step and {plan['tokens']:,} tokens "
+             f"({how}); {result.fitting:,} fit, ranked by {result.objective}.")
+    section: dict[str, Any] = {"intro": intro, "chosen": [], "alternatives": [], "charts": []}
+    if not result.layouts:
+        section["intro"] += " None fits: more GPUs, a shorter sequence or offload."
+        return [section]
+    best = result.layouts[0]
+    pairs = [("GPUs", f"{best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']})"),
+             ("ZeRO stage", str(best["zero"])), ("recompute", str(best["recompute"])),
+             ("sequence parallel", "on" if best["sequence_parallel"] else "off"),
+             ("micro-batch × accumulation", f"{best['micro_batch']} × {best['grad_accum']}"),
+             ("memory per GPU", f"{best['memory_bytes']:,} bytes = {format_bytes(best['memory_bytes'])}"),
+             ("step", f"{best['step_seconds']:,.3f} s"), ("time to train", _days(best["train_seconds"])),
+             ("GPU-hours", f"{best['gpu_hours']:,.0f}")]
+    if "cost" in best:
+        pairs.append(("cost", f"{best['cost']:,.0f} USD at {price} USD per GPU-hour"))
+    section["chosen"] = [_table([("chosen layout", "left"), ("", "left")],
+                               [_row([ts.cell(k), ts.cell(v)]) for k, v in pairs], {0: "5.5cm", 1: "10.5cm"})]
+    columns = [("GPUs", "right"), ("dp", "right"), ("tp", "right"), ("pp", "right"), ("ZeRO", "right"),
+               ("recompute", "left"), ("mb × acc.", "right"), ("memory", "right"), ("time", "right")]
+    if price is not None:
+        columns.append(("cost (USD)", "right"))
+    rows = []
+    for lay in result.layouts[: plan.get("top", 8)]:
+        cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), lay["recompute"],
+                 f"{lay['micro_batch']} × {lay['grad_accum']}", format_bytes(lay["memory_bytes"]),
+                 _days(lay["train_seconds"])]
+        if price is not None:
+            cells.append(f"{lay['cost']:,.0f}")
+        rows.append(_row([ts.cell(c) for c in cells]))
+    section["alternatives"] = [_table(columns, rows)]
+    if charts:
+        by_cost = price is not None
+        front = (search.frontier(result.layouts, "train_seconds", "cost") if by_cost
+                 else search.frontier(result.layouts, "gpus", "train_seconds"))
+        svg = _chart(result.layouts, front, by_cost)
+        data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+        section["charts"] = [{"src": f"data:image/svg+xml;base64,{data}",
+                              "alt": "time to train against " + ("cost" if by_cost else "GPUs") + ", frontier marked"}]
+    return [section]

@@ -1,0 +1,120 @@
+"""`symbolic plan`: the compiled layout search agrees with `symbolic memory` and `symbolic time`, layout by layout."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from helpers import run
+
+from symbolic import planning
+from symbolic.planning import search
+from symbolic.planning import time as ptime
+
+KW = {"seq": 2048, "global_batch": 64, "tokens": 10**10, "mfu": 0.4, "price": 2.0}
+
+
+@pytest.fixture(scope="module")
+def result() -> search.SearchResult:
+    return search.search("llama-3-8b", "h100-80gb", gpus=16, top=None, **KW)
+
+
+def _flags(lay: dict) -> dict:
+    out = {"batch": lay["micro_batch"], "seq": KW["seq"], "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
+           "zero": lay["zero"], "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
+    if lay["sequence_parallel"]:
+        out["sequence_parallel"] = True
+    return out
+
+
+def test_every_layout_fits_and_is_ranked_by_time(result) -> None:
+    assert result.considered > 100 and 0 < result.fitting <= result.considered
+    times = [lay["train_seconds"] for lay in result.layouts]
+    assert times == sorted(times)
+    assert all(lay["memory_bytes"] <= result.gpu.bytes for lay in result.layouts)
+    for lay in result.layouts:
+        assert lay["dp"] * lay["tp"] * lay["pp"] == 16
+        assert lay["dp"] * lay["micro_batch"] * lay["grad_accum"] == 64
+
+
+def test_layout_memory_equals_symbolic_memory(result) -> None:
+    rng = random.Random(15)
+    for lay in rng.sample(result.layouts, 12) + result.layouts[:2]:
+        plan = planning.plan("llama-3-8b", "train", **_flags(lay))
+        assert lay["memory_bytes"] == plan.total, lay
+
+
+def test_layout_time_equals_symbolic_time(result) -> None:
+    rng = random.Random(7)
+    for lay in rng.sample(result.layouts, 6) + result.layouts[:1]:
+        one = ptime.train_time("llama-3-8b", "h100-80gb", tokens=KW["tokens"], mfu=KW["mfu"], price=KW["price"],
+                               **_flags(lay))
+        assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay
+        assert lay["cost"] == pytest.approx(one.figures["cost"], rel=1e-9)
+
+
+def test_layouts_that_do_not_fit_are_left_out() -> None:
+    # the largest micro-batch without recompute on one GPU does not fit an 80 GB card
+    res = search.search("llama-3-8b", "h100-80gb", gpus=1, top=None, **KW)
+    assert res.fitting < res.considered
+    every = search.enumerate_layouts("llama-3-8b", res.gpu, counts=[1], global_batch=64)
+    fitting = {(lay["micro_batch"], lay["recompute"]) for lay in res.layouts}
+    for lay in every:
+        plan = planning.plan("llama-3-8b", "train", **_flags(lay))
+        assert ((lay["micro_batch"], lay["recompute"]) in fitting) == (plan.total <= res.gpu.bytes)
+
+
+def test_pins_and_cost_objective() -> None:
+    res = search.search("llama-3-8b", "h100-80gb", max_gpus=32, objective="cost", tp=2, top=5, **KW)
+    assert res.layouts and all(lay["tp"] == 2 for lay in res.layouts)
+    costs = [lay["cost"] for lay in res.layouts]
+    assert costs == sorted(costs)
+    assert {lay["gpus"] for lay in res.layouts} <= {2, 4, 8, 16, 32}
+
+
+def test_frontier() -> None:
+    rows = [{"train_seconds": 1, "cost": 5}, {"train_seconds": 2, "cost": 3}, {"train_seconds": 3, "cost": 4},
+            {"train_seconds": 4, "cost": 1}]
+    assert search.frontier(rows) == [0, 1, 3]
+
+
+def test_plan_cli_json(capsys) -> None:
+    code, out, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--seq", "2048",
+                         "--global-batch", "64", "--tokens", "1e10", "--mfu", "0.4", "--price", "2", "--top", "3",
+                         "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data["layouts"]) == 3
+    for key in ("dp", "tp", "pp", "zero", "recompute", "micro_batch", "grad_accum", "memory_bytes", "step_seconds",
+                "train_seconds", "cost"):
+        assert key in data["layouts"][0], key
+    code, out, _ = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--seq", "2048",
+                       "--global-batch", "64", "--mfu", "0.4")
+    assert code == 0 and "layouts" in out and "recompute" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("--gpus", "8", "--seq", "2048", "--global-batch", "64", "--mfu", "0.4", "--objective", "cost"), "price"),
+    (("--gpus", "8", "--global-batch", "64", "--mfu", "0.4"), "needs --seq"),
+    (("--gpus", "8", "--seq", "2048", "--global-batch", "64", "--mfu", "0.4", "--mode", "infer"), "training"),
+])
+def test_plan_bad_input(capsys, argv, message) -> None:
+    code, _, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", *argv)
+    assert code == 2 and message in err
+
+
+def test_offload_only_where_nothing_fits_without_it() -> None:
+    """Mixtral-8x7B's model states do not fit 8 × 80 GB without ZeRO-Offload; with it they do."""
+    res = search.search("mixtral-8x7b", "a100-80gb", gpus=8, seq=1024, global_batch=64, mfu=0.4, top=3)
+    assert res.layouts and all(lay["offload"] for lay in res.layouts)
+    assert "nothing fits without offload" in res.notes[0]
+    for lay in res.layouts:
+        plan = planning.plan("mixtral-8x7b", "train", batch=lay["micro_batch"], seq=1024, dp=lay["dp"], tp=lay["tp"],
+                             pp=lay["pp"], zero=lay["zero"], recompute=lay["recompute"],
+                             microbatches=lay["grad_accum"], sequence_parallel=lay["sequence_parallel"] or None,
+                             offload=True)
+        assert lay["memory_bytes"] == plan.total
+    # with room to spare, no offload is searched
+    assert not any(lay["offload"] for lay in search.search("gpt2", "a100-80gb", gpus=8, seq=1024, global_batch=64,
+                                                           mfu=0.4, top=3).layouts)
