@@ -47,12 +47,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def survey_with_cache(model_type: str) -> dict[str, object]:
     """The serving cache's check alone: a prefill at two lengths, confirmed at a third point."""
-    from symbolic.architectures import generic_cache
+    from symbolic.architectures import generic_cache, generic_survey
     from symbolic.architectures.families import FAMILIES
 
     row: dict[str, object] = {"model_type": model_type, "table": model_type in FAMILIES}
+    try:  # the denominator: types transformers builds the plain way, whether or not a prefill runs
+        generic_survey.plain_count(model_type)
+        row["built"] = True
+    except Exception:
+        row["built"] = False
     row.update(generic_cache.survey_cache(model_type))
-    row["built"] = row["cache_built"]
     return row
 
 

@@ -446,15 +446,20 @@ class CompiledFormula:
             return self
         return compile_formula(self.formula, self.form, (*self.kept, *extra))
 
+    def _require(self, names: Iterable[str]) -> None:
+        """Every input of the formula among ``names``, and no other name (one-line errors)."""
+        names = list(dict.fromkeys(names))  # the caller's order, so the first unknown name is reported
+        for name in names:
+            if name not in self.inputs:
+                self._unknown(name)
+        missing = [n for n in self.inputs if n not in names]
+        if missing:
+            raise vals.ValueProblem(f"values missing for {', '.join(missing)}")
+
     def prepare(self, values: Mapping[str, object]) -> Inputs:
         """Validate and convert the inputs: every input of the formula, no other name."""
         given = {k.name if isinstance(k, sympy.Symbol) else str(k): v for k, v in values.items()}
-        for name in given:
-            if name not in self.inputs:
-                self._unknown(name)
-        missing = [n for n in self.inputs if n not in given]
-        if missing:
-            raise vals.ValueProblem(f"values missing for {', '.join(missing)}")
+        self._require(given)
         arrays: dict[str, np.ndarray] = {}
         scales: dict[str, int] = {}
         maxima: dict[str, int] = {}
@@ -481,13 +486,7 @@ class CompiledFormula:
         will take): the sweep command passes one row of each axis here and the axis's chunks
         later through :meth:`Inputs.with_arrays`, so no axis is ever materialised whole.
         """
-        names = set(fixed) | set(columns)
-        for name in names:
-            if name not in self.inputs:
-                self._unknown(name)
-        missing = [n for n in self.inputs if n not in names]
-        if missing:
-            raise vals.ValueProblem(f"values missing for {', '.join(missing)}")
+        self._require([*fixed, *columns])
         arrays: dict[str, np.ndarray] = {}
         scales: dict[str, int] = {}
         maxima: dict[str, int] = {}

@@ -1,9 +1,9 @@
 """The generic torch path run in a child process (``test_generic_torch.py``: torch stays out of the test process).
 
-Reads ``{"params": {name: config}, "cache": {name: config}, "presets": [name, ...]}`` as JSON on
+Reads ``{"params": {name: config}, "cache": {name: config}, "presets": [name, ...], "forward": [type, ...]}`` on
 stdin and writes, per name, what ``symbolic.architectures.generic`` found (total, the formula's
 value at its values, active counts, status, the formula's expanded text) and, per cache name, the
-measured cache formula. Exits with ``SKIP`` when torch or transformers cannot be imported.
+measured cache formula; per forward type, a plain forward's argument and output names. Exits with ``SKIP`` when torch or transformers cannot be imported.
 """
 
 from __future__ import annotations
@@ -36,7 +36,20 @@ def cache(config: dict) -> dict:
     c = generic_cache.cache_formula(config)
     return {"per_token": int(c.per_token), "per_sequence": int(c.per_sequence), "verified": c.verified,
             "windowed": int(c.windowed), "cap": c.cap,
-            "class": c.cache_class, "measured": c.measured, "at_4x100": c.bytes_at(4, 100)}
+            "class": c.cache_class, "measured": c.measured, "at_4x100": c.bytes_at(4, 100), "note": c.note}
+
+
+def plain_forward(model_type: str) -> dict:
+    """What transformers itself does for the type, apart from the generic path: its forward's arguments and outputs."""
+    import inspect
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
+        out = model(input_ids=torch.zeros((2, 8), dtype=torch.long), use_cache=True)
+    return {"arguments": sorted(inspect.signature(model.forward).parameters), "outputs": sorted(out.keys())}
 
 
 def main() -> int:
@@ -58,6 +71,7 @@ def main() -> int:
             out["cache"][name] = cache(config)
         except Exception as err:
             out["cache"][name] = {"error": f"{type(err).__name__}: {err}"}
+    out["forward"] = {t: plain_forward(t) for t in request.get("forward", [])}
     from symbolic import architectures
 
     for name in request.get("presets", []):

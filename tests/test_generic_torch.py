@@ -32,6 +32,9 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.fin
 # device allocates nothing): hybrid attention + linear attention, SSM hybrids, pure SSM, MoE hybrid,
 # sliding/full attention, and xLSTM (whose FFN width is rounded up: a size not in the fields).
 TYPES = ("qwen3_next", "falcon_h1", "mamba", "jamba", "exaone4", "xlstm", "deepseek_v32")
+# caches measured other than by a plain meta prefill: XLM fills a cache it is given, X-MOD needs a default
+# language, JetMoE's forward cannot run on meta and runs on the CPU cut, OpenAI GPT keeps no cache
+CACHE_TYPES = ("xlm", "xmod", "jetmoe", "openai-gpt")
 USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6,
         "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "sliding_window": 64,
         "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "architectures": ["Exaone4ForCausalLM"]}
@@ -49,9 +52,9 @@ def _child(script: str, request: object) -> dict:
 @lru_cache(maxsize=1)
 def _generic() -> dict:
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
-    caches = {"llama": {"model_type": "llama"}, "gpt2": {"model_type": "gpt2"}, "mamba": {"model_type": "mamba"},
-              "user": USER}
-    return _child("generic_child.py", {"params": configs, "cache": caches, "presets": ["gpt2", "llama-3-8b", "mixtral-8x7b"]})
+    caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba", *CACHE_TYPES)} | {"user": USER}
+    return _child("generic_child.py", {"params": configs, "cache": caches, "forward": ["openai-gpt"],
+                                       "presets": ["gpt2", "llama-3-8b", "mixtral-8x7b"]})
 
 
 @lru_cache(maxsize=1)
@@ -120,6 +123,28 @@ def test_cache_formula_is_the_hand_formula_and_the_real_cache() -> None:
     assert caches["mamba"]["per_token"] == 0
     assert caches["mamba"]["per_sequence"] == layers * d_inner * (2 * conv_kernel + 4 * state_size)
     assert all(c["verified"] for c in caches.values())
+
+
+@pytest.mark.torch
+def test_caches_measured_other_than_by_a_meta_prefill() -> None:
+    if not HAS_TORCH:
+        pytest.skip("torch and transformers are not installed")
+    caches = _generic()["cache"]
+    # XLM (n_layers 12, emb_dim 2048) and X-MOD (12 layers, hidden 768): keys and values of every layer, bf16
+    assert caches["xlm"]["per_token"] == 2 * 12 * 2048 * 2 and caches["xlm"]["class"] == "EncoderDecoderCache"
+    assert caches["xmod"]["per_token"] == 2 * 12 * 768 * 2
+    # JetMoE (12 layers, 16 KV heads of kv_channels 128), measured with vocabulary, FFN and experts cut
+    assert caches["jetmoe"]["per_token"] == 2 * 12 * 16 * 128 * 2 and caches["jetmoe"]["per_sequence"] == 0
+    assert "num_local_experts" in caches["jetmoe"]["note"] and "two cuts give the same cache" in caches["jetmoe"]["note"]
+    assert all(caches[t]["verified"] and "error" not in caches[t] for t in CACHE_TYPES)
+    # OpenAI GPT: transformers' own forward takes no cache argument and returns no cache, so 0 bytes, said so
+    gpt = caches["openai-gpt"]
+    assert gpt["per_token"] == gpt["per_sequence"] == gpt["at_4x100"] == 0 and "keeps no cache" in gpt["note"]
+    plain = _generic()["forward"]["openai-gpt"]
+    cache_names = {"past_key_values", "cache", "cache_params", "mems", "use_mems", "use_cache", "past_buckets_states",
+                   "past", "cache_position", "state"}
+    assert "logits" in plain["outputs"] and not cache_names & set(plain["outputs"])
+    assert not cache_names & set(plain["arguments"]) and "input_ids" in plain["arguments"]
 
 
 @pytest.mark.slow

@@ -39,9 +39,11 @@ def test_frozen_heap_unfreezes_on_error():
 def test_frozen_heap_leaves_a_callers_freeze_and_a_disabled_collector_alone():
     gc.freeze()
     frozen = gc.get_freeze_count()
+    # frozen objects that other threads (a test worker's) release drop out of the count, so the
+    # count may shrink a little; what must not happen is a second freeze (more) or an unfreeze (0)
     with render.frozen_heap():
-        assert gc.get_freeze_count() == frozen
-    assert gc.get_freeze_count() == frozen  # not unfrozen behind the caller's back
+        assert frozen - 1000 < gc.get_freeze_count() <= frozen
+    assert frozen - 1000 < gc.get_freeze_count() <= frozen  # not unfrozen behind the caller's back
     gc.unfreeze()
     gc.disable()
     with render.frozen_heap():

@@ -7,7 +7,10 @@ convolution states) and recovers bytes = B·(c_0 + c_S·S + c_W·min(S, K)) from
 the config's window and two beyond it: attention caches grow with S, recurrent states do not, and
 sliding-window (or chunked) layers stop growing at their cap K. The formula is checked at two
 independent points (below and beyond the window) against a real prefill; a cache that does not
-follow that form is reported as unverified, never guessed.
+follow that form is reported as unverified, never guessed. A model whose forward cannot run on the
+meta device and is too large for the CPU runs there with its vocabulary, FFN widths and expert
+counts cut (no cache tensor is sized by them; two different cuts must give the same bytes); a type
+whose forward takes no cache argument and returns none (OpenAI GPT) keeps 0 bytes, said in a note.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ class CacheFormula:
 
     def term(self) -> Term:
         """The cache as a Term (bytes, bfloat16 elements)."""
-        return Term("kv_cache", "serving cache (measured on the meta device)", self.expr, "bytes", SOURCE,
+        if not self.measured:
+            return Term("kv_cache", "serving cache (none kept)", self.expr, "bytes", SOURCE, note=self.note)
+        return Term("kv_cache", "serving cache (measured after a prefill)", self.expr, "bytes", SOURCE,
                     note=f"{self.cache_class} after a prefill, bfloat16, from {len(POINTS)} (B, S) points"
                          + ("" if self.verified else "; not confirmed at a further point")
                          + (f"; {self.note}" if self.note else ""))
@@ -94,9 +99,11 @@ def cache_bytes_of(cache: Any) -> int:
 
 
 CPU_LIMIT = 3 * 2**30  # bytes of bfloat16 weights a CPU fallback may allocate (uninitialised)
-CPU_WINDOW = 512  # the longest window probed on the CPU with the real weights' sizes
-CPU_WINDOW_SHRUNK = 2048  # ... and with the vocabulary and FFN widths cut
+CPU_WINDOW = 512  # the longest window probed on the CPU (not with a cut config: too slow there, left unconfirmed)
 CACHE_KEYS = ("cache", "past_key_values", "cache_params", "state")
+
+
+NO_CACHE_NOTE = "transformers keeps no cache for this type: its forward takes no cache argument and returns none"
 
 
 class NoCache(GenericError):
@@ -111,9 +118,31 @@ def _prefill(model: Any, batch: int, seq: int) -> tuple[int, str]:
     with _quiet(), torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
         cache = next((out[k] for k in CACHE_KEYS if k in out and out[k] is not None), None)
+    if cache is None and "cache" in _forward_args(model):  # XLM fills a cache it is given, returns none
+        from transformers import DynamicCache, EncoderDecoderCache
+
+        cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+        with _quiet(), torch.no_grad():
+            model(input_ids=ids, use_cache=True, cache=cache)
     if cache is None:
         raise NoCache("the model returned no cache object")
     return cache_bytes_of(cache), type(cache).__name__
+
+
+CACHE_ARGS = ("past_key_values", "cache", "cache_params", "mems", "use_mems", "use_cache", "past_buckets_states",
+              "cache_position", "past")
+
+
+def _forward_args(model: Any) -> set[str]:
+    """The named parameters of the model's forward."""
+    import inspect
+
+    return set(inspect.signature(model.forward).parameters)
+
+
+def keeps_no_cache(model: Any) -> bool:
+    """True when the forward takes no cache argument at all (and, checked by the caller, returns none)."""
+    return not _forward_args(model) & set(CACHE_ARGS)
 
 
 def _measure(model: Any) -> tuple[dict[tuple[int, int], int], str]:
@@ -153,6 +182,8 @@ def _runnable(data: Mapping[str, Any], architecture: str | None) -> tuple[Any, A
                 failure = err
         if not isinstance(failure, NoCache) or device == "cpu":
             continue
+        if keeps_no_cache(model):  # OpenAI GPT: no cache argument in, no cache object out
+            return model, config, {}, "", NO_CACHE_NOTE
         raise failure  # the meta run worked but no cache object came back, decoder or not: the CPU won't differ
     raise failure
 
@@ -237,6 +268,9 @@ def cache_formula(data: Mapping[str, Any], architecture: str | None = None) -> C
         raise GenericError(f"no prefill of this model: {err}") from None
     except Exception as err:
         raise GenericError(f"a prefill of this model fails: {_first_line(err)}") from None
+    if note == NO_CACHE_NOTE:  # every decode step recomputes the whole prefix: no cache bytes to count
+        zero = sympy.Integer(0)
+        return CacheFormula(str(config.model_type), "none", zero, zero, True, {}, note=note)
     (b1, s1), (_, s2) = POINTS
     slope = (Fraction(measured[(b1, s2)]) - measured[(b1, s1)]) / (b1 * (s2 - s1))
     base = Fraction(measured[(b1, s1)], b1) - slope * s1
@@ -244,7 +278,7 @@ def cache_formula(data: Mapping[str, Any], architecture: str | None = None) -> C
     full, windowed, cap = slope, Fraction(0), 0
     checks = [CHECK]
     on_meta = next(model.parameters()).device.type == "meta"
-    probed = bool(window) and (on_meta or window <= (CPU_WINDOW_SHRUNK if note else CPU_WINDOW))
+    probed = bool(window) and (on_meta or (not note and window <= CPU_WINDOW))
     if probed:
         try:
             far = {w: _prefill(model, 1, w)[0] for w in (window + 8, window + 16)}

@@ -15,12 +15,7 @@ def survey_type(model_type: str) -> dict[str, object]:
     row: dict[str, object] = {"model_type": model_type, "built": False, "exact": False, "in_fields": False,
                               "verified": False}
     try:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        with _quiet(), torch.device("meta"):  # the reference count, built the plain way
-            model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
-        real = sum(p.numel() for p in model.parameters())
+        real = plain_count(model_type)
     except Exception as err:
         row["error"] = _first_line(err)
         return row
@@ -33,6 +28,16 @@ def survey_type(model_type: str) -> dict[str, object]:
     total = m.params_formula().evaluate(m.formula_values()).total
     row.update(exact=m.total == real and total == real, in_fields=m.in_fields, verified=m.verified, total=real)
     return row
+
+
+def plain_count(model_type: str) -> int:
+    """Parameters of the type's default config built the plain way on the meta device (raises if it cannot)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    with _quiet(), torch.device("meta"):  # the reference count, built the plain way
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
+    return sum(p.numel() for p in model.parameters())
 
 
 def coverage(rows: list[dict[str, object]]) -> dict[str, object]:
@@ -57,10 +62,10 @@ def coverage_text(rows: list[dict[str, object]]) -> str:
     if "cache_verified" in c:
         other = [r for r in rows if not r.get("table")]
         o = coverage(other)
-        return (f"{c['built']} of {c['types']} causal-LM types run a prefill on the meta device; cache formula "
-                f"confirmed for {c['cache_verified']} ({c['cache_verified_pct']} %); of the {o['types']} types "
-                f"without a family table {o['built']} run, {o.get('cache_verified', 0)} confirmed "
-                f"({o.get('cache_verified_pct', 0.0)} %)")
+        return (f"{c['built']} of {c['types']} causal-LM types build, {c.get('cache_built', 0)} run a prefill; "
+                f"cache formula confirmed for {c['cache_verified']} ({c['cache_verified_pct']} % of those built); "
+                f"of the {o['built']} buildable types without a family table {o.get('cache_built', 0)} run, "
+                f"{o.get('cache_verified', 0)} confirmed ({o.get('cache_verified_pct', 0.0)} %)")
     parts = [f"{c['built']} of {c['types']} causal-LM types build on the meta device"]
     for key in ("exact", "in_fields", "verified", "cache_built", "cache_verified"):
         if key in c:
