@@ -5,7 +5,7 @@ import json
 import pytest
 from helpers import run
 
-from symbolic import planning
+from symbolic import catalogs, planning
 from symbolic.cli import main
 
 
@@ -71,6 +71,9 @@ def test_gpus_lists_the_catalogue(capsys) -> None:
     assert code == 0 and {"a100-40gb", "a100-80gb", "h100-80gb", "h200-141gb", "l4", "rtx-4090", "mi300x"} <= names
     code, out, _ = run(capsys, "gpus")
     assert "85,520,809,984" in out and "nvidia-smi" in out
+    h100 = next(line for line in out.splitlines() if line.startswith("h100-80gb "))
+    gpu = catalogs.get("h100-80gb")  # the datasheet rates, printed in TFLOP/s and TB/s
+    assert h100.split()[-2:] == [f"{gpu.flops['bf16'] / 1e12:,.1f}", f"{gpu.hbm_bandwidth / 1e12:,.2f}"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

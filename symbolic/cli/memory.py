@@ -206,10 +206,15 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     if args.json:
         print_json([g.as_dict() for g in gpus])
         return 0
-    rows = [("name", "bytes", "GiB", "GB", "vendor says", "basis")]
-    rows += [(g.name, f"{g.bytes:,}", f"{g.gib:.2f}", f"{g.gb:.2f}", g.vendor_label, g.basis) for g in gpus]
-    print(table(rows, "<>>><<"))
+    def rate(value: float | None, scale: float, digits: int) -> str:
+        return f"{value / scale:,.{digits}f}" if value else ""
+
+    rows = [("name", "bytes", "GiB", "GB", "vendor says", "basis", "bf16 TFLOP/s", "HBM TB/s")]
+    rows += [(g.name, f"{g.bytes:,}", f"{g.gib:.2f}", f"{g.gb:.2f}", g.vendor_label, g.basis,
+              rate(g.flops.get("bf16"), 1e12, 1), rate(g.hbm_bandwidth, 1e12, 2)) for g in gpus]
+    print(table(rows, "<>>><<>>"))
     print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
           "no device report was found. CUDA's own total is slightly lower and the CUDA context takes a few hundred "
-          "MiB more. 'symbolic gpus --json' gives each source.")
+          "MiB more. Rates: peak dense bf16 and HBM bandwidth from each datasheet (blank where the catalogue has "
+          "none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
     return 0
