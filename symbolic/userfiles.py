@@ -10,9 +10,11 @@ caller's one-line error, and so is an integer longer than Python converts (``sys
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,40 +79,39 @@ def _digits_message(path: object) -> str:
     return f"{path}: a number has more than {sys.get_int_max_str_digits():,} digits"
 
 
-def parse_json(text: str | bytes, path: object, *, error: type[Exception] = InputFileError, **options: Any) -> Any:
-    """``json.loads(text, **options)``; what the parser cannot survive raises ``error`` in one line.
+@contextlib.contextmanager
+def _parser_limits(path: object, error: type[Exception], syntax_error: type[Exception]) -> Iterator[None]:
+    """What a parser cannot survive (depth, memory, Python's digit limit) as ``error`` in one line.
 
-    Other exceptions (``json.JSONDecodeError`` and the ``ValueError`` of a ``parse_constant``
-    hook) pass through for the caller's own message.
+    ``syntax_error`` and other ``ValueError``s (e.g. a ``parse_constant`` hook's) pass through for
+    the caller's own message.
     """
-    import json
-
     try:
-        return json.loads(text, **options)
+        yield
     except RecursionError:
         raise error(f"{path}: nested too deeply to read") from None
     except MemoryError:
         raise error(f"{path}: too large to read into memory") from None
     except ValueError as err:
-        if not isinstance(err, json.JSONDecodeError) and _too_many_digits(err):
+        if not isinstance(err, syntax_error) and _too_many_digits(err):
             raise error(_digits_message(path)) from None
         raise
 
 
+def parse_json(text: str | bytes, path: object, *, error: type[Exception] = InputFileError, **options: Any) -> Any:
+    """``json.loads(text, **options)``; what the parser cannot survive raises ``error`` in one line."""
+    import json
+
+    with _parser_limits(path, error, json.JSONDecodeError):
+        return json.loads(text, **options)
+
+
 def parse_toml(text: str, path: object, *, error: type[Exception] = InputFileError) -> dict[str, Any]:
-    """``tomllib.loads(text)``; what the parser cannot survive raises ``error`` in one line (see parse_json)."""
+    """``tomllib.loads(text)``; what the parser cannot survive raises ``error`` in one line."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib
 
-    try:
+    with _parser_limits(path, error, tomllib.TOMLDecodeError):
         return tomllib.loads(text)
-    except RecursionError:
-        raise error(f"{path}: nested too deeply to read") from None
-    except MemoryError:
-        raise error(f"{path}: too large to read into memory") from None
-    except ValueError as err:
-        if not isinstance(err, tomllib.TOMLDecodeError) and _too_many_digits(err):
-            raise error(_digits_message(path)) from None
-        raise

@@ -6,15 +6,13 @@ builds ``AutoModelForCausalLM.from_config(config, dtype=bfloat16)`` under ``torc
 runs ``model(input_ids, use_cache=True)`` on a B × S batch of token ids and writes, per name and S,
 the bytes of every tensor the returned cache's layers hold (keys, values, latents, recurrent and
 convolution states) and the class of each layer; ``{"error"}`` where the model cannot be run.
-Exits with ``SKIP`` when torch or transformers cannot be imported.
+Exits with ``hf_reference.SKIP`` when torch or transformers cannot be imported.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 
-SKIP = 77
 IGNORED = ("_source", "auto_map", "_name_or_path")
 
 
@@ -54,23 +52,9 @@ def measure(config: dict, batch: int, seqs: list[int]) -> dict:
 
 
 def main() -> int:
-    try:
-        import torch
-        import transformers
-    except ImportError as err:
-        print(f"torch or transformers not importable: {err}", file=sys.stderr)
-        return SKIP
-    transformers.logging.set_verbosity_error()
-    cases = json.load(sys.stdin)
-    out = {}
-    for name, case in cases.items():
-        try:
-            out[name] = measure(case["config"], case["batch"], case["seq"])
-        except Exception as err:  # reported by the test that asked for this case
-            out[name] = {"error": f"{type(err).__name__}: {err}"}
-    json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__}, "cache": out},
-              sys.stdout)
-    return 0
+    from hf_reference import serve  # this script's folder is on sys.path when it runs as a script
+
+    return serve(lambda case: measure(case["config"], case["batch"], case["seq"]), "cache")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,13 @@ def count(config: dict) -> dict:
     return {"total": int(total), "active": active, "class": type(model).__name__}
 
 
-def main() -> int:
+def serve(work, key: str) -> int:
+    """The child-process protocol shared by the reference scripts: JSON cases on stdin, one result each.
+
+    ``work(case)`` computes one case; an exception becomes ``{"error"}`` for the test that asked.
+    The results go to stdout under ``key`` with the torch and transformers versions; exits ``SKIP``
+    when either cannot be imported.
+    """
     try:
         import torch
         import transformers
@@ -51,16 +57,20 @@ def main() -> int:
         print(f"torch or transformers not importable: {err}", file=sys.stderr)
         return SKIP
     transformers.logging.set_verbosity_error()
-    configs = json.load(sys.stdin)
+    cases = json.load(sys.stdin)
     out = {}
-    for name, config in configs.items():
+    for name, case in cases.items():
         try:
-            out[name] = count(config)
-        except Exception as err:  # reported by the test that asked for this config
+            out[name] = work(case)
+        except Exception as err:  # reported by the test that asked for this case
             out[name] = {"error": f"{type(err).__name__}: {err}"}
-    json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__}, "counts": out},
+    json.dump({"versions": {"torch": torch.__version__, "transformers": transformers.__version__}, key: out},
               sys.stdout)
     return 0
+
+
+def main() -> int:
+    return serve(count, "counts")
 
 
 if __name__ == "__main__":
