@@ -29,13 +29,15 @@ setup: $(STAMP)
 # Optional: torch (CPU build) and transformers for the cross-checks against real PyTorch
 # modules and the measurement tests; without them those tests are skipped. The pins are the
 # versions the cross-checks were written against (transformers 5 counts BERT's untied MLM
-# bias differently from 4.x).
+# bias differently from 4.x). peft and bitsandbytes (LoRA/QLoRA cross-checks) install with
+# constraints-torch.txt pinning torch and transformers, so that pip leaves those two alone.
 TORCH_STAMP := $(VENV)/.torch
 setup-torch: $(TORCH_STAMP)
 
 $(TORCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q transformers==5.24.0
+	$(BIN)/python -m pip install -q -c constraints-torch.txt peft==0.21.2 bitsandbytes==0.50.2
 	touch $(TORCH_STAMP)
 
 system-deps:

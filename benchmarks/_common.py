@@ -54,12 +54,15 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def update_readme(block: str, text: str, path: Path = README) -> None:
-    """Replace the text between ``<!-- bench:BLOCK -->`` and ``<!-- /bench:BLOCK -->`` in the README."""
-    content = path.read_text(encoding="utf-8")
+def update_readme(block: str, text: str, path: Path | None = None) -> None:
+    """Replace the text between ``<!-- bench:BLOCK -->`` and ``<!-- /bench:BLOCK -->`` in the page that has
+    the block (README.md or docs/*.md; most are in docs/performance.md)."""
     pattern = re.compile(rf"(<!-- bench:{re.escape(block)} -->\n).*?(<!-- /bench:{re.escape(block)} -->)", re.S)
-    if not pattern.search(content):
-        raise SystemExit(f"{path.name} has no <!-- bench:{block} --> ... <!-- /bench:{block} --> block")
+    pages = [path] if path is not None else [README, *sorted((ROOT / "docs").glob("*.md"))]
+    path = next((p for p in pages if pattern.search(p.read_text(encoding="utf-8"))), None)
+    if path is None:
+        raise SystemExit(f"no page has a <!-- bench:{block} --> ... <!-- /bench:{block} --> block")
+    content = path.read_text(encoding="utf-8")
     path.write_text(pattern.sub(lambda m: m.group(1) + text.rstrip() + "\n" + m.group(2), content), encoding="utf-8")
 
 

@@ -4,11 +4,13 @@
 For each model and grid point it builds the model on the GPU with random weights, measures
 
 - the bytes saved for backward (``symbolic.measure.saved_tensors``),
-- the peak of two whole AdamW steps with the caching allocator's statistics
-  (``torch.cuda.max_memory_allocated``: includes allocator rounding and workspaces) and with
-  the dispatch-mode tensor tracker (exact tensor bytes, the CPU method, on the same run),
+- the peak of each phase (forward, backward, optimizer) of two whole training steps with the
+  caching allocator's statistics (``torch.cuda.max_memory_allocated``, read and reset at each
+  phase boundary: includes allocator rounding and workspaces), ``max_memory_reserved``, and the
+  dispatch-mode tensor tracker (exact tensor bytes, the CPU method, on the same steps),
 
-and compares them with ``pytorch.saved.*`` / ``pytorch.peak.*`` for ``device="cuda"``, whose
+at bf16 mixed precision (``torch.autocast``) and pure bf16, eager and SDPA, and compares them
+with ``pytorch.saved.*`` and ``peak_pytorch.step(...).phase_exprs()`` for ``device="cuda"``, whose
 CUDA-specific terms (bool dropout masks, fp32 LayerNorm statistics, fused SDPA kernels even with
 attention dropout, foreach AdamW) come from the ATen sources and have not been measured on a GPU
 before this script. Results go to ``$OUT/gpu_measure.json`` (or ``--output``); a summary table
@@ -36,19 +38,21 @@ sys.path.insert(0, str(ROOT))
 LLAMA_SHRUNK = {"hidden_size": 512, "intermediate_size": 1792, "num_attention_heads": 8, "num_key_value_heads": 2,
                 "vocab_size": 32000}
 FULL = [
-    ("mlp", {}, "config", {"batch": (1, 128, 512)}),
-    ("mlp-nobias", {}, "config", {"batch": (128,)}),
-    ("gpt2", {}, "config", {"batch": (1, 4), "seq": (256, 1024), "layers": (1, 2)}),
-    ("gpt2", {}, "off", {"batch": (4,), "seq": (1024,), "layers": (2,)}),
-    ("llama-3-8b", LLAMA_SHRUNK, "config", {"batch": (1, 4), "seq": (256, 1024), "layers": (1, 2)}),
-    ("qwen2-0.5b", {}, "config", {"batch": (2,), "seq": (512,), "layers": (1, 2)}),
+    # name, overrides, dropout, grid, options (see symbolic.crosscheck.run)
+    ("mlp", {}, "config", {"batch": (1, 128, 512)}, {}),
+    ("mlp-nobias", {}, "config", {"batch": (128,), "dtype": ("fp32", "bf16-mixed")}, {"optimizer": "sgd-momentum"}),
+    ("gpt2", {}, "config", {"batch": (1, 4), "seq": (256, 1024), "layers": (1, 2), "dtype": ("bf16-mixed", "bf16")}, {}),
+    ("gpt2", {}, "off", {"batch": (4,), "seq": (1024,), "layers": (2,), "dtype": ("bf16-mixed",)}, {"use_cache": False}),
+    ("llama-3-8b", LLAMA_SHRUNK, "config", {"batch": (1, 4), "seq": (256, 1024), "layers": (1, 2),
+                                            "dtype": ("bf16-mixed", "bf16")}, {}),
+    ("qwen2-0.5b", {}, "config", {"batch": (2,), "seq": (512,), "layers": (1, 2), "dtype": ("bf16-mixed",)}, {}),
 ]
 QUICK = [
-    ("mlp", {"d_in": 64, "d_h": 128}, "config", {"batch": (4,), "dtype": ("fp32",)}),
+    ("mlp", {"d_in": 64, "d_h": 128}, "config", {"batch": (4,), "dtype": ("fp32",)}, {}),
     ("gpt2", {"n_embd": 64, "n_head": 4, "vocab_size": 512}, "config",
-     {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("bf16",)}),
+     {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("bf16-mixed",)}, {}),
     ("llama-3-8b", {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
-                    "vocab_size": 512}, "config", {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("bf16",)}),
+                    "vocab_size": 512}, "config", {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("bf16",)}, {}),
 ]
 
 
@@ -65,17 +69,26 @@ def measure_all(device: str = "cuda", quick: bool = False) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(0)
         info["cuda"] = str(torch.version.cuda)
     results = []
-    for name, overrides, dropout, grid in (QUICK if quick else FULL):
-        points = validate.run(name, validate.Grid(**grid), device=device, overrides=overrides, dropout=dropout)
+    for name, overrides, dropout, grid, options in (QUICK if quick else FULL):
+        if device == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+        points = validate.run(name, validate.Grid(**grid), device=device, overrides=overrides, dropout=dropout,
+                              **options)
         rows = [p.as_dict() for p in points]
-        if device == "cuda":  # the same steps, counted as exact tensor bytes
+        if device == "cuda":  # the same steps, counted as exact tensor bytes, and the allocator's reserve
             target = validate.load_target(name, overrides, dropout)
             for p, row in zip(points, rows):
-                model = validate.build(target, p.L or 1, p.dtype, p.attn or "sdpa", device)
-                inputs, loss_fn = validate.inputs_for(target, p.B, p.S, p.dtype, device)
-                row["peak_tensors"] = measure.step_peak(model, inputs, loss_fn, method="dispatch").peak_bytes
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats()
+                model = validate.build(target, p.L or 1, p.dtype, p.attn or "sdpa", device, use_cache=p.use_cache)
+                inputs, loss_fn = validate.inputs_for(target, p.B, p.S, p.dtype, device, p.loss)
+                tensors = measure.step_peak(model, inputs, loss_fn, method="dispatch",
+                                            optimizer=validate.optimizer_factory(p.optimizer, p.foreach),
+                                            autocast=validate.autocast_dtype(p.dtype))
+                row["peak_tensors"], row["phases_tensors"] = tensors.peak_bytes, tensors.phases
+                row["max_memory_reserved"] = int(torch.cuda.max_memory_reserved())
                 del model, inputs
-        results.append({"model": name, "overrides": overrides, "dropout": dropout,
+        results.append({"model": name, "overrides": overrides, "dropout": dropout, "options": options,
                         "summary": validate.summarize(points), "points": rows})
     return {"device": device, "environment": info, "results": results,
             "seconds": round(time.perf_counter() - started, 1)}

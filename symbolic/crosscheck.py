@@ -8,9 +8,14 @@ downloaded. Targets:
 
 - ``mlp`` / ``mlp-nobias``: article A's network (``ArticleANet``), with or without biases;
 - a preset name (``gpt2``, ``llama-3-8b``, ...) or a path to a ``config.json``: the class named
-  in its ``architectures`` (``GPT2LMHeadModel``, ``LlamaForCausalLM``...), built with
-  ``use_cache=False`` (a training step should not build a KV cache), its layers set per grid
-  point, any ``overrides`` (e.g. a smaller ``vocab_size``) applied to the config first.
+  in its ``architectures`` (``GPT2LMHeadModel``, ``LlamaForCausalLM``...), its layers set per
+  grid point, any ``overrides`` (e.g. a smaller ``vocab_size``) applied to the config first, and
+  ``use_cache`` as ``run`` says (default: the config's, as transformers follows it; ``build``
+  alone turns it off unless told).
+
+Each point runs one setup: precision (fp32, bf16, or bf16/fp16 autocast with fp32 weights),
+attention, the optimizer (``optimizer_factory``), the dropout mask element (``dropout_masks``:
+bool masks on the CPU through ``torch.native_dropout``) and article A's loss.
 
 Each grid point compares, on the CPU (or CUDA when asked and present):
 
@@ -18,13 +23,15 @@ Each grid point compares, on the CPU (or CUDA when asked and present):
   (``symbolic.library.activations_pytorch``), in total and per module type, and with the seed
   formulas: article A's ``mlp.activations``, article B's ``llm.activations`` and Korthikanti's
   per-layer row times L plus his output-layer term;
-- the peak of whole AdamW steps (``symbolic.measure.step_peak``) with ``pytorch.peak.*``.
+- the peak of each phase of whole training steps (``symbolic.measure.step_peak``) with
+  ``peak_pytorch.step(...).phase_exprs()``, and the step's peak with their maximum.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -39,9 +46,10 @@ from .library import registry
 
 MLP_TARGETS = {"mlp": True, "mlp-nobias": False}
 MLP_SIZES = {"d_in": 2048, "d_h": 4096, "n_out": 10}
-DTYPES = ("fp32", "bf16")
-TOLERANCE_SAVED = 0.05
-TOLERANCE_PEAK = 0.10
+DTYPES = ("fp32", "bf16", "bf16-mixed", "fp16-mixed")
+OPTIMIZERS = peakmod.OPTIMIZERS
+TOLERANCE_SAVED = 0.005
+TOLERANCE_PEAK = 0.01
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,7 @@ class Grid:
     batch: tuple[int, ...] = (1, 2)
     seq: tuple[int, ...] = (64, 128)
     layers: tuple[int, ...] = (1, 2)
-    dtype: tuple[str, ...] = DTYPES
+    dtype: tuple[str, ...] = ("fp32", "bf16")
     attn: tuple[str, ...] = ("eager", "sdpa")
 
     def __post_init__(self) -> None:
@@ -111,6 +119,12 @@ class Point:
     peak_phase: str = ""
     peak_seeds: dict[str, int] = field(default_factory=dict)
     phases_predicted: dict[str, int] = field(default_factory=dict)
+    phases_measured: dict[str, int] = field(default_factory=dict)
+    optimizer: str = "adamw"
+    foreach: bool = False
+    use_cache: bool = False
+    dropout_masks: str = ""
+    loss: str = "cross-entropy"
     seconds: float = 0.0
 
     @property
@@ -122,6 +136,16 @@ class Point:
         if self.peak_measured is None or self.peak_predicted is None:
             return None
         return error(self.peak_predicted, self.peak_measured)
+
+    def phase_errors(self) -> dict[str, float]:
+        """Each phase's predicted peak against its measured one."""
+        return {k: error(v, self.phases_measured[k]) for k, v in self.phases_predicted.items()
+                if self.phases_measured.get(k)}
+
+    @property
+    def predicted_phase(self) -> str:
+        """The phase the formulas say sets the peak."""
+        return max(self.phases_predicted, key=self.phases_predicted.__getitem__) if self.phases_predicted else ""
 
     def seed_errors(self) -> dict[str, float]:
         return {name: error(value, self.saved_measured) for name, value in self.seeds.items()}
@@ -140,6 +164,8 @@ class Point:
                              if self.peak_measured and self.peak_predicted is not None else None)
         out["seed_errors"] = self.seed_errors()
         out["peak_seed_errors"] = self.peak_seed_errors()
+        out["phase_errors"] = self.phase_errors()
+        out["predicted_phase"] = self.predicted_phase
         return out
 
 
@@ -245,12 +271,27 @@ def article_a_class() -> type:
 
 
 def torch_dtype(name: str) -> Any:
+    """The torch dtype of the weights: fp32 under autocast ("bf16-mixed", "fp16-mixed")."""
     torch = measure.require_torch()
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[_weights(name)]
 
 
-def build(target: Target, layers: int, dtype: str, attn: str, device: str = "cpu") -> Any:
-    """The real model with random weights, in training mode."""
+def _weights(dtype: str) -> str:
+    return "fp32" if dtype.endswith("-mixed") else dtype
+
+
+def autocast_dtype(dtype: str) -> str | None:
+    """The autocast dtype of a precision ("bf16" for "bf16-mixed"), None for pure precisions."""
+    return dtype.removesuffix("-mixed") if dtype.endswith("-mixed") else None
+
+
+def build(target: Target, layers: int, dtype: str, attn: str, device: str = "cpu", *,
+          use_cache: bool | None = False) -> Any:
+    """The real model with random weights, in training mode (fp32 weights for a "-mixed" dtype).
+
+    ``use_cache``: the config's ``use_cache`` is set to it (None keeps the config's own, whose
+    default is true): transformers then builds a KV cache during the training forward pass.
+    """
     torch = measure.require_torch()
     torch.manual_seed(0)
     if target.is_mlp:
@@ -265,32 +306,85 @@ def build(target: Target, layers: int, dtype: str, attn: str, device: str = "cpu
         model_type = cfg.pop("model_type")
         architectures = cfg.get("architectures") or []
         config = AutoConfig.for_model(model_type, **cfg)
-        config.use_cache = False
+        if use_cache is not None:
+            config.use_cache = use_cache
         config._attn_implementation = attn
         cls = getattr(transformers, architectures[0]) if architectures else transformers.AutoModelForCausalLM
         model = cls(config) if architectures else cls.from_config(config)
     return model.to(device=device, dtype=torch_dtype(dtype)).train()
 
 
-def inputs_for(target: Target, batch: int, seq: int, dtype: str, device: str = "cpu") -> tuple[Any, Any]:
-    """(inputs, loss_fn) for one step: random ids with labels = ids, or x and class targets."""
+def inputs_for(target: Target, batch: int, seq: int, dtype: str, device: str = "cpu",
+               loss: str = "cross-entropy") -> tuple[Any, Any]:
+    """(inputs, loss_fn) for one step: random ids with labels = ids, or x and class targets.
+
+    Article A's network takes ``loss``: cross-entropy of its softmax output, or "mse" to the
+    one-hot targets in the output's dtype.
+    """
     torch = measure.require_torch()
     gen = torch.Generator().manual_seed(1)
     if target.is_mlp:
         x = torch.randn(batch, target.config["d_in"], generator=gen).to(device=device, dtype=torch_dtype(dtype))
         y = torch.randint(0, target.config["n_out"], (batch,), generator=gen).to(device)
-        return x, lambda probs: torch.nn.functional.cross_entropy(probs, y)
+        functional = torch.nn.functional
+        n_out = target.config["n_out"]
+
+        def loss_fn(probs: Any) -> Any:
+            if loss == "mse":
+                return functional.mse_loss(probs, functional.one_hot(y, n_out).to(probs.dtype))
+            return functional.cross_entropy(probs, y)
+
+        loss_fn.held = (y,)  # type: ignore[attr-defined]  # measure counts y like the inputs
+        return x, loss_fn
     ids = torch.randint(0, int(target.config["vocab_size"]), (batch, seq), generator=gen).to(device)
     return {"input_ids": ids, "labels": ids}, lambda out: out.loss
 
 
+def optimizer_factory(name: str, foreach: bool | None = None) -> Any:
+    """Builds the named optimizer (adamw lr 1e-4; sgd-momentum lr 1e-2, momentum 0.9; sgd lr 1e-2)."""
+    torch = measure.require_torch()
+    if name not in OPTIMIZERS:
+        raise UserError(f"optimizer: choose from {', '.join(OPTIMIZERS)}")
+    if name == "adamw":
+        return lambda params: torch.optim.AdamW(params, lr=1e-4, foreach=foreach)
+    momentum = 0.9 if name == "sgd-momentum" else 0.0
+    return lambda params: torch.optim.SGD(params, lr=1e-2, momentum=momentum, foreach=foreach)
+
+
+@contextmanager
+def dropout_masks(kind: str, device: str) -> Iterator[None]:
+    """Makes ``F.dropout`` keep ``kind`` masks: "bool" uses ``torch.native_dropout`` (CUDA's fused
+    dropout, whose backward keeps a bool mask) on the CPU too; "dtype" and the device's own
+    default change nothing. SDPA's internal dropout (its math fallback) is not affected."""
+    torch = measure.require_torch()
+    functional = torch.nn.functional
+    original = functional.dropout
+    if kind != "bool" or device != "cpu":
+        yield
+        return
+
+    def native(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:  # noqa: A002
+        if not training or p == 0:
+            return input
+        return torch.native_dropout(input, p, True)[0]
+
+    functional.dropout = native
+    try:
+        yield
+    finally:
+        functional.dropout = original
+
+
 # --- predictions -----------------------------------------------------------------------------
-def target_setup(target: Target, dtype: str, attn: str, device: str) -> act.Setup:
+def target_setup(target: Target, dtype: str, attn: str, device: str, **options: Any) -> act.Setup:
     """The ``pytorch.saved`` setup of one measured target (``library.activations_pytorch.setup_for``
-    reads a config; this also covers article A's network)."""
+    reads a config; this also covers article A's network). ``options``: more Setup fields
+    (dropout_masks, use_cache; use_cache None follows the config)."""
+    options = {k: v for k, v in options.items() if v is not None}
     if target.is_mlp:
-        return act.Setup(precision=dtype, device=device)
-    return act.setup_for(target.config, precision=dtype, attn=attn, device=device)[1]
+        options.pop("use_cache", None)
+        return act.Setup(precision=dtype, device=device, **options)
+    return act.setup_for(target.config, precision=dtype, attn=attn, device=device, **options)[1]
 
 
 def seed_predictions(target: Target, values: Mapping[str, int], dtype: str) -> dict[str, int]:
@@ -360,44 +454,61 @@ def _allocated(device: str) -> int:
 
 
 def measure_point(target: Target, batch: int, seq: int, layers: int, dtype: str, attn: str, *,
-                  device: str = "cpu", peak: bool = True, method: str | None = None) -> Point:
-    """Build, measure and predict one grid point."""
+                  device: str = "cpu", peak: bool = True, method: str | None = None, optimizer: str = "adamw",
+                  foreach: bool | None = None, use_cache: bool | None = None, masks: str = "",
+                  loss: str = "cross-entropy") -> Point:
+    """Build, measure and predict one grid point (see ``run`` for the options)."""
     start = time.perf_counter()
     before = _allocated(device)
-    model = build(target, layers, dtype, attn, device)
-    inputs, loss_fn = inputs_for(target, batch, seq, dtype, device)
-    measured = measure.measure(model, inputs, loss_fn, peak=peak, method=method)
+    setup = target_setup(target, dtype, attn, device, dropout_masks=masks, use_cache=use_cache)
+    model = build(target, layers, dtype, attn, device, use_cache=setup.use_cache)
+    inputs, loss_fn = inputs_for(target, batch, seq, dtype, device, loss)
+    with dropout_masks(setup.masks, device):
+        measured = measure.measure(model, inputs, loss_fn, peak=peak, method=method,
+                                   optimizer=optimizer_factory(optimizer, foreach), autocast=autocast_dtype(dtype))
     values = point_values(target, batch, seq, layers)
-    setup = target_setup(target, dtype, attn, device)
-    saved_model = act.saved(target.family, setup)
+    saved_model = act.saved(target.family, setup, loss=loss)
     evaluation = saved_model.formula.evaluate(saved_model.formula.restrict(values))
     predicted = evaluation.total
+    step_model = peakmod.step(target.family, setup, optimizer=optimizer, foreach=foreach, bias=target.bias,
+                              tied=target.tied, loss=loss)
     point = Point(
         model=target.name, family=target.family, B=batch, S=seq if not target.is_mlp else 0,
         L=layers if not target.is_mlp else 0, dtype=dtype, attn=attn if not target.is_mlp else "",
         device=device, values=values, params=measured.parameters,
         saved_measured=measured.saved.total_bytes, saved_predicted=int(predicted),
         modules_measured=measured.saved.by_module, modules_predicted=saved_model.by_module(values),
-        seeds=seed_predictions(target, values, dtype), note=target.note,
-        terms_predicted={t.key: int(v) for t, v in evaluation.terms})
+        seeds=seed_predictions(target, values, _weights(dtype)), note=target.note,
+        terms_predicted={t.key: int(v) for t, v in evaluation.terms}, optimizer=optimizer,
+        foreach=step_model.foreach, use_cache=setup.use_cache, dropout_masks=setup.masks, loss=loss)
     if measured.peak is not None:
-        pm = peakmod.peak(target.family, setup, tied=target.tied, bias=target.bias)
-        at = {**pm.formula.restrict(values), "N": measured.parameters}
+        at = {**values, "N": measured.parameters}
         point.peak_measured = measured.peak.peak_bytes - (before if measured.peak.method == "cuda" else 0)
-        point.peak_predicted = int(pm.formula.evaluate(at).total)
+        point.phases_predicted = {k: int(_at(v, at)) for k, v in step_model.phase_exprs().items()}
+        point.peak_predicted = int(_at(step_model.peak(), at))
         point.peak_phase = measured.peak.phase
-        point.peak_seeds = peak_seed_predictions(target, values, dtype)
-        point.phases_predicted = {k: int(_at(v, {**values, "N": measured.parameters}))
-                                  for k, v in pm.phases().items()}
+        point.phases_measured = {k: v - (before if measured.peak.method == "cuda" else 0)
+                                 for k, v in measured.peak.phases.items() if k in point.phases_predicted}
+        point.peak_seeds = peak_seed_predictions(target, values, _weights(dtype))
     point.seconds = time.perf_counter() - start
     return point
 
 
 def run(name: str, grid: Grid | None = None, *, device: str = "cpu", peak: bool = True,
-        overrides: Mapping[str, int] | None = None, method: str | None = None, dropout: str = "config") -> list[Point]:
-    """Every point of the grid for one model (the MLP ignores S, L and the attention choice)."""
+        overrides: Mapping[str, int] | None = None, method: str | None = None, dropout: str = "config",
+        optimizer: str = "adamw", foreach: bool | None = None, use_cache: bool | None = None, masks: str = "",
+        loss: str = "cross-entropy") -> list[Point]:
+    """Every point of the grid for one model (the MLP ignores S, L and the attention choice).
+
+    ``optimizer`` (adamw, sgd-momentum, sgd) and ``foreach`` (None: PyTorch's default on the
+    device); ``use_cache`` (None: the config's, transformers' default true); ``masks``: the
+    dropout mask element ("bool", "dtype"; empty: the device's); ``loss``: article A's
+    network's loss (cross-entropy or mse).
+    """
     grid = grid or Grid()
     target = load_target(name, overrides, dropout)
+    if loss != "cross-entropy" and not target.is_mlp:
+        raise UserError(f"--loss {loss} applies to article A's network (mlp, mlp-nobias), not {name}")
     points = []
     if target.is_mlp:
         combos = [(bt, 0, 0, dt, "") for dt in grid.dtype for bt in grid.batch]
@@ -409,7 +520,8 @@ def run(name: str, grid: Grid | None = None, *, device: str = "cpu", peak: bool 
                   for bt in grid.batch for s in grid.seq]
     for batch, seq, layers, dtype, attn in combos:
         points.append(measure_point(target, batch, seq, layers, dtype, attn or "sdpa", device=device, peak=peak,
-                                    method=method))
+                                    method=method, optimizer=optimizer, foreach=foreach, use_cache=use_cache,
+                                    masks=masks, loss=loss))
     return points
 
 
@@ -439,6 +551,9 @@ def summarize(points: list[Point]) -> dict[str, Any]:
     peaks = [p.peak_error for p in points if p.peak_error is not None]
     if peaks:
         out["peak"] = stats(peaks)
+        names = sorted({k for p in points for k in p.phase_errors()}, key=peakmod.PHASES.index)
+        out["phases"] = {k: stats([p.phase_errors()[k] for p in points if k in p.phase_errors()]) for k in names}
+        out["peak_phase_agrees"] = sum(p.predicted_phase == p.peak_phase for p in points if p.peak_measured)
         for seed in points[0].peak_seeds:
             out[f"peak {seed}"] = stats([p.peak_seed_errors()[seed] for p in points])
     out["within_targets"] = (out["saved"]["max_abs"] <= TOLERANCE_SAVED

@@ -273,15 +273,27 @@ def unit_format(unit: str) -> str:
 
 
 def plan_table(plan: Any) -> Table:
-    """A Plan: each term in whole bytes (rounded up, as ``plan.terms()``), and the per-GPU total."""
-    titles = {t.key: t.title for t in plan.formula.terms}
+    """A Plan: each term in whole bytes (as ``plan.terms()``), the phases it is alive in, and the peak."""
+    layout = getattr(plan, "layout", None)
+    components = layout.components() if layout is not None else plan.formula.terms
+    titles = {t.key: t.title for t in components}
+    where = layout.where() if layout is not None else {}
     terms = plan.terms()
-    rows = tuple((key, titles.get(key, ""), value, value) for key, value in terms.items())
+    rows = tuple((key, titles.get(key, ""), ", ".join(where.get(key, ("resident",))), value, value)
+                 for key, value in terms.items())
     regime = getattr(plan, "regime", None)
     mode = getattr(regime, "mode", "")
+    peak = getattr(plan, "peak_phase", None)
     caption = f"{getattr(plan.model, 'name', '')} {mode}: per-GPU memory".strip()
-    return Table(caption, (("term", ""), ("title", ""), ("bytes", "B"), ("shown", "IEC")), rows,
-                 ("", "", "count", "bytes"), ("total", "", plan.total, plan.total))
+    notes: tuple[str, ...] = ()
+    if peak:
+        caption += f", peak in the {peak} phase"
+        found = plan.phase_bytes()
+        notes = ("phases: " + ", ".join(f"{k} {cell_text(v, 'bytes')}" for k, v in found.items())
+                 + f"; the {peak} phase leads by {cell_text(plan.peak_lead, 'bytes')}",)
+    return Table(caption, (("term", ""), ("title", ""), ("alive in", ""), ("bytes", "B"), ("shown", "IEC")), rows,
+                 ("", "", "", "count", "bytes"), (f"total (peak: {peak})" if peak else "total", "", "", plan.total,
+                                                  plan.total), notes)
 
 
 def fit_table(fit: Any) -> Table:

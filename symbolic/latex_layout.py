@@ -222,7 +222,10 @@ def display(lhs: str, parts: list[tuple[str, sympy.Expr]], env: str, line_width:
 
 def fits(lhs: str, parts: list[tuple[str, sympy.Expr]], line_width: float) -> bool:
     """Whether ``lhs = parts`` fits on one numbered line of ``line_width`` points (by the estimate)."""
-    return width(f"{lhs} = ") + width(_join([p for p, _ in pieces(parts)], True)) <= line_width - TAG
+    items = [p for p, _ in pieces(parts)]
+    # the pieces' widths, as the line filling adds them up: each is measured once and cached, where the
+    # whole line as one string would be a new (and the longest) measurement for every formula
+    return width(f"{lhs} = ") + sum(_piece_width(p, i == 0) for i, p in enumerate(items)) <= line_width - TAG
 
 
 def document(snippets: list[str], line_width: float | None) -> str:

@@ -110,11 +110,13 @@ class StepPeak:
     per_step: tuple[int, ...]
     phase: str
     steps: int
+    phases: dict[str, int] = field(default_factory=dict)
+    alive: dict[str, tuple[tuple[int, str, tuple[int, ...]], ...]] = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         return {"device": self.device, "method": self.method, "baseline_bytes": self.baseline_bytes,
                 "peak_bytes": self.peak_bytes, "per_step": list(self.per_step), "phase": self.phase,
-                "steps": self.steps}
+                "steps": self.steps, "phases": dict(self.phases)}
 
 
 @dataclass(frozen=True)
@@ -204,11 +206,12 @@ def _module_stack(module: Any) -> Iterator[list[str]]:
 
 
 # --- saved tensors -------------------------------------------------------------------------
-def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn) -> SavedTensors:
+def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn, *, autocast: str | None = None) -> SavedTensors:
     """Bytes saved for backward by one forward pass and loss (see the module docstring).
 
     The module is used as it is (call ``module.train()`` first for training behaviour such as
-    dropout). The autograd graph is dropped afterwards; no backward pass runs.
+    dropout). The autograd graph is dropped afterwards; no backward pass runs. ``autocast``:
+    as in ``step_peak`` (the 16-bit weight copies autocast makes are saved tensors, counted).
     """
     torch = require_torch()
     excluded = _state_storages(module)
@@ -227,7 +230,8 @@ def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn) -> SavedTensors:
                     seen[key] = (stack[-1] if stack else "(top level)", str(t.dtype).replace("torch.", ""))
             return t
 
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        device = next(module.parameters()).device
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _autocast(torch, device, autocast):
             loss = loss_fn(_call(module, inputs))
     del loss
     by_module: dict[str, int] = defaultdict(int)
@@ -241,14 +245,38 @@ def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn) -> SavedTensors:
 
 # --- live-storage tracking on the CPU ------------------------------------------------------
 class _LiveBytes:
-    """Live tensor bytes per phase, with weak references that notice when a storage dies."""
+    """Live tensor bytes, their peak in each phase, with weak references that notice when a storage dies.
 
-    def __init__(self) -> None:
+    ``detail``: also keep (nbytes, dtype, shape) of every live storage and, at each phase's peak,
+    a snapshot of them (what is alive at that moment; slow, for finding terms).
+    """
+
+    def __init__(self, detail: bool = False) -> None:
         self.current = 0
         self.peak = 0
-        self.phase = "setup"
+        self._phase = "setup"
         self.peak_phase = "setup"
+        self.phase_peaks: dict[str, int] = {}
+        self.detail = detail
+        self.alive: dict[str, tuple[tuple[int, str, tuple[int, ...]], ...]] = {}
+        self._info: dict[int, tuple[int, str, tuple[int, ...]]] = {}
         self._refs: dict[int, weakref.ref] = {}
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        """Enter a phase: what is alive at its start counts towards its peak."""
+        self._phase = name
+        self._note_phase_peak()
+
+    def _note_phase_peak(self) -> None:
+        if self.current > self.phase_peaks.get(self._phase, -1):
+            self.phase_peaks[self._phase] = self.current
+            if self.detail:
+                self.alive[self._phase] = tuple(sorted(self._info.values(), reverse=True))
 
     def track(self, t: Any) -> None:
         if t.device.type == "meta":
@@ -266,17 +294,21 @@ class _LiveBytes:
 
         def release(_: weakref.ref, ident: int = ident, nbytes: int = nbytes) -> None:
             self._refs.pop(ident, None)
+            self._info.pop(ident, None)
             self.current -= nbytes
 
         self._refs[ident] = weakref.ref(st, release)
+        if self.detail:
+            self._info[ident] = (nbytes, str(t.dtype).replace("torch.", ""), tuple(t.shape))
         self.current += nbytes
         if self.current > self.peak:
             self.peak = self.current
-            self.peak_phase = self.phase
+            self.peak_phase = self._phase
+        self._note_phase_peak()
 
     def reset_peak(self) -> None:
         self.peak = self.current
-        self.peak_phase = self.phase
+        self.peak_phase = self._phase
 
 
 def _dispatch_mode(live: _LiveBytes) -> Any:
@@ -299,7 +331,8 @@ def _dispatch_mode(live: _LiveBytes) -> Any:
 
 
 def _existing_state(module: Any, optimizer: Any, inputs: Any) -> list[Any]:
-    """Tensors alive before a step: parameters, buffers, gradients, optimizer states, inputs."""
+    """Tensors alive before a step: parameters, buffers, gradients, optimizer states, inputs (and
+    what the loss function holds: its ``held`` attribute, e.g. class targets)."""
     found = list(module.parameters()) + list(module.buffers())
     found += [p.grad for p in module.parameters() if p.grad is not None]
     for state in optimizer.state.values():
@@ -308,18 +341,41 @@ def _existing_state(module: Any, optimizer: Any, inputs: Any) -> list[Any]:
     return found
 
 
+def _held(loss_fn: Any) -> tuple[Any, ...]:
+    """Tensors a loss function holds (its ``held`` attribute), alive through the step like the inputs."""
+    return tuple(getattr(loss_fn, "held", ()))
+
+
 def _default_optimizer(params: Iterable[Any]) -> Any:
     torch = require_torch()
     return torch.optim.AdamW(params, lr=1e-4)
 
 
+def _autocast(torch: Any, device: Any, autocast: str | None) -> Any:
+    """``torch.autocast`` for the device in ``autocast``'s dtype ("bf16", "fp16"), or a no-op."""
+    from contextlib import nullcontext
+
+    if autocast is None:
+        return nullcontext()
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    if autocast not in dtypes:
+        raise UnknownNameError(f"unknown autocast dtype {autocast!r}; choose from {', '.join(dtypes)}")
+    return torch.autocast(device_type=device.type, dtype=dtypes[autocast])
+
+
 def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: OptimizerFactory | None = None,
-              steps: int = 2, method: str | None = None) -> StepPeak:
+              steps: int = 2, method: str | None = None, autocast: str | None = None,
+              detail: bool = False) -> StepPeak:
     """Peak memory of ``steps`` whole training steps (see the module docstring for methods).
 
     ``optimizer`` builds the optimizer from the parameters (default: AdamW, lr 1e-4, PyTorch's
     default implementation for the device). The peak is the largest over the steps, counted
-    from zero: parameters, buffers, inputs, gradients and optimizer states included.
+    from zero: parameters, buffers, inputs, gradients and optimizer states included. Each phase
+    (``PHASES``: zero_grad, forward with the loss, backward, optimizer) gets its own peak, the
+    largest over the steps, in ``StepPeak.phases``. ``autocast`` ("bf16", "fp16") runs the
+    forward pass and the loss under ``torch.autocast``, backward and the optimizer outside it,
+    as mixed-precision training does. ``detail`` (dispatch method): ``StepPeak.alive`` lists
+    the storages alive at each phase's peak.
     """
     torch = require_torch()
     if steps < 1:
@@ -330,8 +386,9 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
         raise UnknownNameError(f"unknown method {method!r}; choose from {', '.join(METHODS)}")
     if (method == "cuda" and device.type != "cuda") or (method == "profiler" and device.type != "cpu"):
         raise UserError(f"method {method!r} does not measure a module on {device.type}")
+    _autocast(torch, device, autocast)  # checks the name before anything runs
     module.zero_grad(set_to_none=True)
-    opt = (optimizer or _default_optimizer)(module.parameters())
+    opt = (optimizer or _default_optimizer)([p for p in module.parameters() if p.requires_grad])
 
     def one_step(live: Any) -> None:  # a _LiveBytes, a _CudaPhases or None
         def phase(name: str) -> None:
@@ -341,7 +398,8 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
         phase("zero_grad")
         opt.zero_grad(set_to_none=True)
         phase("forward")
-        loss = loss_fn(_call(module, inputs))
+        with _autocast(torch, device, autocast):
+            loss = loss_fn(_call(module, inputs))
         phase("backward")
         loss.backward()
         del loss
@@ -351,9 +409,9 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
     if method == "cuda":
         return _cuda_peak(torch, device, module, opt, inputs, one_step, steps)
     if method == "profiler":
-        return _profiler_peak(torch, module, opt, inputs, one_step, steps)
-    live = _LiveBytes()
-    for t in _existing_state(module, opt, inputs):
+        return _profiler_peak(torch, module, opt, (inputs, _held(loss_fn)), one_step, steps)
+    live = _LiveBytes(detail)
+    for t in _existing_state(module, opt, (inputs, _held(loss_fn))):
         live.track(t)
     baseline = live.current
     per_step: list[int] = []
@@ -366,7 +424,8 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
             per_step.append(live.peak)
             if live.peak > best:
                 best, phase = live.peak, live.peak_phase
-    return StepPeak(str(device), "dispatch", baseline, best, tuple(per_step), phase, steps)
+    phases = {k: v for k, v in live.phase_peaks.items() if k != "setup"}
+    return StepPeak(str(device), "dispatch", baseline, best, tuple(per_step), phase, steps, phases, live.alive)
 
 
 class _CudaPhases:
@@ -376,6 +435,7 @@ class _CudaPhases:
         self._torch, self._device = torch, device
         self._phase = "setup"
         self.peak, self.peak_phase = 0, "setup"
+        self.phase_peaks: dict[str, int] = {}
 
     @property
     def phase(self) -> str:
@@ -392,6 +452,8 @@ class _CudaPhases:
         value = cuda.max_memory_allocated(self._device)
         if value > self.peak:
             self.peak, self.peak_phase = value, self._phase
+        if value > self.phase_peaks.get(self._phase, -1):
+            self.phase_peaks[self._phase] = value
         cuda.reset_peak_memory_stats(self._device)
 
 
@@ -401,15 +463,19 @@ def _cuda_peak(torch: Any, device: Any, module: Any, opt: Any, inputs: Any,
     baseline = torch.cuda.memory_allocated(device)
     per_step = []
     best, phase = 0, "setup"
+    phases: dict[str, int] = {}
     for _ in range(steps):
         torch.cuda.reset_peak_memory_stats(device)
-        phases = _CudaPhases(torch, device)
-        one_step(phases)
-        phases.close()
-        per_step.append(phases.peak)
-        if phases.peak > best:
-            best, phase = phases.peak, phases.peak_phase
-    return StepPeak(str(device), "cuda", baseline, best, tuple(per_step), phase, steps)
+        tracker = _CudaPhases(torch, device)
+        one_step(tracker)
+        tracker.close()
+        per_step.append(tracker.peak)
+        if tracker.peak > best:
+            best, phase = tracker.peak, tracker.peak_phase
+        for name, value in tracker.phase_peaks.items():
+            if name != "setup":
+                phases[name] = max(phases.get(name, 0), value)
+    return StepPeak(str(device), "cuda", baseline, best, tuple(per_step), phase, steps, phases)
 
 
 def _profiler_peak(torch: Any, module: Any, opt: Any, inputs: Any,
@@ -439,9 +505,11 @@ def _profiler_peak(torch: Any, module: Any, opt: Any, inputs: Any,
 
 # --- everything at once --------------------------------------------------------------------
 def measure(module: Any, inputs: Any, loss_fn: LossFn, *, peak: bool = True,
-            optimizer: OptimizerFactory | None = None, steps: int = 2, method: str | None = None) -> Measurement:
+            optimizer: OptimizerFactory | None = None, steps: int = 2, method: str | None = None,
+            autocast: str | None = None) -> Measurement:
     """Parameter count, saved bytes and (unless ``peak=False``) the peak of whole steps."""
     torch = require_torch()
-    saved = saved_tensors(module, inputs, loss_fn)
-    step = step_peak(module, inputs, loss_fn, optimizer=optimizer, steps=steps, method=method) if peak else None
+    saved = saved_tensors(module, inputs, loss_fn, autocast=autocast)
+    step = (step_peak(module, inputs, loss_fn, optimizer=optimizer, steps=steps, method=method, autocast=autocast)
+            if peak else None)
     return Measurement(count_parameters(module), parameter_bytes(module), saved, step, torch.__version__)

@@ -16,6 +16,7 @@ pipeline degree, ``kv_dtype`` the weights): ``planning.regime.resolve`` decides 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import UnknownNameError, UserError, quote
@@ -29,8 +30,13 @@ MODES = ("train", "infer")
 DEFAULT_MODE = "train"
 DEFAULT_SEQ = 4096
 # kinds: a size (batch, seq) or a degree (parallelism, micro-batches) is a whole number ≥ 1,
-# a stage one of ``choices`` (whole numbers), a flag true or false, a choice one of ``choices``
-KINDS = ("size", "degree", "stage", "flag", "choice")
+# a stage one of ``choices`` (whole numbers), a flag true or false, a choice one of ``choices``,
+# names a comma-separated list of module names (LoRA targets), a fraction a probability 0 ≤ p < 1
+KINDS = ("size", "degree", "stage", "flag", "choice", "names", "fraction")
+# dropout mask elements with --activations pytorch: a bool (CUDA's fused dropout) or the compute dtype (CPU)
+DROPOUT_MASKS = ("bool", "dtype")
+LOSSES = ("cross-entropy", "mse")
+ADAPTER_DTYPES = ("fp32", "bf16")
 # the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
 GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
           "infer": "inference (--mode infer)"}
@@ -72,6 +78,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("ep", "both", "degree", 1, "expert-parallel degree: a mixture of experts' routed experts split over ep "
                                       "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)"),
     Option("flash", "both", "flag", True, "FlashAttention: no s² attention tensors (default on)"),
+    Option("runtime", "both", "flag", True, "count the CUDA runtime's own memory on each GPU (context and "
+                                            "kernels, cuBLAS workspaces, allocator rounding, NCCL buffers); "
+                                            "--no-runtime leaves it out (default on)"),
     Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS)),
     Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS)),
     Option("grads", "train", "choice", None, "gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)",
@@ -92,6 +101,27 @@ OPTIONS: tuple[Option, ...] = (
            tuple(_pyacts.ATTENTION)),
     Option("device", "train", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
                                                 "autograd keeps (default cuda)", tuple(_pyacts.DEVICES)),
+    Option("use_cache", "train", "flag", None, "with --activations pytorch: transformers keeps every layer's K and V "
+                                               "during training (default: the config's use_cache, true unless "
+                                               "recompute full, i.e. gradient checkpointing)"),
+    Option("dropout_masks", "train", "choice", None, "with --activations pytorch: dropout mask element, bool (1 byte) "
+                                                     "or the compute dtype (default: bool on cuda, dtype on cpu)",
+           DROPOUT_MASKS),
+    Option("loss", "train", "choice", None, "loss of article A's network (mlp, mlp-nobias): cross-entropy of its "
+                                            "softmax output (default) or mse to one-hot targets", LOSSES),
+    Option("lora_rank", "train", "size", None, "LoRA rank r: train low-rank adapters on a frozen base, as peft "
+                                               "does (default: no LoRA, all weights trained)"),
+    Option("lora_targets", "train", "names", None, "modules that get adapters, as peft's target_modules: "
+                                                   "q_proj,v_proj, c_attn or all-linear (default: peft's for the "
+                                                   "model type)"),
+    Option("lora_dropout", "train", "fraction", None, "LoRA dropout probability (default 0)"),
+    Option("adapter_dtype", "train", "choice", None, "dtype of the LoRA adapters (default fp32, as peft keeps them "
+                                                     "on a 16-bit base)", ADAPTER_DTYPES),
+    Option("qlora", "train", "flag", False, "QLoRA: 4-bit NF4 base weights with blockwise scales and double "
+                                            "quantization, bf16 compute, as bitsandbytes stores them (needs "
+                                            "--lora-rank)"),
+    Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
+                                                        "for them"),
     Option("weights", "infer", "choice", "bf16", "weight dtype; int8/int4 with fp16 scales per 128 (default bf16)",
            tuple(_infer.WEIGHT_DTYPES)),
     Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
@@ -129,3 +159,42 @@ def choices() -> dict[str, tuple[object, ...]]:
 COMMON = names("both")
 TRAIN_ONLY = names("train")
 INFER_ONLY = names("infer")
+
+
+# --- values of the kinds that are not numbers or choices -----------------------------------------
+ALL_LINEAR = "all-linear"
+MAX_NAMES = 64
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}")
+_FRACTION = re.compile(r"(0|1)?(\.[0-9]{1,12})?")
+
+
+def parse_names(name: str, value: object) -> tuple[str, ...]:
+    """Module names from "q_proj,v_proj" (or a list of them); "all-linear" stands alone, as in peft."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names or len(names) > MAX_NAMES:
+        raise PlanOptionError(f"{name}: give 1 to {MAX_NAMES} module names separated by commas, e.g. q_proj,v_proj")
+    if ALL_LINEAR in names:
+        if len(names) > 1:
+            raise PlanOptionError(f"{name}: {ALL_LINEAR} stands alone (it already names every linear layer)")
+        return names
+    for item in names:
+        if not isinstance(item, str) or not _NAME.fullmatch(item):
+            raise PlanOptionError(f"{name}: {quote(item)} is not a module name (letters, digits, '_', '.')")
+    return names
+
+
+def parse_fraction(name: str, value: object) -> float:
+    """A probability 0 ≤ p < 1 from a number or a short decimal text ("0.05")."""
+    if isinstance(value, bool):
+        raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        text = str(value).strip()
+        if not text or not _FRACTION.fullmatch(text) or text in (".", "1."):
+            raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {quote(text)}")
+        number = float(text)
+    if not 0 <= number < 1:
+        raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {number:g}")
+    return number

@@ -25,10 +25,13 @@ class SizeError(UserError):
     """A malformed or out-of-range size."""
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, flag: str | None = None) -> int:
     """Bytes from '80GiB', '80GB', '80 GiB', '8e10' or '1234'; whole bytes only.
 
-    GiB/MiB/KiB/TiB are powers of two, GB/MB/kB/TB powers of ten, as their names say.
+    GiB/MiB/KiB/TiB are powers of two, GB/MB/kB/TB powers of ten, as their names say. With
+    ``flag`` (the command line's ``--budget``), a number without a unit is refused: "80" there is
+    far more often a slip for 80GiB than a budget of 80 bytes, so bytes must be written "80B".
+    Python callers pass no ``flag``: a bare number is bytes, as everywhere in the API.
     """
     shown = quote(text)
     if len(text) > MAX_SIZE_TEXT:
@@ -37,6 +40,8 @@ def parse_size(text: str) -> int:
     if not match:
         raise SizeError(f"malformed size {shown}: expected a number with an optional unit, e.g. 80GiB, 80GB or 8e10")
     number, unit = match.groups()
+    if flag is not None and not unit:
+        raise SizeError(no_unit_message(flag, number))
     multiplier = _MULTIPLIERS.get(unit.lower())
     if multiplier is None:
         raise SizeError(f"unknown unit {quote(unit)} in {shown}: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB")
@@ -48,6 +53,17 @@ def parse_size(text: str) -> int:
     if value.denominator != 1:
         raise SizeError(f"size {shown} is not a whole number of bytes")
     return int(value)
+
+
+def no_unit_message(what: str, number: str) -> str:
+    """The one-line refusal of a size without a unit: '--budget 80 has no unit: did you mean 80GiB or 80GB? ...'."""
+    return f"{what} {number} has no unit: did you mean {number}GiB or {number}GB? (write {number}B for bytes)"
+
+
+def is_size(text: str) -> bool:
+    """Whether ``text`` reads as a size (a number with an optional unit), e.g. '80GiB', '80 GB', '80'."""
+    match = _SIZE.match(text) if len(text) <= MAX_SIZE_TEXT else None
+    return match is not None and match.group(2).lower() in _MULTIPLIERS
 
 
 def _exact_decimal(text: str) -> Fraction:

@@ -22,12 +22,22 @@ LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, 
          "vocab_size": 512, "max_position_embeddings": 128}
 MLP = {"d_in": 64, "d_h": 128, "n_out": 10}
 CASES = [
-    # name, overrides, dropout, grid
-    ("mlp", MLP, "config", {"batch": (1, 16)}),
-    ("mlp-nobias", MLP, "config", {"batch": (16,)}),
-    ("gpt2", GPT2, "config", {"batch": (1, 2), "seq": (32,), "layers": (2,)}),
-    ("gpt2", GPT2, "off", {"batch": (2,), "seq": (32,), "layers": (1,)}),
-    ("llama-3-8b", LLAMA, "config", {"batch": (1, 2), "seq": (32,), "layers": (2,)}),
+    # name, overrides, dropout, grid, options (optimizer, foreach, use_cache, masks, loss)
+    ("mlp", MLP, "config", {"batch": (1, 64), "dtype": ("fp32", "bf16")}, {}),
+    ("mlp", MLP, "config", {"batch": (64,), "dtype": ("fp32", "bf16-mixed")}, {"optimizer": "sgd-momentum"}),
+    ("mlp-nobias", MLP, "config", {"batch": (16,), "dtype": ("fp32",)}, {}),
+    ("mlp-nobias", MLP, "config", {"batch": (64,), "dtype": ("fp32",)}, {"optimizer": "sgd"}),
+    ("mlp", MLP, "config", {"batch": (16,), "dtype": ("fp32",)}, {"loss": "mse"}),
+    ("gpt2", GPT2, "config", {"batch": (2,), "seq": (32,), "layers": (2,)}, {"use_cache": False}),
+    ("gpt2", GPT2, "config", {"batch": (1, 2), "seq": (48,), "layers": (2,), "dtype": ("bf16-mixed",)}, {}),
+    ("gpt2", GPT2, "off", {"batch": (1, 2), "seq": (32,), "layers": (1,), "dtype": ("fp32",)}, {"use_cache": True}),
+    ("gpt2", GPT2, "config", {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("bf16",), "attn": ("eager",)},
+     {"masks": "bool", "use_cache": False}),
+    ("llama-3-8b", LLAMA, "config", {"batch": (1, 2), "seq": (32,), "layers": (2,)}, {}),
+    ("llama-3-8b", LLAMA, "config", {"batch": (2,), "seq": (48,), "layers": (1,), "dtype": ("bf16-mixed",)},
+     {"optimizer": "sgd-momentum"}),
+    ("llama-3-8b", LLAMA, "config", {"batch": (2,), "seq": (32,), "layers": (1,), "dtype": ("fp32",), "attn": ("sdpa",)},
+     {"foreach": True, "use_cache": False}),
 ]
 
 
@@ -74,9 +84,9 @@ def validation() -> list[dict]:
     from symbolic import crosscheck as validate
 
     results = []
-    for name, overrides, dropout, grid in CASES:
-        points = validate.run(name, validate.Grid(**grid), overrides=overrides, dropout=dropout)
-        results.append({"model": name, "dropout": dropout, "summary": validate.summarize(points),
+    for name, overrides, dropout, grid, options in CASES:
+        points = validate.run(name, validate.Grid(**grid), overrides=overrides, dropout=dropout, **options)
+        results.append({"model": name, "dropout": dropout, "options": options, "summary": validate.summarize(points),
                         "points": [p.as_dict() for p in points]})
     return results
 

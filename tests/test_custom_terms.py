@@ -82,7 +82,10 @@ def test_cli_memory_with_terms(capsys):
     code, out, _ = run(capsys, "memory", "gpt2", "--term", "lora=2*r*H*L*4", "--set", "r=8", "--json")
     data = json.loads(out)
     assert code == 0 and data["terms"]["lora"] == 2 * 8 * 768 * 12 * 4
-    assert data["total_bytes"] == sum(data["terms"].values())
+    # a custom term is resident: the total is the resident terms plus the terms of the phase at the peak
+    assert "lora" in data["resident_terms"]
+    alive = data["resident_terms"] + data["phase_terms"][data["peak_phase"]]
+    assert data["total_bytes"] == sum(data["terms"][k] for k in alive) == data["phases"][data["peak_phase"]]
 
 
 @pytest.mark.parametrize("argv,fragment", [

@@ -130,7 +130,10 @@ def test_plan_html_and_frame_add_up_to_its_total(plan) -> None:
     assert len(repr(plan)) < 120 and "gpt2 train" in repr(plan)
     pytest.importorskip("pandas")
     frame = plan.to_frame()
-    assert frame["bytes"].sum() == plan.total and list(frame["term"]) == list(plan.terms())
+    # the total is the peak: the resident terms and those of the phase that sets it (issue 13)
+    peak = [b for b, where in zip(frame["bytes"], frame["alive in"], strict=True)
+            if where == "resident" or plan.peak_phase in where.split(", ")]
+    assert sum(peak) == plan.total and list(frame["term"]) == list(plan.terms())
 
 
 def test_fit_and_answer_show_tables(plan) -> None:

@@ -3,7 +3,8 @@
 Counts are compared with ``hf_reference.py`` (its own plain build and count), formulas with
 hand-derived ones, caches with the hand formula 2·L·a_kv·d_head bytes per element and token. Torch
 runs in child processes (``generic_child.py``) so the test process never imports it. The
-slow test runs the coverage survey over every causal-LM type transformers 5.24 knows.
+coverage survey over every causal-LM type transformers 5.24 knows is ``test_generic_survey.py``, the
+presets through both paths ``test_generic_presets.py`` (each its own unit of parallel work).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ import importlib.util
 import json
 import subprocess
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
 import sympy
-from helpers import run
+from helpers import run, torch_child
 
 from symbolic.architectures import generic
 from symbolic.cli import generic_params
@@ -40,35 +40,30 @@ USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, 
         "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "architectures": ["Exaone4ForCausalLM"]}
 
 
-def _child(script: str, request: object) -> dict:
-    proc = subprocess.run([sys.executable, str(HERE / script)], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=900, cwd=ROOT)
-    if proc.returncode == SKIP:
-        pytest.skip(proc.stderr.strip())
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)
-
-
-@lru_cache(maxsize=1)
-def _generic() -> dict:
+@pytest.fixture(scope="module")
+def generic_run() -> dict:
+    """One child process for every check of this module (the module runs on one worker: tests/conftest.py)."""
+    if not HAS_TORCH:
+        pytest.skip("torch and transformers are not installed")
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
     caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba", *CACHE_TYPES)} | {"user": USER}
-    return _child("generic_child.py", {"params": configs, "cache": caches, "forward": ["openai-gpt"],
+    return torch_child("generic_child.py", {"params": configs, "cache": caches, "forward": ["openai-gpt"],
                                        "presets": ["gpt2", "llama-3-8b", "mixtral-8x7b"]})
 
 
-@lru_cache(maxsize=1)
-def _reference() -> dict:
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    """transformers' own counts, built the plain way in another child."""
+    if not HAS_TORCH:
+        pytest.skip("torch and transformers are not installed")
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
-    return _child("hf_reference.py", configs)["counts"]
+    return torch_child("hf_reference.py", configs)["counts"]
 
 
 @pytest.mark.torch
 @pytest.mark.parametrize("name", [*TYPES, "user"])
-def test_generic_total_is_the_real_count_and_the_formula_gives_it(name) -> None:
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    got, ref = _generic()["params"][name], _reference()[name]
+def test_generic_total_is_the_real_count_and_the_formula_gives_it(name, generic_run, reference) -> None:
+    got, ref = generic_run["params"][name], reference[name]
     assert "error" not in got and "error" not in ref, (got, ref)
     assert got["total"] == ref["total"] and got["formula_total"] == ref["total"]
     if ref["active"] is not None and got["active"] is not None:
@@ -76,10 +71,10 @@ def test_generic_total_is_the_real_count_and_the_formula_gives_it(name) -> None:
 
 
 @pytest.mark.torch
-def test_most_formulas_are_in_fields_and_checked_at_a_second_point() -> None:
+def test_most_formulas_are_in_fields_and_checked_at_a_second_point(generic_run) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
-    rows = _generic()["params"]
+    rows = generic_run["params"]
     for name in ("qwen3_next", "falcon_h1", "mamba", "exaone4", "user"):
         assert rows[name]["verified"] and rows[name]["in_fields"], (name, rows[name]["unexplained"])
     # xLSTM rounds its FFN width up to a multiple of 64: not a product of fields, so it says so
@@ -90,10 +85,10 @@ def test_most_formulas_are_in_fields_and_checked_at_a_second_point() -> None:
 
 
 @pytest.mark.torch
-def test_generic_formulas_equal_the_hand_derived_ones() -> None:
+def test_generic_formulas_equal_the_hand_derived_ones(generic_run) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
-    presets = _generic()["presets"]
+    presets = generic_run["presets"]
     gpt2 = 12 * H**2 * L + 13 * H * L + H * V + H * n_pos + 2 * H  # GPT-2: README's formula
     assert presets["gpt2"]["expanded"] == str(sympy.expand(gpt2)) and presets["gpt2"]["total"] == 124_439_808
     # Llama: q and o are H×a·d_head, k and v H×a_kv·d_head, a gated MLP, two RMSNorms a layer, untied head
@@ -104,10 +99,10 @@ def test_generic_formulas_equal_the_hand_derived_ones() -> None:
 
 
 @pytest.mark.torch
-def test_cache_formula_is_the_hand_formula_and_the_real_cache() -> None:
+def test_cache_formula_is_the_hand_formula_and_the_real_cache(generic_run) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
-    caches = _generic()["cache"]
+    caches = generic_run["cache"]
     # keys and values: 2 · L · a_kv · d_head elements per token, bfloat16 (2 bytes); defaults of transformers
     assert caches["llama"]["per_token"] == 2 * 32 * 32 * 128 * 2 and caches["llama"]["per_sequence"] == 0
     assert caches["gpt2"]["per_token"] == 2 * 12 * 768 * 2
@@ -126,10 +121,10 @@ def test_cache_formula_is_the_hand_formula_and_the_real_cache() -> None:
 
 
 @pytest.mark.torch
-def test_caches_measured_other_than_by_a_meta_prefill() -> None:
+def test_caches_measured_other_than_by_a_meta_prefill(generic_run) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
-    caches = _generic()["cache"]
+    caches = generic_run["cache"]
     # XLM (n_layers 12, emb_dim 2048) and X-MOD (12 layers, hidden 768): keys and values of every layer, bf16
     assert caches["xlm"]["per_token"] == 2 * 12 * 2048 * 2 and caches["xlm"]["class"] == "EncoderDecoderCache"
     assert caches["xmod"]["per_token"] == 2 * 12 * 768 * 2
@@ -140,27 +135,11 @@ def test_caches_measured_other_than_by_a_meta_prefill() -> None:
     # OpenAI GPT: transformers' own forward takes no cache argument and returns no cache, so 0 bytes, said so
     gpt = caches["openai-gpt"]
     assert gpt["per_token"] == gpt["per_sequence"] == gpt["at_4x100"] == 0 and "keeps no cache" in gpt["note"]
-    plain = _generic()["forward"]["openai-gpt"]
+    plain = generic_run["forward"]["openai-gpt"]
     cache_names = {"past_key_values", "cache", "cache_params", "mems", "use_mems", "use_cache", "past_buckets_states",
                    "past", "cache_position", "state"}
     assert "logits" in plain["outputs"] and not cache_names & set(plain["outputs"])
     assert not cache_names & set(plain["arguments"]) and "input_ids" in plain["arguments"]
-
-
-@pytest.mark.slow
-@pytest.mark.torch
-def test_every_causal_lm_type_transformers_builds() -> None:
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "generic_coverage.py"), "--json", "--jobs", "2"],
-                          capture_output=True, text=True, timeout=1800, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout)
-    c = result["coverage"]
-    assert c["types"] == len(generic.causal_lm_types()) >= 190
-    assert c["built"] >= 0.9 * c["types"]
-    assert c["exact"] == c["built"]  # every buildable type: the formula at its values is the plain count
-    assert c["verified_pct"] >= 75.0
 
 
 def test_unknown_type_without_torch_is_one_line_naming_the_extra(capsys, tmp_path, monkeypatch) -> None:
@@ -197,7 +176,7 @@ def test_models_lists_how_each_type_is_covered(capsys) -> None:
 
 
 @pytest.mark.torch
-def test_generic_params_cli_json(tmp_path) -> None:
+def test_generic_params_cli_json(tmp_path, reference) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
     path = tmp_path / "config.json"
@@ -206,13 +185,13 @@ def test_generic_params_cli_json(tmp_path) -> None:
                           text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["coverage"] == "generic" and data["total"] == _reference()["user"]["total"]
+    assert data["coverage"] == "generic" and data["total"] == reference["user"]["total"]
     assert sum(data["components"].values()) == data["total"] and data["verified"] is True
     assert data["values"]["H"] == 512 and data["formula"].startswith("N = ")
 
 
 @pytest.mark.torch
-def test_memory_infer_of_a_generic_model_gives_cache_bytes(tmp_path) -> None:
+def test_memory_infer_of_a_generic_model_gives_cache_bytes(tmp_path, reference) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
     path = tmp_path / "config.json"
@@ -226,23 +205,7 @@ def test_memory_infer_of_a_generic_model_gives_cache_bytes(tmp_path) -> None:
     # layers for their window less one (63), for B = 2
     per_layer = 2 * 2 * 64 * 2
     assert data["cache_bytes"] == 2 * (100 * per_layer + 5 * 63 * per_layer) and data["coverage"] == "generic"
-    assert data["terms"]["weights"] == 2 * _reference()["user"]["total"]
+    assert data["terms"]["weights"] == 2 * reference["user"]["total"]
     assert data["total_bytes"] == data["terms"]["weights"] + data["cache_bytes"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--mode infer" in proc.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.torch
-def test_both_paths_agree_on_every_preset() -> None:
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    from symbolic import architectures
-
-    names = list(architectures.preset_names())
-    got = _child("generic_child.py", {"presets": names})["presets"]
-    for name in names:
-        table = architectures.load(name)
-        assert got[name]["total"] == got[name]["formula_total"] == table.param_count(), name
-        if table.is_moe and got[name]["active"] is not None:
-            assert got[name]["active"] == table.active_param_count(), name

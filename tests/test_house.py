@@ -1,5 +1,5 @@
 """The house: one option list for CLI, report and planner; names that say what they hold;
-renderers importable alone; printing in printing.py; a README layout that lists every package."""
+renderers importable alone; printing in printing.py; a design page (docs/design.md) whose layout lists every package."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def test_cli_flags_are_the_option_list(command: str) -> None:
 
 def test_report_spec_and_planner_use_the_same_list() -> None:
     assert spec.REGIME_KEYS == opts.NAMES == regime.COMMON + regime.TRAIN_ONLY + regime.INFER_ONLY
-    assert set(spec.SIZE_KEYS + spec.DEGREE_KEYS + spec.FLAG_KEYS + spec.STAGE_KEYS + tuple(spec.CHOICES)) == set(
-        opts.NAMES)
+    assert set(spec.SIZE_KEYS + spec.DEGREE_KEYS + spec.FLAG_KEYS + spec.STAGE_KEYS + spec.NAMES_KEYS
+               + spec.FRACTION_KEYS + tuple(spec.CHOICES)) == set(opts.NAMES)
     assert planning.CHOICES == opts.choices() and planning.DEFAULTS == opts.defaults()
     for name, values in spec.CHOICES.items():
         assert values == opts.get(name).choices
@@ -81,12 +81,14 @@ def test_defaults_are_what_the_planner_resolves() -> None:
 
 def test_every_option_is_validated_by_the_report_spec() -> None:
     """One good value of each option passes the [regime] check; a wrong kind fails with one line."""
-    good = {"size": 2, "degree": 2, "stage": 1, "flag": True}
+    good = {"size": 2, "degree": 2, "stage": 1, "flag": True, "names": "q_proj,v_proj", "fraction": 0.05}
+    parsed_as = {"names": ("q_proj", "v_proj")}
+    wrongs = {"choice": "no-such-value", "names": "no such module!"}
     for option in opts.OPTIONS:
         value = option.choices[-1] if option.kind == "choice" else good[option.kind]
         parsed = spec.parse({"title": "t", "model": "gpt2", "regime": {option.name: value}})
-        assert getattr(parsed.regime, option.name) == value
-        wrong = "yes" if option.kind != "choice" else "no-such-value"
+        assert getattr(parsed.regime, option.name) == parsed_as.get(option.kind, value)
+        wrong = wrongs.get(option.kind, "yes")
         with pytest.raises(spec.ReportSpecError) as info:
             spec.parse({"title": "t", "model": "gpt2", "regime": {option.name: wrong}})
         assert f"regime.{option.name}" in str(info.value) and "\n" not in str(info.value)
@@ -184,9 +186,9 @@ def test_printing_lives_in_printing() -> None:
     assert parsing.parse_expression(printing.to_text(x), symbols={"x": next(iter(x.free_symbols))}) == x
 
 
-def test_readme_layout_lists_every_package_folder() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+def test_design_layout_lists_every_package_folder() -> None:
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"symbolic/([a-z_]+)/", section))
     packages = {p.parent.name for p in (ROOT / "symbolic").glob("*/__init__.py")}
     assert packages <= listed, sorted(packages - listed)

@@ -40,6 +40,39 @@ def test_cuda_peak_names_the_phase_that_peaked():
     result = measure._cuda_peak(torch, "cuda:0", None, None, None, one_step, steps=2)
     assert result.peak_bytes == 900 and result.phase == "backward"
     assert result.per_step == (900, 900) and result.baseline_bytes == 100 and result.method == "cuda"
+    # each phase keeps its own peak (read and reset at the boundaries)
+    assert result.phases == {"zero_grad": 0, "forward": 500, "backward": 900, "optimizer": 700}
+
+
+def test_live_bytes_keep_a_peak_per_phase():
+    class Storage:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def nbytes(self) -> int:
+            return self.n
+
+    class Tensor:
+        def __init__(self, n: int) -> None:
+            self.device = SimpleNamespace(type="cpu")
+            self.dtype, self.shape, self._st = "float32", (n,), Storage(n)
+
+        def untyped_storage(self) -> Storage:
+            return self._st
+
+    live = measure._LiveBytes(detail=True)
+    weights = Tensor(100)
+    live.track(weights)
+    live.phase = "forward"
+    saved = Tensor(50)
+    live.track(saved)
+    live.phase = "backward"
+    del saved  # freed: the weak reference's callback subtracts it
+    grad = Tensor(30)
+    live.track(grad)
+    assert live.phase_peaks == {"setup": 100, "forward": 150, "backward": 150}
+    assert live.current == 130 and live.peak == 150 and live.peak_phase == "forward"
+    assert [n for n, _, _ in live.alive["forward"]] == [100, 50]
 
 
 def test_results_are_plain_data():

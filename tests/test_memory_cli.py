@@ -14,8 +14,13 @@ def test_memory_json_matches_the_planner(capsys) -> None:
     data = json.loads(out)
     plan = planning.plan("llama-3-8b")
     assert code == 0
-    assert data["total_bytes"] == plan.total == 171_860_140_032
-    assert data["terms"] == plan.terms()
+    assert data["total_bytes"] == plan.total == max(data["phases"].values()) == data["phases"]["optimizer"]
+    assert data["peak_phase"] == "optimizer" and data["peak_lead_bytes"] == plan.peak_lead > 0
+    assert data["terms"] == plan.terms() and data["runtime_bytes"] == plan.runtime_bytes > 0
+    code, out, _ = run(capsys, "memory", "llama-3-8b", "--no-runtime", "--json")
+    bare = json.loads(out)
+    assert bare["total_bytes"] == 22 * 8_030_261_248  # hand-checked in test_memory_planning
+    assert data["total_bytes"] - bare["total_bytes"] == data["runtime_bytes"] and bare["runtime_bytes"] == 0
     assert data["options"]["precision"] == "bf16-mixed" and "precision" in data["defaults"]
 
 

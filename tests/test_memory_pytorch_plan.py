@@ -1,6 +1,7 @@
 """``activations="pytorch"`` as a regular planner option: one Formula, and everything a plan does works with it."""
 
 import json
+import math
 import re
 
 import pytest
@@ -8,8 +9,9 @@ import sympy
 from helpers import run
 
 from symbolic import planning, predict
-from symbolic.algebra import solve_max
+from symbolic.algebra import at_point, solve_max
 from symbolic.custom import CustomTerm
+from symbolic.planning import pytorch
 from symbolic.report import adapter, context, spec
 from symbolic.report.typeset import Typesetter
 
@@ -26,24 +28,38 @@ def test_plan_saved_bytes_are_the_prediction(model, precision, attn, device) -> 
     expected = predict.activation_bytes(model, batch=2, seq=128, precision=precision, attn=attn, device=device)
     terms = plan.terms()
     assert plan.activation_bytes == expected["activation_bytes"] == sum(terms[k] for k in SAVED)
-    assert terms["loss_gradients"] == 8 * 2 * 128 * plan.values["V"]
-    assert plan.total == sum(terms.values())
-    assert list(terms)[-4:] == [*SAVED, "loss_gradients"] and "master_weights" not in terms
+    assert plan.total == max(plan.phase_bytes().values()) and "master_weights" not in terms
+    assert set(SAVED) <= set(plan.phase_terms()["forward"])
+    bare = planning.plan(model, batch=2, seq=128, precision=precision, attn=attn, device=device,
+                         activations="pytorch", runtime=False)
+    assert bare.phase_bytes() == step_phase_bytes(bare)  # the PyTorch step's phases at the model's widths
     data = plan.as_dict()
     assert data["activation_bytes"] == plan.activation_bytes
     assert data["activations_pytorch"]["family"] == expected["family"]
     assert data["options"]["attn"] == attn and data["options"]["device"] == device and "flash" not in data["options"]
 
 
+def step_phase_bytes(plan: planning.Plan) -> dict[str, int]:
+    """``library.peak_pytorch.step``'s phases at the plan's point, each rounded up as the plan rounds."""
+    step = pytorch.step_model(plan.model, plan.regime, plan.saved)
+    ev = plan.evaluate()
+    point = {**ev.values, **ev.derived}
+    widths = plan.model.widths()
+    resident = sum(math.ceil(at_point(t.expr.xreplace(widths), point)) for t in step.resident)
+    return {name: resident + math.ceil(at_point(expr.xreplace(widths), point))
+            for name, expr in step.phase_extras().items()}
+
+
 def test_one_formula_in_b_and_s() -> None:
-    plan = planning.plan("gpt2", batch=4, seq=512, activations="pytorch", attn="eager", device="cuda")
+    # runtime off: the allocator's fragmentation allowance is a share of the peak, a Max of the phases
+    plan = planning.plan("gpt2", batch=4, seq=512, activations="pytorch", attn="eager", device="cuda", runtime=False)
     names = {s.name for s in plan.formula.inputs}
     assert {"B", "S", "H", "L", "a", "V", "N"} <= names
     b_sym = next(s for s in plan.formula.inputs if s.name == "B")
     s_sym = next(s for s in plan.formula.inputs if s.name == "S")
-    # eager attention keeps the a·S² softmax per layer: the total is quadratic in S, linear in B
-    assert sympy.degree(sympy.expand(plan.formula.composed()), s_sym) == 2
-    assert sympy.degree(sympy.expand(plan.formula.composed()), b_sym) == 1
+    # eager attention keeps the a·S² softmax per layer: the forward phase is quadratic in S, linear in B
+    forward = sympy.expand(plan.phases["forward"].composed().subs(b_sym, b_sym + 2))  # B ≥ 2: past SDPA's B = 1 case
+    assert sympy.degree(forward, s_sym) == 2 and sympy.degree(forward, b_sym) == 1
     assert plan.formula.diff("B") != 0
     sens = {x.symbol.name: x for x in plan.formula.sensitivity(plan.values, ["B", "S"])}
     assert sens["B"].elasticity > 0 and sens["S"].elasticity > sens["B"].elasticity
@@ -66,8 +82,8 @@ def test_defaults_and_dropout() -> None:
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"precision": "bf16-mixed"}, "pure fp32 or bf16"),
-    ({"precision": "fp16-mixed"}, "mixed precision (autocast) is not modelled"),
+    ({"optimizer": "lion"}, "models the optimizers adamw, sgd-momentum, sgd"),
+    ({"optimizer": "adafactor"}, "(what was measured), not adafactor"),
     ({"tp": 2}, "does not model tensor parallelism (tp 2)"),
     ({"pp": 2}, "does not model pipeline parallelism (pp 2)"),
     ({"recompute": "selective"}, "does not model recompute selective"),
@@ -116,7 +132,7 @@ def test_fit_questions() -> None:
     gpus = planning.fit_gpus("llama-3-8b", "h100-80gb", seq=8192, **options)
     assert gpus.status == "ok" and gpus.over == "dp" and gpus.plan.regime.zero == 3 and gpus.value > 1
     assert gpus.plan.total <= gpus.gpu.bytes
-    one = planning.fit_gpus("llama-3-8b", "h100-80gb", seq=2048, **options)  # pure bf16 fits one H100 unsharded
+    one = planning.fit_gpus("llama-3-8b", "h200-141gb", seq=2048, **options)  # pure bf16 fits one H200 unsharded
     assert one.value == 1 and one.plan.regime.zero == 0 and one.plan.total <= one.gpu.bytes
     # SDPA's math fallback in fp32 on the CPU keeps more with B = 1 (a Max in B): still solvable
     odd = planning.fit_batch("gpt2", "l4", seq=1024, activations="pytorch", precision="fp32", device="cpu")
@@ -139,7 +155,7 @@ def test_memory_with_gpu_formula_term_and_set(capsys) -> None:
                        "--gpu", "l4", "--formula", "--term", "workspace = k*B", "--set", "k=1024")
     assert code == 0
     assert "fits, headroom" in out and "formula: M_gpu = " in out and "where N = " in out
-    assert "activation_bytes = " in out and "loss_gradients" in out and "workspace" in out
+    assert "activation_bytes = " in out and "optimizer_temporaries" in out and "workspace" in out
     options = " ".join(out.split("(* = default)")[0].split())
     assert "attn sdpa*" in options and "device cuda*" in options and "flash" not in options
     code, out, _ = run(capsys, "memory", "gpt2", "--activations", "pytorch", "--batch", "2", "--seq", "256",
@@ -159,7 +175,7 @@ def test_fit_for_batch_seq_and_gpus(capsys) -> None:
     assert code == 0 and data["value"] == expected.value and data["options"]["activations"] == "pytorch"
     code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "seq", "--activations", "pytorch",
                        "--attn", "eager", "--zero", "3", "--dp", "8")
-    assert code == 0 and "largest seq that fits h100-80gb" in out and "attn eager" in out
+    assert code == 0 and "largest seq that fits h100-80gb" in out and "attn eager" in " ".join(out.split())
     code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--activations", "pytorch")
     assert code == 0 and "with ZeRO-3 fits" in out
     code, _, err = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--over", "tp",
@@ -168,9 +184,9 @@ def test_fit_for_batch_seq_and_gpus(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["memory", "gpt2", "--activations", "pytorch", "--precision", "fp16-mixed"], "pure fp32 or bf16"),
+    (["memory", "gpt2", "--activations", "pytorch", "--optimizer", "adam-8bit"], "not adam-8bit"),
     (["memory", "gpt2", "--activations", "pytorch", "--pp", "2"], "pipeline parallelism"),
-    (["memory", "gpt2", "--activations", "pytorch", "--recompute", "full"], "recompute full"),
+    (["memory", "gpt2", "--activations", "pytorch", "--recompute", "selective"], "recompute selective"),
     (["memory", "mixtral-8x7b", "--activations", "pytorch"], "mixture-of-experts"),
     (["memory", "gpt2", "--mode", "infer", "--device", "cpu"], "applies to mode train"),
 ])
@@ -190,7 +206,7 @@ def test_report_spec_with_pytorch_activations_builds_its_context(tmp_path) -> No
     plan = planning.plan("gpt2", batch=4, seq=512, precision="fp32", activations="pytorch", attn="eager",
                          device="cpu")
     assert scenario.formula.evaluate(scenario.given).total == plan.total
-    assert [t.key for t in scenario.formula.terms] == list(plan.terms())
+    assert [t.key for t in scenario.formula.terms] == [t.key for t in plan.formula.terms]
     ctx = context.build(report, scenario, Typesetter(), charts=False)
     text = json.dumps(ctx, default=str)
     assert f"{plan.total:,}" in text and "as PyTorch saves it (eager, cpu)" in text

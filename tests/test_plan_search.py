@@ -80,7 +80,7 @@ def test_frontier() -> None:
 
 
 def test_plan_cli_json(capsys) -> None:
-    code, out, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--seq", "2048",
+    code, out, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100-80gb", "--gpus", "16", "--seq", "2048",
                          "--global-batch", "64", "--tokens", "1e10", "--mfu", "0.4", "--price", "2", "--top", "3",
                          "--json")
     assert code == 0, err
@@ -89,7 +89,7 @@ def test_plan_cli_json(capsys) -> None:
     for key in ("dp", "tp", "pp", "zero", "recompute", "micro_batch", "grad_accum", "memory_bytes", "step_seconds",
                 "train_seconds", "cost"):
         assert key in data["layouts"][0], key
-    code, out, _ = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--seq", "2048",
+    code, out, _ = run(capsys, "plan", "llama-3-8b", "--gpu", "h100-80gb", "--gpus", "16", "--seq", "2048",
                        "--global-batch", "64", "--mfu", "0.4")
     assert code == 0 and "layouts" in out and "recompute" in out
 
@@ -100,7 +100,7 @@ def test_plan_cli_json(capsys) -> None:
     (("--gpus", "8", "--seq", "2048", "--global-batch", "64", "--mfu", "0.4", "--mode", "infer"), "training"),
 ])
 def test_plan_bad_input(capsys, argv, message) -> None:
-    code, _, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100", *argv)
+    code, _, err = run(capsys, "plan", "llama-3-8b", "--gpu", "h100-80gb", *argv)
     assert code == 2 and message in err
 
 

@@ -76,7 +76,8 @@ def test_html_escapes_user_text(hostile_outputs):
 
 def test_latex_escapes_user_text(hostile_outputs):
     _, tex, _ = hostile_outputs
-    body = tex.split(r"\begin{document}", 1)[1]
+    # long words get break points (texescape.breakable) between escaped characters; read without them
+    body = tex.split(r"\begin{document}", 1)[1].replace(r"\allowbreak{}", "")
     assert r"\input{/etc/passwd}" not in tex and r"\write18" not in tex
     assert r"\textbackslash{}input\{/etc/passwd\}" in body
     assert r"\$\&\#\textasciicircum{}\_\%\textasciitilde{}" in body

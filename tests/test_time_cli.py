@@ -50,7 +50,7 @@ def test_time_compute_term_is_flops_over_peak_times_mfu(capsys) -> None:
 
 
 def test_time_achieved_rate_is_flops_over_gpus_times_x(capsys) -> None:
-    code, out, _ = run(capsys, "time", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--seq", "4096",
+    code, out, _ = run(capsys, "time", "llama-3-8b", "--gpu", "h100-80gb", "--gpus", "8", "--seq", "4096",
                        "--achieved-tflops", "400", "--tokens", "1e10", "--json")
     data = json.loads(out)
     assert code == 0
@@ -59,7 +59,7 @@ def test_time_achieved_rate_is_flops_over_gpus_times_x(capsys) -> None:
 
 
 def test_time_infer_json(capsys) -> None:
-    code, out, err = run(capsys, "time", "llama-3-8b", "--mode", "infer", "--gpu", "h100", "--batch", "4", "--seq",
+    code, out, err = run(capsys, "time", "llama-3-8b", "--mode", "infer", "--gpu", "h100-80gb", "--batch", "4", "--seq",
                          "2048", "--mfu", "0.5", "--json")
     assert code == 0, err
     data = json.loads(out)
@@ -67,7 +67,7 @@ def test_time_infer_json(capsys) -> None:
                 "max_concurrency"):
         assert data[key] > 0, key
     assert data["decode_tokens_per_second"] <= data["bandwidth_bound_tokens_per_second"] * (1 + 1e-12)
-    code, out, _ = run(capsys, "time", "llama-3-8b", "--mode", "infer", "--gpu", "h100", "--batch", "4", "--seq",
+    code, out, _ = run(capsys, "time", "llama-3-8b", "--mode", "infer", "--gpu", "h100-80gb", "--batch", "4", "--seq",
                        "2048", "--mfu", "0.5", "--dp", "2", "--tokens", "1e9", "--price", "2", "--json")
     two = json.loads(out)
     assert two["tokens_per_second"] == pytest.approx(2 * data["tokens_per_second"], rel=1e-12)
@@ -83,16 +83,16 @@ def test_time_text_and_formulas(capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (("--gpu", "h100", "--mfu", "0.4", "--achieved-tflops", "100"), "not allowed with"),
-    (("--gpu", "h100"), "one of the arguments --mfu --achieved-tflops is required"),
+    (("--gpu", "h100-80gb", "--mfu", "0.4", "--achieved-tflops", "100"), "not allowed with"),
+    (("--gpu", "h100-80gb"), "one of the arguments --mfu --achieved-tflops is required"),
     (("--gpu", "h10", "--mfu", "0.4"), "unknown GPU"),
-    (("--gpu", "h100", "--mfu", "1.5"), "at most 1"),
-    (("--gpu", "h100", "--mfu", "0.4", "--price", "2"), "price needs tokens"),
+    (("--gpu", "h100-80gb", "--mfu", "1.5"), "at most 1"),
+    (("--gpu", "h100-80gb", "--mfu", "0.4", "--price", "2"), "price needs tokens"),
     (("--gpu", "v100-32gb", "--mfu", "0.4"), "no bf16 peak"),
     (("--gpu", "rtx-4090", "--mfu", "0.4"), "custom GPU file"),
-    (("--gpu", "h100", "--mfu", "0.4", "--gpus", "6", "--tp", "4"), "not a multiple"),
-    (("--gpu", "h100", "--mfu", "0.4", "--tokens", "1.5"), "whole number"),
-    (("--gpu", "h100", "--mfu", "x"), "not a number"),
+    (("--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "6", "--tp", "4"), "not a multiple"),
+    (("--gpu", "h100-80gb", "--mfu", "0.4", "--tokens", "1.5"), "whole number"),
+    (("--gpu", "h100-80gb", "--mfu", "x"), "not a number"),
     (("--gpu", "missing.toml", "--mfu", "0.4"), "missing.toml"),
 ])
 def test_time_bad_input_is_one_line_exit_2(capsys, argv, message) -> None:
@@ -109,7 +109,7 @@ def test_every_rated_gpu_names_its_datasheet() -> None:
     for g in rated:
         assert "datasheet" in g.rates_source, g.name
         assert g.hbm_bandwidth and g.nvlink_bandwidth, g.name
-    h100 = catalogs.get("h100")
+    h100 = catalogs.get("h100-80gb")
     # NVIDIA H100 datasheet, SXM5: 1,979 TFLOP/s BF16 and 3,958 FP8 with sparsity, 3.35 TB/s, NVLink 900 GB/s
     assert h100.peak_flops("bf16") == 989.5e12 and h100.peak_flops("fp8") == 1979e12
     assert h100.hbm_bandwidth == 3.35e12 and h100.nvlink_bandwidth == 450e9 and h100.network_bandwidth == 50e9
@@ -148,9 +148,9 @@ def _presets() -> list[str]:
 
 @pytest.mark.parametrize("model", _presets())
 def test_time_works_for_every_preset(model) -> None:
-    train = ptime.train_time(model, "h100", mfu=0.4, seq=512, tokens=10**9)
+    train = ptime.train_time(model, "h100-80gb", mfu=0.4, seq=512, tokens=10**9)
     assert train.figures["train_seconds"] > 0
-    serve = ptime.infer_time(model, "h100", mfu=0.4, seq=512)
+    serve = ptime.infer_time(model, "h100-80gb", mfu=0.4, seq=512)
     assert train.figures["flops_per_token"] == pytest.approx(3 * serve.figures["flops_per_token"], rel=1e-12)
     assert serve.figures["decode_tokens_per_second"] > 0
     assert serve.figures["decode_tokens_per_second"] <= serve.figures["bandwidth_bound_tokens_per_second"] * (1 + 1e-12)
@@ -164,7 +164,7 @@ def test_plan_works_for_the_layer_kinds(model) -> None:
 
     if model not in architectures.preset_names():
         pytest.skip(f"{model} is not a preset here")
-    res = search.search(model, "h100", gpus=8, seq=512, global_batch=8, mfu=0.4, top=2)
+    res = search.search(model, "h100-80gb", gpus=8, seq=512, global_batch=8, mfu=0.4, top=2)
     assert res.considered > 0
     for lay in res.layouts:
         opts = {"batch": lay["micro_batch"], "seq": 512, "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],

@@ -20,7 +20,7 @@ import contextlib
 import io
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
@@ -171,8 +171,33 @@ def built_model(config: Any, architecture: str | None = None) -> tuple[Any, Any]
 def _auto_build(auto: Any, config: Any) -> Any:
     import torch
 
-    with _quiet(), torch.device("meta"):
+    with _quiet(), torch.device("meta"), _no_init():
         return auto.from_config(config)
+
+
+@contextlib.contextmanager
+def _no_init() -> Iterator[None]:
+    """``torch.nn.init``'s in-place initialisers as no-ops while a model is built on the meta device.
+
+    Shapes do not depend on initial values, and these calls are about half of a meta build's time
+    (each one goes through the device context's ``__torch_function__``). Unlike transformers'
+    ``no_init_weights``, ``PreTrainedModel.init_weights`` is left alone: it also ties the weights.
+    """
+    from torch.nn import init
+
+    names = [n for n in dir(init) if n.endswith("_") and not n.startswith("_") and callable(getattr(init, n))]
+    saved = {n: getattr(init, n) for n in names}
+    try:
+        for n in names:
+            setattr(init, n, _keep)
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(init, n, f)
+
+
+def _keep(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+    return tensor
 
 
 def _built(make: Callable[[], Any], config: Any) -> tuple[Any, Any]:
@@ -188,7 +213,7 @@ def build(config: Any, cls: Any) -> Any:
     """``cls`` built from ``config`` on the meta device (no weights are allocated)."""
     import torch
 
-    with _quiet(), torch.device("meta"):
+    with _quiet(), torch.device("meta"), _no_init():
         return cls._from_config(config)
 
 
@@ -538,6 +563,8 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
         base_shapes = probe(real_data)
         if base_shapes != real_shapes:
             base_shapes = None
+    if base_shapes is not None:
+        base_data, base_shapes = _fewer_layers(base_data, base_shapes, probe)
     exprs: dict[Unit, sympy.Expr | None] = {u: None for u in real_units}
     verified = False
     if base_shapes is not None:
@@ -565,13 +592,42 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
 PROBE_LAYERS = 24  # a multiple of the usual layer patterns (every 2nd, 3rd, 4th, 6th, 8th layer)
 
 
-def _shrink(data: dict[str, Any], fields: Mapping[Path, int]) -> dict[str, Any]:
-    """A copy with every layer-count field above PROBE_LAYERS set to it (per-layer lists cut to match)."""
+SMALL_LAYERS = 4  # the probe base of a model whose layers are all alike
+
+
+def _shrink(data: dict[str, Any], fields: Mapping[Path, int], layers: int = PROBE_LAYERS) -> dict[str, Any]:
+    """A copy with every layer-count field above ``layers`` set to it (per-layer lists cut to match)."""
     out = data
     for path, v in fields.items():
-        if KNOWN.get(path[-1]) is L and v > PROBE_LAYERS:
-            out = _set(out, path, PROBE_LAYERS, v)
+        if KNOWN.get(path[-1]) is L and v > layers:
+            out = _set(out, path, layers, v)
     return out
+
+
+def _fewer_layers(data: dict[str, Any], shapes_at: Shapes,
+                  probe: Callable[[dict[str, Any]], Shapes | None]) -> tuple[dict[str, Any], Shapes]:
+    """The probe base with SMALL_LAYERS layers when every layer is alike.
+
+    Every probe rebuilds the model, and a build costs about its layer count. The smaller base is
+    taken only when one layer-count field changes, from n to m, and every parameter group either
+    stays (embeddings, head) or is in every layer (n instances, then m). Any layer pattern (every
+    2nd MoE, the first k dense, attention every 8th) keeps the base: a pattern found at few layers
+    may hold there only.
+    """
+    fields = int_fields(data)
+    small = _shrink(data, fields, SMALL_LAYERS)
+    small_fields = int_fields(small)
+    changed = [(v, small_fields[p]) for p, v in fields.items() if small_fields.get(p) != v]
+    if len(changed) != 1:
+        return data, shapes_at
+    n, m = changed[0]
+    got = probe(small)
+    if got is None:
+        return data, shapes_at
+    big, few = units(shapes_at), units(got)
+    alike = set(big) == set(few) and all(
+        big[u][1] == few[u][1] and (big[u][0] == few[u][0] or (big[u][0], few[u][0]) == (n, m)) for u in big)
+    return (small, got) if alike else (data, shapes_at)
 
 
 def _fit_units(base_units: Mapping[Unit, tuple[int, tuple[int, ...]]], base_data: dict[str, Any],

@@ -69,6 +69,9 @@ class GPU:
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s in ``dtype``; a one-line error when the datasheet gives none."""
+        if not self.flops and self.basis == GIVEN:
+            raise UserError(f"--gpu {self.name} gives a capacity only, with no FLOP rates, which time and layout "
+                            "search need: name a catalogue GPU ('symbolic gpus') or a custom GPU .toml file")
         if dtype not in self.flops:
             have = ", ".join(self.flops) or "none"
             raise UserError(f"{self.name} has no {dtype} peak in the catalogue (it has: {have}); choose another "
@@ -113,9 +116,11 @@ _ENTRIES = (
 from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
 
 GPUS: dict[str, GPU] = {g.name: replace(g, **RATES[g.name]) if g.name in RATES else g for g in _ENTRIES}
-# Names people also say, where they are unambiguous.
-ALIASES = {"h100": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",
+# Names people also say, where they name one entry. "h100" is not one of them: it names the
+# 80 GB SXM5 and the 94 GB NVL, and a lookup that picked one would plan against the wrong size.
+ALIASES = {"h100-sxm": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",
            "3090": "rtx-3090", "a10": "a10g"}
+GIVEN = "given"  # the basis of a GPU named by its capacity ("80GiB"): memory only, no rates
 
 
 def names() -> list[str]:
@@ -123,8 +128,32 @@ def names() -> list[str]:
     return list(GPUS)
 
 
+def family(key: str) -> list[str]:
+    """The catalogue ids that ``key`` abbreviates (``h100``: h100-80gb and h100-94gb)."""
+    return [name for name in GPUS if name.startswith(key + "-")] if key else []
+
+
+def capacity(text: str, source: str = "a capacity given on the command line or in Python") -> GPU:
+    """A GPU known only by its memory ("80GiB", "141 GB"): no FLOP or bandwidth rates.
+
+    The text needs a unit: a bare "80" is refused (80 bytes is never meant).
+    """
+    from ..units import format_bytes, parse_size
+
+    size = parse_size(text.strip(), flag="GPU")
+    shown = format_bytes(size)
+    return GPU(text.strip().replace(" ", ""), f"a GPU with {shown} of memory", text.strip(), size, GIVEN, source,
+               "capacity only: no FLOP or bandwidth rates")
+
+
 def get(name: str) -> GPU:
-    """The GPU called ``name`` (case-insensitive); a one-line error with a suggestion otherwise."""
+    """The GPU called ``name`` (case-insensitive), a capacity ("80GiB") or a custom GPU file.
+
+    An abbreviation that names one entry is taken; one that names several (``h100``) is a
+    one-line error listing them with their sizes, never a silent choice.
+    """
+    from ..units import is_size
+
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key in GPUS:
@@ -133,4 +162,14 @@ def get(name: str) -> GPU:
         from .custom import load_gpu
 
         return load_gpu(name.strip())
-    raise UnknownNameError(f"unknown GPU {quote(name)}{suggest(key, GPUS)}; 'symbolic gpus' lists them; a path to a .toml file gives a custom GPU")
+    if key[:1].isdigit() and is_size(key):
+        return capacity(name)
+    matches = family(key)
+    if len(matches) == 1:
+        return GPUS[matches[0]]
+    if matches:
+        choices = "; ".join(f"{m} ({GPUS[m].title}, {GPUS[m].gib:.1f} GiB)" for m in matches)
+        raise UnknownNameError(f"GPU {quote(name)} is ambiguous: {choices}. Name one, or give a capacity "
+                               "such as 80GiB")
+    raise UnknownNameError(f"unknown GPU {quote(name)}{suggest(key, GPUS)}; 'symbolic gpus' lists them; a capacity "
+                           "(80GiB) or a path to a .toml file gives a custom GPU")

@@ -4,9 +4,12 @@ Each group of subcommands lives in its own module with an ``add_commands(subpars
 function; this module wires them together and decides the exit code:
 
 - 0: done; 2: bad input (a ``symbolic.errors.UserError``, or an ``OSError`` on a path the user
-  named), one line on stderr; 1: anything else, which is a bug ("internal error", one line, the
-  traceback with ``SYMBOLIC_DEBUG=1``); 130 on Ctrl-C, 143 on SIGTERM (129 on SIGHUP), with the
-  temporary files of unfinished atomic writes removed.
+  named), one line on stderr; 3: "does not fit", only with ``--check`` (``common.EXIT_DOES_NOT_FIT``,
+  returned by ``common.check_exit``); 1: anything else, which is a bug ("internal error", one
+  line, the traceback with ``SYMBOLIC_DEBUG=1``); 130 on Ctrl-C, 143 on SIGTERM (129 on SIGHUP),
+  with the temporary files of unfinished atomic writes removed.
+- ``--quiet`` and ``--verbose`` are options of the main parser and of every subcommand (so they
+  may come before or after it); commands read them with ``common.verbosity``.
 - Everything printed is made printable: control characters from user files (``\\x1b[31m``...)
   are shown escaped, never sent to the terminal raw.
 
@@ -33,7 +36,7 @@ from typing import Any
 
 from ..errors import StdoutError, Terminated, UserError
 
-COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate")
+COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate", "completion")
 SIGNALS = ("SIGTERM", "SIGHUP")
 
 # C0 controls but tab and newline, a CR not ending a line, DEL, C1 controls, surrogates and the
@@ -93,14 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     from .. import __version__
-    from .common import Parser
+    from .common import Parser, add_verbosity
 
-    parser = Parser(prog="symbolic", description="Memory of training and serving neural networks as explicit formulas.")
+    parser = Parser(prog="symbolic", description="Memory of training and serving neural networks as explicit formulas.",
+                    epilog="Exit status: 0 done, 2 bad input, 3 does not fit (with --check), 1 internal error.")
     parser.add_argument("--version", action="version", version=f"symbolic {__version__}")
+    add_verbosity(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").add_commands(sub)
+    for command in sub.choices.values():  # --quiet/--verbose after the subcommand too
+        add_verbosity(command, default=argparse.SUPPRESS)
     return parser
 
 

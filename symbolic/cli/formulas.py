@@ -40,7 +40,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--json", action="store_true")
         if name == "solve":
             p.add_argument("--for", dest="target", required=True, metavar="SYMBOL", help="symbol to solve for")
-            p.add_argument("--budget", required=True, help="memory budget, e.g. 16GiB, 80GB or 8e10 (bytes)")
+            p.add_argument("--budget", required=True,
+                           help="memory budget with its unit, e.g. 16GiB, 80GB or 8e10B (80B is 80 bytes; a bare "
+                                "number only for formulas that count parameters)")
         p.set_defaults(handler=handler)
 
     p = sub.add_parser("symbols", help="the symbol table")
@@ -154,7 +156,7 @@ def _sensitivity_cells(row: dict[str, object]) -> tuple[str, str]:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     f = with_cli_terms(library.get(args.key), args)
-    budget = parse_size(args.budget)
+    budget = parse_size(args.budget, "--budget" if f.unit == "bytes" else None)  # bytes need a unit
     if f.unit != "bytes" and not args.budget.strip().replace(".", "").replace("e", "").replace("E", "").isdigit():
         raise CliError(f"{f.key} counts {f.unit}; give --budget as a plain number")
     sol = f.solve(args.target, budget, _values(f, args))

@@ -14,17 +14,37 @@ from typing import TYPE_CHECKING
 from .. import plan_options as opts
 from ..errors import quote
 from ..units import format_bytes
-from .common import CliError, add_term_options, cli_terms, parse_sets, print_json, table
+from .common import (
+    CliError,
+    add_check,
+    add_term_options,
+    check_exit,
+    cli_terms,
+    parse_sets,
+    print_json,
+    quiet,
+    table,
+    verbose,
+    whole,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..catalogs import GPU
     from ..planning import Plan
 
 
+ARTICLE_A = ("mlp", "mlp-nobias")  # article A's network (planning.model.ARTICLE_A_MODELS)
+
+
 def _positive(text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {quote(text)}")
-    return int(text)
+    return whole(text)  # one parser and message for every whole-number flag (cli/common.py)
+
+
+def _fraction(text: str) -> float:
+    try:
+        return opts.parse_fraction("value", text)
+    except opts.PlanOptionError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to below 1, got {quote(text)}") from None
 
 
 def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bool = True) -> None:
@@ -54,6 +74,10 @@ def _add_option(group: argparse._ArgumentGroup, option: opts.Option) -> None:
         kwargs.update(type=int, choices=option.choices)
     elif option.kind == "flag":
         kwargs.update(action=argparse.BooleanOptionalAction, default=None)
+    elif option.kind == "names":
+        kwargs.update(metavar="NAME[,NAME...]")
+    elif option.kind == "fraction":
+        kwargs.update(type=_fraction, metavar="P")
     else:
         kwargs["choices"] = option.choices
     group.add_argument(option.flag, **kwargs)  # type: ignore[arg-type]
@@ -65,7 +89,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        description="Per-GPU training or inference memory of a preset or config.json, term by term.")
     add_plan_options(p)
     p.add_argument("--gpu", help="check the total against a GPU of the catalogue ('symbolic gpus')")
-    p.add_argument("--formula", action="store_true", help="show the formula behind each number")
+    p.add_argument("--formula", action="store_true", help="show the formula behind each number, and each phase's")
+    add_check(p)
     add_term_options(p)
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol a --term introduces")
     p.set_defaults(handler=cmd_memory)
@@ -78,6 +103,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="batch: largest micro-batch; seq: longest context; gpus: fewest GPUs")
     p.add_argument("--over", choices=("auto", "dp", "tp", "pp"), default="auto",
                    help="for --for gpus: which degree grows (auto: dp with ZeRO-3 when training, tp when serving)")
+    add_check(p)
     p.set_defaults(handler=cmd_fit)
 
     p = sub.add_parser("gpus", help="the GPU catalogue: memory in bytes and where each number comes from")
@@ -114,21 +140,28 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
     from . import generic_memory
 
-    if generic_memory.wants_generic(args.model):  # no family table: the generic torch path (issue 12)
+    if args.model not in ARTICLE_A and generic_memory.wants_generic(args.model):  # the generic torch path (issue 12)
         return generic_memory.cmd_memory(args, plan_options(args))
+    if getattr(args, "check", False) and not args.gpu:
+        raise CliError("--check needs --gpu (the GPU to check the peak against)")
     gpu = planning.gpu(args.gpu) if args.gpu else None
     plan = planning.plan(args.model, args.mode, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
         plan = plan.with_terms(terms, values)
+    fits = plan.fit(gpu).fits if gpu is not None else True
     if args.json:
         print_json(plan.as_dict(gpu, formulas=args.formula))
-        return 0
+        return check_exit(args, fits)
+    if quiet(args):  # the essential line: the total, and the verdict with --gpu
+        verdict = "" if gpu is None else f";{_fit_line(plan, gpu)[1:]}"
+        print(f"{plan.model.name}: {plan.total:,} bytes = {format_bytes(plan.total)} per GPU{verdict}")
+        return check_exit(args, fits)
     what = "training" if plan.regime.train else "inference"
-    print(f"{plan.model.name}: {what} memory per GPU ({plan.regime.gpus} GPU{'s' if plan.regime.gpus > 1 else ''} "
+    print(f"{plan.model.name}: peak {what} memory per GPU ({plan.regime.gpus} GPU{'s' if plan.regime.gpus > 1 else ''} "
           f"in the job)")
     print(_choices_text(plan))
-    _print_terms(plan, args.formula)
+    _print_terms(plan, args.formula or verbose(args))  # --verbose: the formulas too
     if plan.saved is not None:
         print(f"  activation_bytes = {plan.activation_bytes:,} (saved for backward: activations + inputs + logits, "
               f"{plan.saved.formula.key})")
@@ -141,7 +174,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print(_fit_line(plan, gpu))
     for note in plan.notes:
         print(f"  note: {note}")
-    return 0
+    return check_exit(args, fits)
+
+
+def _phase_line(plan: Plan) -> str:
+    """Which phase sets the peak, by how much it leads, and every phase's bytes."""
+    found = plan.phase_bytes()
+    if not found:
+        return ""
+    peak, lead = plan.peak_phase, plan.peak_lead
+    ranked = sorted((v, k) for k, v in found.items() if k != peak)
+    second = f", {format_bytes(lead)} ({lead:,} bytes) more than {ranked[-1][1]}" if ranked else ""
+    each = ", ".join(f"{k} {format_bytes(v)}" for k, v in found.items())
+    return f"  peak: the {peak} phase sets it{second}\n  phases: {each}"
 
 
 def _print_terms(plan: Plan, formulas: bool) -> None:
@@ -149,23 +194,46 @@ def _print_terms(plan: Plan, formulas: bool) -> None:
 
     terms = plan.terms()
     total = plan.total
-    rows = [("term", "bytes", "size", "share") + (("formula", "source") if formulas else ())]
-    for term in plan.formula.terms:
+    where = plan.layout.where() if plan.layout is not None else {}
+    peak = plan.peak_phase
+    rows = [("term", "bytes", "size", "share", "alive in") + (("formula", "source") if formulas else ())]
+    for term in (plan.layout.components() if plan.layout is not None else plan.formula.terms):
         value = terms[term.key]
-        share = f"{100 * value / total:.1f} %" if total else ""
-        row = (term.key, f"{value:,}", format_bytes(value), share)
+        phases = where.get(term.key, ("resident",))
+        in_peak = "resident" in phases or peak in phases
+        share = f"{100 * value / total:.1f} %" if total and in_peak else ""
+        row = (term.key, f"{value:,}", format_bytes(value), share, ", ".join(phases))
         rows.append(row + ((printing.text(term.expr), term.source) if formulas else ()))
-    rows.append(("total", f"{total:,}", format_bytes(total), "") + (("", "") if formulas else ()))
-    print(table(rows, "<>>><<"))
+    rows.append((f"total (peak: {peak})" if peak else "total", f"{total:,}", format_bytes(total), "", "")
+                + (("", "") if formulas else ()))
+    print(table(rows, "<>>><<<"))
+    line = _phase_line(plan)
+    if line:
+        print(line)
+    if plan.runtime_bytes:
+        print(f"  runtime: {format_bytes(plan.runtime_bytes)} of the total is the CUDA runtime's own memory "
+              f"({', '.join(k for k in terms if k in planning_runtime_keys())}; --no-runtime leaves it out)")
     if not formulas:
         return
     print(f"formula: {plan.formula}")
+    for name, phase in plan.phases.items():
+        print(textwrap.fill(f"{name}: {phase}", width=100, initial_indent="  ", subsequent_indent="      "))
     _print_definitions(plan.formula, "  ")
     values = ", ".join(f"{k}={v}" for k, v in plan.values.items())
     print(textwrap.fill(values, width=100, initial_indent="  at ", subsequent_indent="     "))
     for term in plan.formula.terms:
         if term.note:
             print(textwrap.fill(f"{term.key}: {term.note}", width=100, initial_indent="  ", subsequent_indent="    "))
+    for term in (plan.layout.components() if plan.layout is not None else ()):
+        if term.note and term not in plan.formula.terms:
+            print(textwrap.fill(f"{term.key}: {term.note}", width=100, initial_indent="  ", subsequent_indent="    "))
+
+
+def planning_runtime_keys() -> tuple[str, ...]:
+    """The runtime terms' keys (imported lazily, as the planner is)."""
+    from ..planning.build import runtime_keys
+
+    return runtime_keys()
 
 
 def _print_definitions(formula: object, indent: str) -> None:
@@ -186,17 +254,18 @@ def cmd_fit(args: argparse.Namespace) -> int:
         answer = planning.fit_seq(args.model, args.gpu, args.mode, **options)
     else:
         answer = planning.fit_gpus(args.model, args.gpu, args.mode, args.over, **options)
+    fits = answer.plan is not None and answer.status == "ok"
     if args.json:
         print_json(answer.as_dict())
-        return 0
+        return check_exit(args, fits)
     print(f"{answer.plan.model.name if answer.plan else args.model} on {answer.gpu.name} "
           f"({answer.gpu.bytes:,} bytes = {format_bytes(answer.gpu.bytes)}): {answer.message}")
-    if answer.plan is not None:
+    if answer.plan is not None and not quiet(args):  # --quiet: the answer line only
         print(_choices_text(answer.plan))
         _print_terms(answer.plan, False)
         for note in answer.plan.notes:
             print(f"  note: {note}")
-    return 0
+    return check_exit(args, fits)
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import latex_layout, library
 from ..formula import Formula
-from .common import CliError, parse_sets
+from .common import CliError, parse_sets, quiet, read_stdin, verbose
 
 FORMS = ("terms", "expanded", "simplified", "composed")
 
@@ -21,9 +21,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands."""
     p = sub.add_parser("report", help="build a capacity-planning report (PDF, HTML, LaTeX) from a TOML specification",
                        description="Build a report from SPEC (a TOML file; see reports/). Without SPEC, the default "
-                                   "example. Without -o/--html/--tex, writes SPEC's name with .pdf in the current "
-                                   "folder.")
-    p.add_argument("spec", nargs="?", metavar="SPEC", help="report specification (.toml); default: the example")
+                                   "example; '-' reads it from standard input. Without -o/--html/--tex, writes "
+                                   "SPEC's name with .pdf (report.pdf for '-') in the current folder. --quiet: no "
+                                   "progress, only the paths written; --verbose: also each file's size.")
+    p.add_argument("spec", nargs="?", metavar="SPEC",
+                   help="report specification (.toml; '-': read it from standard input, relative paths in it taken "
+                        "from the current folder); default: the example")
     p.add_argument("-o", "--output", "--pdf", dest="pdf", metavar="OUT.pdf", help="write the PDF here ('-': stdout)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page here ('-': stdout)")
     p.add_argument("--tex", metavar="OUT.tex", help="write a standalone LaTeX document here (pdflatex; '-': stdout)")
@@ -32,7 +35,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--term", action="append", metavar="NAME[:UNIT]=EXPR",
                    help="add a custom term to the total, e.g. lora=2*r*H*L*k (bytes unless a unit is given)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol a custom term introduces")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser("latex", help="library formulas as LaTeX equations, ready to paste into a paper",
@@ -97,7 +99,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from ..report import Outputs, build
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise CliError(_missing(err)) from None
-    spec = Path(args.spec) if args.spec else None
+    spec = read_spec_stdin() if args.spec == STDIN else Path(args.spec) if args.spec else None
     to_stdout = [flag for flag, value in (("-o", args.pdf), ("--html", args.html), ("--tex", args.tex)) if value == "-"]
     if len(to_stdout) > 1:
         raise CliError(f"{' and '.join(to_stdout)} both write to stdout ('-'); give all but one a file name")
@@ -105,9 +107,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     if outputs.pdf is None and outputs.html is None and outputs.tex is None:
         from ..report.build import default_spec
 
-        outputs.pdf = Path((spec or default_spec()).stem + ".pdf")
+        outputs.pdf = Path((spec if isinstance(spec, Path) else default_spec() if spec is None
+                            else Path(STDIN_NAME)).stem + ".pdf")
     templates = Path(args.templates) if args.templates else None
-    progress = None if args.quiet else (lambda message: print(f"symbolic report: {message}", file=sys.stderr))
+    progress = None if quiet(args) else (lambda message: print(f"symbolic report: {message}", file=sys.stderr))
     from ..custom import parse_cli_term
 
     terms = tuple(parse_cli_term(text) for text in args.term or ())
@@ -117,8 +120,40 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(_missing(err)) from None
     for path in done.written:
         if str(path) != "-":  # the document itself is on stdout
-            print(path)
+            print(f"{path} ({path.stat().st_size:,} bytes)" if verbose(args) else path)
     return 0
+
+
+STDIN = "-"
+STDIN_NAME = "report"  # what a specification read from stdin is called: report.pdf by default
+STDIN_LABEL = "standard input"  # where the report says it was built from
+
+
+def read_spec_stdin() -> object:
+    """The report specification piped on standard input, bounded like a file; relative paths from the current folder."""
+    from dataclasses import replace
+
+    from ..report import spec as report_spec
+    from ..userfiles import parse_toml
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    error = report_spec.ReportSpecError
+    raw = read_stdin(report_spec.MAX_FILE, "a report specification", error)
+    name = Path("<stdin>")  # its parent, '.', is the current folder: relative paths resolve there
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise error(f"{name}:{line}: not UTF-8 text") from None
+    try:
+        data = parse_toml(text, name, error=error)
+    except tomllib.TOMLDecodeError as err:
+        raise error(report_spec._toml_message(name, err)) from None
+    return replace(report_spec.parse(data, origin=name, text=text), path=Path(STDIN_LABEL))  # colophon, messages
 
 
 def _missing(err: ImportError) -> str:

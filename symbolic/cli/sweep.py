@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from ..atomic import atomic_text_open
-from .common import CliError, parse_sets, print_json, table
+from .common import CliError, parse_sets, print_json, table, verbosity
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -314,7 +314,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_as_json(grid, mode, low, high, rows, args.csv))
     else:
-        _print_text(grid, mode, low, high, rows, args.csv)
+        _print_text(grid, mode, low, high, rows, args.csv, verbosity(args))
     return 0
 
 
@@ -335,28 +335,38 @@ def _as_json(grid: _Grid, mode: str, low: _Extreme, high: _Extreme, rows: list[t
 
 
 def _print_text(grid: _Grid, mode: str, low: _Extreme, high: _Extreme, rows: list[tuple[list[str], object]],
-                csv: str | None) -> None:
+                csv: str | None, level: int = 0) -> None:
+    """The summary; ``level`` -1 (--quiet): the smallest and largest only, 1 (--verbose): the formula too."""
     f = grid.formula
     in_bytes = f.unit == "bytes"  # other units: the grouped count says it all
-    print(f"{f.key}: {f.title}")
-    if grid.fixed:
-        print("  at " + ", ".join(f"{k}={_text(_exact_scalar(v))}" for k, v in grid.fixed.items()))
-    sizes = " × ".join(f"{a.count:,} {a.name}" for a in grid.axes)
-    print(f"  over {sizes} = {grid.total:,} configurations ({mode})")
-    if rows:
+    if level >= 0:
+        _print_head(grid, mode, level)
+    if level >= 0 and rows:
         unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}.get(f.unit, f.unit)
         header = tuple(grid.names) + ((unit, "") if in_bytes else (unit,))
         body = [tuple(vs) + ((_grouped(t), _human(f.unit, t)) if in_bytes else (_grouped(t),)) for vs, t in rows]
         print(table([header] + body, "<" * len(grid.names) + ">>"))
-    elif not csv:
+    elif level >= 0 and not csv:
         print(f"  ({grid.total:,} rows: --csv FILE writes them all)")
-    if csv:
+    if csv and level >= 0:
         print(f"  wrote {grid.total:,} rows to {csv}")
     for word, extreme in (("smallest", low), ("largest", high)):
         where = ", ".join(f"{k}={v}" for k, v in grid.at(extreme.index).items())
         amount = _grouped(extreme.value)
         print(f"  {word}: {_human(f.unit, extreme.value)} ({amount}) at {where}" if in_bytes
               else f"  {word}: {amount} at {where}")
+
+
+def _print_head(grid: _Grid, mode: str, level: int) -> None:
+    """Formula, fixed values and grid size (with --verbose, the formula's expression too)."""
+    f = grid.formula
+    print(f"{f.key}: {f.title}")
+    if level > 0:
+        print(f"  formula: {f}")
+    if grid.fixed:
+        print("  at " + ", ".join(f"{k}={_text(_exact_scalar(v))}" for k, v in grid.fixed.items()))
+    sizes = " × ".join(f"{a.count:,} {a.name}" for a in grid.axes)
+    print(f"  over {sizes} = {grid.total:,} configurations ({mode})")
 
 
 def _num(text: str) -> int | float:

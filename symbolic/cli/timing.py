@@ -12,12 +12,13 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING
 
-from .common import CliError, print_json, table
+from .common import CliError, print_json, quiet, table, verbose, whole
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..planning.time import TimePlan
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+MAX_COUNT = 10**30  # tokens to train on reach 1e13 and more: above the 2**40 of sizes and degrees
 
 
 def add_memory_flags(p: argparse.ArgumentParser) -> None:
@@ -52,10 +53,7 @@ def _number(text: str, what: str) -> object:
 
 
 def _count(text: str) -> int:
-    value = _number(text, "count")
-    if not getattr(value, "is_Integer", False):
-        raise argparse.ArgumentTypeError(f"expected a whole number (e.g. 64, 3e11), got {text!r}")
-    return int(value)  # type: ignore[call-overload]
+    return whole(text, high=MAX_COUNT)  # one parser and message for every whole-number flag (cli/common.py)
 
 
 def _real(text: str) -> float:
@@ -176,6 +174,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.as_dict())
         return 0
+    if quiet(args):  # the essential line: the best layout
+        print(_best_line(result))
+        return 0
     print(f"{result.model} on {result.gpu.name}: {result.considered} layouts, {result.fitting} fit; best by "
           f"{result.objective}")
     if not result.layouts:
@@ -198,4 +199,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(table(rows, "<>>>><>>>>>>"))
     for note in result.notes:
         print(f"  note: {note}")
+    if verbose(args):
+        print(f"  searched {result.considered:,} layouts in {result.seconds:.2f} s; {result.fitting:,} fit; "
+              f"{len(result.layouts)} shown (--top)")
     return 0
+
+
+def _best_line(result: object) -> str:
+    """One line: the best layout of a search (what --quiet prints)."""
+    from ..units import format_bytes
+
+    head = f"{result.model} on {result.gpu.name}"  # type: ignore[attr-defined]
+    if not result.layouts:  # type: ignore[attr-defined]
+        return f"{head}: nothing fits"
+    lay = result.layouts[0]  # type: ignore[attr-defined]
+    return (f"{head}: best by {result.objective}: gpus {lay['gpus']} (dp {lay['dp']} × tp {lay['tp']} × "  # type: ignore[attr-defined]
+            f"pp {lay['pp']}), zero {lay['zero']}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "
+            f"accum {lay['grad_accum']}: step {_fmt(float(lay['step_seconds']))} s, "  # type: ignore[arg-type]
+            f"memory {format_bytes(int(lay['memory_bytes']))}")  # type: ignore[call-overload]

@@ -56,13 +56,29 @@ What autograd keeps, op by op (b = bytes of the compute dtype, fp32 4, bf16 2):
 - Rotary embeddings: ``q·cos + rotate_half(q)·sin`` keeps cos and sin, computed once per forward
   and shared by every layer: 2·S·d_head·b.
 
+- Mixed precision (``torch.autocast``, "bf16-mixed"/"fp16-mixed"; fp32 weights): the residual
+  stream stays fp32 (fp32 embeddings plus 16-bit branch outputs), so LayerNorm/RMSNorm inputs
+  and statistics, GPT-2's embedding dropout mask and Llama's cos/sin are 4 bytes; each matmul
+  casts its fp32 input to a 16-bit copy (Llama's q/k/v and gate/up projections each make their
+  own) and its weight to a 16-bit copy that autocast caches for the forward pass and the matmul
+  keeps: b·(every matmul weight) more, less the first matmul's when its input needs no
+  gradient (article A's ``gat``). GPT-2's eager softmax is fp32 (the fp32 mask is added first)
+  and its ``.type(value.dtype)`` copy is kept by the product with V.
+- ``use_cache`` (the config's, true by default): ``DynamicLayer.update`` concatenates the new K
+  and V onto empty tensors, so the cache holds copies. GPT-2 with fused SDPA then keeps the
+  copies beside the c_attn output that Q still views: 2·b·B·S·H more per layer; with eager
+  attention only at B = 1 (where matmul's reshapes are views). Llama saves the same bytes (the
+  copies replace the rotated K and V); its eager attention repeats them, so the cache's copies
+  are alive, unsaved, until the forward pass ends (``peak_pytorch``'s forward phase).
+
 Only measurements on the CPU were possible when these terms were written (torch 2.13.0,
 transformers 5.24.0). The CUDA variants differ where the code differs (bool dropout masks,
 fp32 LayerNorm statistics, fused SDPA kernels even with dropout); they follow the ATen sources
-and are checked by ``benchmarks/gpu_measure.py`` when a GPU is available. Not modelled: the
-memory-efficient kernel pads its log-sum-exp to a multiple of 32 rows; the RNG state a fused
-CUDA dropout or attention kernel keeps (a few bytes per layer); Hugging Face's KV cache, which
-``use_cache=True`` would also build during training (``validate`` turns it off).
+and are checked by ``benchmarks/gpu_measure.py`` when a GPU is available. The bool masks are
+also checked on the CPU: ``symbolic validate --dropout-masks bool`` runs ``torch.native_dropout``
+(CUDA's fused dropout, whose backward keeps a bool mask) in place of ``F.dropout``. Not
+modelled: the memory-efficient kernel pads its log-sum-exp to a multiple of 32 rows; the RNG
+state a fused CUDA dropout or attention kernel keeps (a few bytes per layer).
 """
 
 from __future__ import annotations
@@ -81,9 +97,12 @@ from .registry import register
 
 SRC = "pytorch"
 FAMILIES = ("mlp", "gpt2", "llama")
-PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
+# bytes per activation element; the "-mixed" precisions are torch.autocast (fp32 weights, 16-bit compute)
+PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2}
 DEVICES = ("cpu", "cuda")
 ATTENTION = ("eager", "sdpa")
+DROPOUT_MASKS = ("bool", "dtype")
+LOSSES = ("cross-entropy", "mse")
 # B·S·d_ff tensors an MLP activation module keeps (Hugging Face implementations, measured)
 ACTIVATION_TENSORS = {"gelu_new": 4, "gelu": 1, "gelu_pytorch_tanh": 1, "silu": 1, "swish": 1, "relu": 1}
 ACTIVATION_CLASSES = {"gelu_new": "NewGELUActivation", "gelu": "GELUActivation", "gelu_pytorch_tanh": "GELUTanh",
@@ -96,7 +115,10 @@ class Setup:
 
     ``dropout`` names the dropout sites with p > 0: "embd", "attn" (attention probabilities)
     and "resid" (after the attention and MLP output projections). ``activation`` is the
-    config's MLP activation (``activation_function``/``hidden_act``).
+    config's MLP activation (``activation_function``/``hidden_act``). ``dropout_masks``: the
+    dropout mask element, "bool" (CUDA's fused dropout) or "dtype" (the CPU's ``input * mask``);
+    empty follows ``device``. ``use_cache``: transformers builds its KV cache during the step
+    (the config's ``use_cache``; off under gradient checkpointing).
     """
 
     precision: str = "bf16"
@@ -104,6 +126,8 @@ class Setup:
     attn: str = "sdpa"
     dropout: frozenset[str] = field(default_factory=frozenset)
     activation: str = ""
+    dropout_masks: str = ""
+    use_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -115,22 +139,46 @@ class Setup:
         unknown = set(self.dropout) - {"embd", "attn", "resid"}
         if unknown:
             raise UnknownNameError(f"unknown dropout sites {sorted(unknown)}; use embd, attn, resid")
+        if self.dropout_masks not in ("", *DROPOUT_MASKS):
+            raise UnknownNameError(f"unknown dropout mask element {self.dropout_masks!r}; choose from "
+                                   f"{', '.join(DROPOUT_MASKS)}")
         object.__setattr__(self, "dropout", frozenset(self.dropout))
+        object.__setattr__(self, "use_cache", bool(self.use_cache))
 
     @property
     def b(self) -> int:
-        """Bytes per element of parameters and activations."""
+        """Bytes per activation element (the compute dtype's: 2 under autocast)."""
         return PRECISIONS[self.precision]
 
     @property
+    def mixed(self) -> bool:
+        """Whether the step runs under ``torch.autocast`` (fp32 weights, 16-bit matmuls)."""
+        return self.precision.endswith("-mixed")
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes per element of weights, gradients and optimizer state: fp32 under autocast."""
+        return 4 if self.mixed else self.b
+
+    @property
+    def masks(self) -> str:
+        """The dropout mask element in effect: as given, else bool on CUDA and dtype on the CPU."""
+        return self.dropout_masks or ("dtype" if self.device == "cpu" else "bool")
+
+    @property
     def mask_bytes(self) -> int:
-        """Bytes per dropout-mask element: the dtype's on the CPU, a bool on CUDA."""
-        return self.b if self.device == "cpu" else 1
+        """Bytes per dropout-mask element: the dtype's (CPU default) or a bool's (CUDA default)."""
+        return self.b if self.masks == "dtype" else 1
+
+    @property
+    def residual_bytes(self) -> int:
+        """Bytes per element of the residual stream: fp32 under autocast (embeddings and sums of fp32)."""
+        return 4 if self.mixed else self.b
 
     @property
     def norm_stat_bytes(self) -> int:
-        """Bytes of LayerNorm's saved mean and 1/std: the dtype's on the CPU, fp32 on CUDA."""
-        return self.b if self.device == "cpu" else 4
+        """Bytes of LayerNorm's saved mean and 1/std: its input's dtype on the CPU, fp32 on CUDA."""
+        return self.residual_bytes if self.device == "cpu" else 4
 
     @property
     def kernel(self) -> str:
@@ -180,42 +228,65 @@ class _Terms:
 
 
 # --- article A's network ---------------------------------------------------------------------
-def _mlp(s: Setup) -> _Terms:
+def _mlp(s: Setup, loss: str = "cross-entropy") -> _Terms:
     b = s.b
+    f = 4 if s.mixed else b  # what autocast runs in fp32 (cross-entropy)
     t = _Terms()
-    t.add("gat.input", "x: input of gat, kept by the Linear for its weight gradient", b * B * d_in, "Linear",
+    t.add("gat.input", "x: input of gat, kept by the Linear for its weight gradient"
+          + (" (autocast's 16-bit copy)" if s.mixed else ""), b * B * d_in, "Linear",
           "Article A leaves the input out (erratum 5).")
+    if s.mixed:
+        t.add("weights.copies", "autocast's 16-bit copies of up, down and out's weights", b * (d_h**2 + 2 * d_h * d_in
+              - d_h * d_in + d_in * n_out), "Linear",
+              "gat's copy is not kept: its input x needs no gradient, so neither does the copy's product.")
     t.add("relu1", "relu(gat(x)): ReLU output, also the input of up", b * B * d_h, "ArticleANet")
     t.add("relu2", "relu(up(g)): ReLU output", b * B * d_h, "ArticleANet")
     t.add("relu3", "relu(g + u): ReLU output, also the input of down", b * B * d_h, "ArticleANet")
     t.add("relu4", "relu(down(g)): ReLU output", b * B * d_in, "ArticleANet")
-    t.add("out.input", "g + x: input of out", b * B * d_in, "Linear")
+    t.add("out.input", "g + x: input of out" + (" (16-bit copy of the fp32 sum)" if s.mixed else ""), b * B * d_in,
+          "Linear")
     t.add("softmax", "softmax output", b * B * n_out, "ArticleANet")
-    t.add("loss.log_softmax", "cross-entropy's log-softmax output", b * B * n_out, "(top level)",
-          "F.cross_entropy applied to the softmax output, as the article's network ends in a softmax.")
+    if loss == "mse":
+        t.add("loss.target", "one-hot targets in the dtype, kept by mse_loss", f * B * n_out, "(top level)",
+              "F.mse_loss(probs, F.one_hot(y).to(probs.dtype)) keeps both operands; probs is the softmax output.")
+        if s.mixed:
+            t.add("loss.probs_fp32", "autocast's fp32 copy of the probabilities (mse_loss runs in fp32)",
+                  4 * B * n_out, "(top level)")
+        return t
+    t.add("loss.log_softmax", "cross-entropy's log-softmax output", f * B * n_out, "(top level)",
+          "F.cross_entropy applied to the softmax output, as the article's network ends in a softmax"
+          + ("; autocast runs it in fp32." if s.mixed else "."))
     t.add("loss.targets", "int64 class targets", 8 * B, "(top level)")
-    t.add("loss.weight", "nll_loss's total weight (a scalar)", b, "(top level)")
+    t.add("loss.weight", "nll_loss's total weight (a scalar)", f, "(top level)")
     return t
 
 
 # --- Hugging Face GPT-2 ----------------------------------------------------------------------
 def _gpt2(s: Setup) -> _Terms:
-    b, m, st = s.b, s.mask_bytes, s.norm_stat_bytes
+    b, m, st, r = s.b, s.mask_bytes, s.norm_stat_bytes, s.residual_bytes
     act = ACTIVATION_TENSORS.get(s.activation or "gelu_new", 1)
     t = _Terms()
     bsh = B * S * H
     t.add("embedding.ids", "token ids (int64)", 8 * B * S, "Embedding")
     t.add("embedding.positions", "position ids (int64, one row shared by the batch)", 8 * S, "Embedding")
     if "embd" in s.dropout:
-        t.add("embedding.dropout_mask", "embedding dropout mask", m * bsh, "Dropout")
+        t.add("embedding.dropout_mask", "embedding dropout mask", (r if s.masks == "dtype" else 1) * bsh, "Dropout",
+              "Under autocast the embeddings are fp32, and so is a dtype mask." if s.mixed else "")
     for ln in ("ln_1", "ln_2"):
-        t.add(f"{ln}.input", f"{ln} input", L * b * bsh, "LayerNorm")
+        t.add(f"{ln}.input", f"{ln} input", L * r * bsh, "LayerNorm")
         t.add(f"{ln}.stats", f"{ln} mean and 1/std per token", L * 2 * st * B * S, "LayerNorm")
     t.add("attn.c_attn.input", "ln_1 output: input of c_attn", L * b * bsh, "Conv1D")
+    if s.mixed:
+        t.add("attn.c_attn.weight", "autocast's 16-bit copies of the layers' Conv1D weights", L * b * (4 * H**2 + 2 * H * d_ff),
+              "Conv1D", "torch.autocast casts each weight once per forward (its cache); addmm keeps the copy.")
     if s.kernel == "fused":
         t.add("attn.qkv", "c_attn output: Q, K, V views kept by SDPA", L * 3 * b * bsh, "GPT2Attention")
         t.add("attn.output", "SDPA output, also the input of c_proj", L * b * bsh, "GPT2Attention")
         t.add("attn.logsumexp", "SDPA log-sum-exp per row (fp32)", L * 4 * B * a * S, "GPT2Attention")
+        if s.use_cache:
+            t.add("attn.kv_cache", "K and V as the KV cache's torch.cat copies, kept by SDPA", L * 2 * b * bsh,
+                  "GPT2Attention", "use_cache: DynamicLayer.update concatenates, so SDPA keeps copies beside the "
+                                   "c_attn output that Q still views.")
     else:
         # SDPA's math fallback computes in fp32: it upcasts 16-bit Q, K, V, so everything it keeps is 4 bytes
         c = 4 if s.kernel == "math" else b
@@ -224,13 +295,24 @@ def _gpt2(s: Setup) -> _Terms:
               "SDPA's math fallback (CPU with attention dropout) keeps the same tensors as eager attention, "
               "in fp32." if s.kernel == "math" else "")
         t.add("attn.key", "Kᵀ, copied contiguous by matmul", L * c * bsh, "GPT2Attention")
-        t.add("attn.softmax", "softmax output a·S² per sequence", L * c * B * a * S**2, "GPT2Attention")
+        soft = 4 if s.mixed else c
+        t.add("attn.softmax", "softmax output a·S² per sequence", L * soft * B * a * S**2, "GPT2Attention",
+              "softmax runs in fp32 under autocast" if s.mixed else "")
+        if s.mixed and "attn" not in s.dropout and s.kernel == "eager":
+            t.add("attn.probs", "probabilities cast back to the dtype (.type(value.dtype)): input of the product with V",
+                  L * b * B * a * S**2, "GPT2Attention")
         if "attn" in s.dropout:
             t.add("attn.dropout_mask", "attention dropout mask", L * cm * B * a * S**2, "GPT2Attention")
             t.add("attn.dropout_output", "dropped-out probabilities, input of the product with V",
                   L * c * B * a * S**2, "GPT2Attention")
         t.add("attn.value", "V, copied contiguous by matmul", L * c * bsh, "GPT2Attention")
-        if s.kernel == "math" and b == 4:
+        if s.kernel == "eager" and s.use_cache:
+            t.add("attn.kv_cache", "with B = 1, K and V are the KV cache's copies, kept beside the c_attn output",
+                  L * 2 * b * S * H * sympy.Max(0, 2 - B), "GPT2Attention",
+                  "use_cache: with B = 1 matmul's reshapes of Q, Kᵀ and V are views, so the c_attn output stays and "
+                  "the cache's torch.cat copies of K and V are kept besides; with B ≥ 2 the copies replace the ones "
+                  "matmul would make.")
+        if s.kernel == "math" and b == 4 and not s.use_cache:
             t.add("attn.value_view", "with B = 1, V is a view that keeps the whole c_attn output",
                   L * 2 * c * S * H * sympy.Max(0, 2 - B), "GPT2Attention",
                   "matmul's reshape of V is a view when the batch is 1 (and V is not upcast), so bmm keeps the "
@@ -245,11 +327,18 @@ def _gpt2(s: Setup) -> _Terms:
     t.add("mlp.c_proj.input", "activation output: input of the MLP's c_proj", L * b * B * S * d_ff, "Conv1D")
     if "resid" in s.dropout:
         t.add("mlp.dropout_mask", "dropout mask after the MLP", L * m * bsh, "Dropout")
-    t.add("ln_f.input", "final layer norm input", b * bsh, "LayerNorm")
+    t.add("ln_f.input", "final layer norm input", r * bsh, "LayerNorm")
     t.add("ln_f.stats", "final layer norm mean and 1/std", 2 * st * B * S, "LayerNorm")
     t.add("lm_head.input", "ln_f output: input of the LM head", b * bsh, "Linear")
+    _head_copy(t, s)
     _loss(t, "GPT2LMHeadModel")
     return t
+
+
+def _head_copy(t: _Terms, s: Setup) -> None:
+    if s.mixed:
+        t.add("lm_head.weight", "autocast's 16-bit copy of the LM head weight", s.b * V * H, "Linear",
+              "The head's F.linear casts the (tied or own) fp32 weight; the copy is kept for the input gradient.")
 
 
 def _loss(t: _Terms, top: str) -> None:
@@ -262,20 +351,28 @@ def _loss(t: _Terms, top: str) -> None:
 
 # --- Hugging Face Llama ----------------------------------------------------------------------
 def _llama(s: Setup) -> _Terms:
-    b, m = s.b, s.mask_bytes
+    b, m, r = s.b, s.mask_bytes, s.residual_bytes
     act = ACTIVATION_TENSORS.get(s.activation or "silu", 1)
     t = _Terms()
     bsh = B * S * H
     q_width = B * S * a * d_head
+    casts = 3 if s.mixed else 1  # autocast casts the fp32 norm output once per projection
     t.add("embedding.ids", "token ids (int64)", 8 * B * S, "Embedding")
-    t.add("rotary", "cos and sin, one copy shared by all layers", 2 * b * S * d_head, "LlamaAttention")
+    t.add("rotary", "cos and sin, one copy shared by all layers", 2 * r * S * d_head, "LlamaAttention",
+          "In the hidden states' dtype: fp32 under autocast." if s.mixed else "")
     for norm in ("input_norm", "post_norm"):
         t.add(f"{norm}.fp32_input", f"{norm}: the input in fp32", L * 4 * bsh, "LlamaRMSNorm",
               "x.to(float32) is a copy in 16-bit training and the input itself in fp32 training.")
-        t.add(f"{norm}.normalized", f"{norm}: normalised input in the dtype, kept by weight·x", L * b * bsh,
+        t.add(f"{norm}.normalized", f"{norm}: normalised input in the dtype, kept by weight·x", L * r * bsh,
               "LlamaRMSNorm")
         t.add(f"{norm}.rstd", f"{norm}: 1/rms per token (fp32)", L * 4 * B * S, "LlamaRMSNorm")
-    t.add("attn.proj.input", "input_norm output: input of q/k/v_proj", L * b * bsh, "Linear")
+    t.add("attn.proj.input", "input_norm output: input of q/k/v_proj" + (", one 16-bit copy each" if s.mixed else ""),
+          L * casts * b * bsh, "Linear")
+    if s.mixed:
+        kv = a_kv * d_head
+        t.add("attn.proj.weight", "autocast's 16-bit copies of the layers' Linear weights",
+              L * b * (2 * H * a * d_head + 2 * H * kv + 3 * H * d_ff), "Linear",
+              "torch.autocast casts each weight once per forward (its cache); the matmul keeps the copy.")
     if s.kernel == "fused":
         t.add("attn.query", "rotated Q kept by SDPA", L * b * q_width, "LlamaAttention")
         t.add("attn.key", "rotated K, a_kv heads (enable_gqa)", L * b * B * S * a_kv * d_head, "LlamaAttention")
@@ -295,16 +392,18 @@ def _llama(s: Setup) -> _Terms:
         if "attn" in s.dropout:
             t.add("attn.dropout_mask", "attention dropout mask", L * m * B * a * S**2, "LlamaAttention")
         t.add("attn.o_proj.input", "merged heads (contiguous copy): input of o_proj", L * b * q_width, "Linear")
-    t.add("mlp.input", "post_norm output: input of gate_proj and up_proj", L * b * bsh, "Linear")
+    t.add("mlp.input", "post_norm output: input of gate_proj and up_proj" + (", one 16-bit copy each" if s.mixed else ""),
+          L * (2 if s.mixed else 1) * b * bsh, "Linear")
     t.add("mlp.gate", "gate_proj output: input of the activation", L * act * b * B * S * d_ff,
           ACTIVATION_CLASSES.get(s.activation or "silu", "activation"))
     t.add("mlp.product_operands", "activation output and up_proj output, kept by their product",
           L * 2 * b * B * S * d_ff, "LlamaMLP")
     t.add("mlp.down.input", "their product: input of down_proj", L * b * B * S * d_ff, "Linear")
     t.add("norm.fp32_input", "final norm: the input in fp32", 4 * bsh, "LlamaRMSNorm")
-    t.add("norm.normalized", "final norm: normalised input in the dtype", b * bsh, "LlamaRMSNorm")
+    t.add("norm.normalized", "final norm: normalised input in the dtype", r * bsh, "LlamaRMSNorm")
     t.add("norm.rstd", "final norm: 1/rms per token (fp32)", 4 * B * S, "LlamaRMSNorm")
     t.add("lm_head.input", "final norm output: input of the LM head", b * bsh, "Linear")
+    _head_copy(t, s)
     _loss(t, "LlamaForCausalLM")
     return t
 
@@ -313,17 +412,22 @@ _BUILDERS = {"mlp": _mlp, "gpt2": _gpt2, "llama": _llama}
 TITLES = {"mlp": "article A's network", "gpt2": "Hugging Face GPT-2", "llama": "Hugging Face Llama"}
 
 
-def saved(family: str, setup: Setup | None = None, **options: Any) -> SavedModel:
+def saved(family: str, setup: Setup | None = None, *, loss: str = "cross-entropy", **options: Any) -> SavedModel:
     """The saved-for-backward bytes of one training step of ``family`` under ``setup``.
 
-    ``options`` override fields of ``setup`` (precision, device, attn, dropout, activation).
+    ``options`` override fields of ``setup`` (precision, device, attn, dropout, activation,
+    dropout_masks, use_cache). ``loss``: article A's network's loss, "cross-entropy" of its
+    softmax output or "mse" to one-hot targets (the language models use Hugging Face's loss).
     """
     if family not in _BUILDERS:
         raise UnknownNameError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+    if loss not in LOSSES or (loss != "cross-entropy" and family != "mlp"):
+        raise UnknownNameError(f"unknown loss {loss!r} for {family}; choose from "
+                               f"{', '.join(LOSSES if family == 'mlp' else LOSSES[:1])}")
     s = replace(setup or Setup(), **options) if options else (setup or Setup())
-    if family == "mlp" and (s.dropout or s.attn != "sdpa"):
-        s = replace(s, dropout=frozenset(), attn="sdpa")  # the network has neither
-    t = _BUILDERS[family](s)
+    if family == "mlp" and (s.dropout or s.attn != "sdpa" or s.use_cache):
+        s = replace(s, dropout=frozenset(), attn="sdpa", use_cache=False)  # the network has none of these
+    t = _mlp(s, loss) if family == "mlp" else _BUILDERS[family](s)
     key = f"pytorch.saved.{family}"
     formula = Formula(
         key, f"Bytes saved for backward by one training step of {TITLES[family]} ({s.label(family)})",
@@ -385,9 +489,11 @@ def dropout_keys() -> tuple[str, ...]:
 
 
 def setup_for(config: Mapping[str, Any], **options: Any) -> tuple[str, Setup, str]:
-    """(family, setup, note) for a config: its dropout probabilities and activation, plus ``options``."""
+    """(family, setup, note) for a config: its dropout probabilities, activation and ``use_cache``
+    (transformers' default true), plus ``options``, which win."""
     family, note = family_for(config)
     activation = str(config.get("activation_function") or config.get("hidden_act") or "")
+    options = {"use_cache": bool(config.get("use_cache", True)), **options}
     setup = Setup(dropout=dropout_sites(config, family), activation=activation, **options)
     return family, setup, note
 

@@ -37,7 +37,8 @@ from . import precision as prec
 from .registry import register
 
 # The ZeRO stage from which each kind of model-state term is sharded over the data-parallel ranks.
-SHARDED_FROM = {"weights": 3, "gradients": 2, "fp32_gradients": 1, "master_weights": 1, "optimizer_states": 1}
+SHARDED_FROM = {"weights": 3, "gradients": 2, "fp32_gradients": 1, "master_weights": 1, "optimizer_states": 1,
+                "adapter_weights": 3}  # LoRA adapters (planning.finetune): parameters, like the weights
 OFFLOADED = ("fp32_gradients", "master_weights", "optimizer_states")
 HOST_BUFFER_FACTOR = sympy.Rational(3, 2)  # DeepSpeed's additional_buffer_factor
 ZERO_STAGES = (0, 1, 2, 3)

@@ -1,30 +1,47 @@
-"""Peak memory of a whole PyTorch training step (forward, backward, AdamW step), as terms.
+"""What one PyTorch training step keeps alive, phase by phase, and its peak, as terms (contract S).
 
-The step is ``zero_grad(set_to_none=True)``; ``loss = loss_fn(model(x))``; ``loss.backward()``;
-``opt.step()``, in the steady state (step 2 onwards, when AdamW's moments exist), with weights,
-gradients and moments all in the compute dtype (pure fp32 or pure bf16 training, no autocast).
-Measured on the CPU with ``symbolic.measure.step_peak``, the live bytes peak at one of two moments:
+The step is ``zero_grad(set_to_none=True)``; ``loss = loss_fn(model(x))`` (under ``torch.autocast``
+for "bf16-mixed"/"fp16-mixed"); ``loss.backward()``; ``opt.step()``, in the steady state (step 2
+onwards, when the optimizer's state exists). ``step(...)`` returns a ``StepModel``: ``resident``
+terms alive the whole step (the trainable weights, fp32 under autocast; frozen weights; AdamW's
+two moments or SGD's momentum buffer, in the weights' dtype) and, per phase, what is alive at
+that phase's peak moment besides them. Measured on the CPU with ``symbolic.measure.step_peak``,
+which reads the live bytes at every operator and keeps each phase's peak:
 
-1. Early in backward, inside the loss's backward: everything saved for backward (``A_saved``,
-   which includes the input ids or the input ``x``) is alive, plus the loss's first gradients.
-   For a Hugging Face causal LM these are the fp32 gradients of ``nll_loss`` and of
-   ``log_softmax``, B·S·V each: 8·B·S·V bytes (article A's network: two B·n_out tensors). No
-   parameter gradient exists yet: they were set to None before the forward pass.
-2. In the optimizer step: every gradient (N·b), the inputs the caller still holds, and AdamW's
-   temporaries. PyTorch's default AdamW on the CPU is the single-tensor loop. Its
-   ``denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`` holds two temporaries the
-   size of the parameter being updated, while the previous parameter's ``denom`` is still alive
-   (the loop variable is only rebound at the next iteration): max over consecutive parameters of
-   (previous + 2 · current) elements, in ``named_parameters()`` order. On CUDA the default is the
-   ``foreach`` implementation, whose ``_foreach_sqrt`` makes one temporary per parameter at
-   once: N·b. With a tied embedding the end of backward also holds the two V·H gradients
-   (embedding backward and its sum with the LM head's), 2·V·H·b, which the CPU term covers.
+- ``forward``: everything saved for backward (``A_saved``, which includes the input ids or x)
+  plus the loss's inputs at the moment ``log_softmax`` writes its output: the logits, their
+  fp32 copy, the padded labels; under autocast the fp32 last hidden state the model's output
+  still holds and autocast's cached 16-bit copies no matmul keeps (biases); with the KV cache
+  the copies attention does not keep. Article A's network under autocast peaks earlier, at its
+  softmax (before the loss keeps anything), with the fp32 input and the fp32 residual sum.
+- ``backward``: the larger of two moments. At the start, inside the loss's backward, autograd
+  has freed nothing and the loss's fp32 gradients of ``nll_loss`` and ``log_softmax`` are the
+  largest buffers: A_saved + 8·B·S·V (article A's network: two B·n_out tensors in the compute
+  dtype). At the end, every gradient exists and the saved tensors are gone: the gradients, the
+  inputs and, with a tied embedding, its own gradient beside the head's (buffered until then)
+  and their sum, 2·V·H·b more. Article A's network has two more candidate moments, measured:
+  at ``up``'s weight gradient (three B·d_h gradients in flight) and at ``gat``'s, where under
+  autocast the 16-bit gradient of a weight copy sits beside its fp32 cast.
+- ``optimizer``: every gradient, the inputs the caller still holds, and the optimizer's
+  temporaries. PyTorch's default AdamW on the CPU is the single-tensor loop: its
+  ``denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)`` holds two temporaries the
+  size of the parameter being updated while the previous parameter's ``denom`` is still alive:
+  max over consecutive parameters of (previous + 2 · current) elements, in ``named_parameters()``
+  order. The ``foreach`` implementation (CUDA's default; ``foreach=True`` on the CPU) makes one
+  temporary per parameter at once with ``_foreach_sqrt``: T·b. SGD, with or without momentum,
+  works in place (``mul_``/``add_``, ``_foreach_mul_``/``_foreach_add_``): none.
 
-So M_peak = N·b (weights) + 2·N·b (AdamW moments) + max(A_saved + X_loss, N·b + X_opt + inputs).
+The peak is the largest phase: ``StepModel.peak()`` = ``maximum(*phase_exprs().values())``.
 
-Not counted: tensors of a few bytes (AdamW's per-parameter step counters, the loss scalar), and
-on CUDA the allocator's rounding to 512-byte blocks and its workspaces (cuBLAS, attention
-kernels), which ``torch.cuda.max_memory_allocated`` includes.
+Not modelled (measured on the tiny models of the tests, where it matters): the moment in
+backward just after the LM head, when its V·H weight gradient and the last layer's backward
+temporaries exist beside nearly everything saved. It can exceed both modelled moments of the
+backward phase when B·S is well below H/3 and the saved tensors exceed the weights, which no
+real model at a useful batch does (GPT-2 small, B = 1, S = 32 with hidden 64: 1.4 % above the
+modelled backward phase). Also not counted: tensors of a few bytes (AdamW's per-parameter step
+counters, the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
+workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
+(``library/runtime.py`` has them as terms of their own).
 
 The maxima are built by ``maximum``, not ``sympy.Max``: SymPy compares every pair of arguments
 through its assumption system (about 110 ms at import for the registered formulas), where for
@@ -36,12 +53,14 @@ checks).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import sympy
 
+from ..errors import UnknownNameError
 from ..formula import Formula
-from ..symbols import B, H, N, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out, n_pos
+from ..symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out, n_pos
 from ..term import Term
 from . import activations_pytorch as act
 from .registry import register
@@ -62,7 +81,7 @@ class PeakModel:
 
     def phases(self) -> dict[str, sympy.Expr]:
         """The two candidate peaks as whole-step totals: early backward and the optimizer step."""
-        base = self.formula.term("weights").expr + self.formula.term("adamw").expr
+        base = self.formula.term("weights").expr + self.formula.term("optimizer_state").expr
         return {"backward": base + self.backward, "optimizer": base + self.optimizer}
 
 
@@ -98,19 +117,40 @@ def maximum(*args: sympy.Expr) -> sympy.Expr:
     module's formulas the expression is identical (``tests/test_activations_pytorch.py``). With a
     symbol not known to be nonnegative, or anything but polynomials, it is ``sympy.Max``.
     """
-    exprs = list(dict.fromkeys(sympy.sympify(x) for x in args))
+    flat = (y for x in map(sympy.sympify, args) for y in (x.args if isinstance(x, sympy.Max) else (x,)))
+    exprs = list(dict.fromkeys(flat))  # Max(Max(a, b), c) is Max(a, b, c), as SymPy flattens it
     inner = set().union(*(x.atoms(sympy.Max, sympy.Min) for x in exprs))
     stand_in = {m: sympy.Dummy(nonnegative=True) for m in inner}
     plain = [x.xreplace(stand_in) for x in exprs]
     gens = sorted(set().union(*(x.free_symbols for x in plain)), key=sympy.default_sort_key)
-    if (len(exprs) < 2 or not gens or not all(s.is_nonnegative for s in gens)
-            or not all(m.is_nonnegative for m in inner) or not all(x.is_polynomial(*gens) for x in plain)):
+    if len(exprs) < 2 or not gens or not all(s.is_nonnegative for s in gens) or not all(m.is_nonnegative for m in inner):
         return sympy.Max(*exprs)
+    if not all(x.is_polynomial(*gens) for x in plain):
+        plain = _cleared(plain, gens)  # N/n_d, H/t: one positive monomial denominator for all
+        if plain is None:
+            return sympy.Max(*exprs)
     polys: dict[sympy.Poly, sympy.Expr] = {}
     for x, px in zip(exprs, plain):
         polys.setdefault(sympy.Poly(px, *gens), x)  # equal polynomials: the first one stands for both
     kept = [x for p, x in polys.items() if not any(q is not p and _at_least(q - p) for q in polys)]
     return kept[0] if len(kept) == 1 else sympy.Max(*kept, evaluate=False)
+
+
+def _cleared(exprs: list[sympy.Expr], gens: list[sympy.Symbol]) -> list[sympy.Expr] | None:
+    """``exprs`` times one common denominator when every denominator is a product of powers of
+    positive symbols (so the order of the arguments is unchanged), else None."""
+    expanded = [sympy.expand(x) for x in exprs]
+    powers: dict[sympy.Expr, int] = {}
+    for x in expanded:
+        for term in sympy.Add.make_args(x):
+            for base, exp in term.as_powers_dict().items():
+                if exp.is_negative and not base.is_Number:
+                    if not (base.is_Symbol and base.is_positive and exp.is_integer):
+                        return None
+                    powers[base] = max(powers.get(base, 0), int(-exp))
+    common = sympy.Mul(*(b**e for b, e in powers.items()))
+    out = [sympy.expand(x * common) for x in expanded]
+    return out if all(x.is_polynomial(*gens) for x in out) else None
 
 
 def _at_least(gap: sympy.Poly) -> bool:
@@ -129,8 +169,9 @@ def _at_least(gap: sympy.Poly) -> bool:
     return rest.as_expr().is_nonnegative is True
 
 
-def adamw_cpu_temporaries(sizes: list[sympy.Expr]) -> sympy.Expr:
+def adamw_cpu_temporaries(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
     """Elements alive in the single-tensor AdamW loop: max of previous + 2 · current."""
+    sizes = list(sizes)
     pairs = {2 * sizes[0]} | {prev + 2 * cur for prev, cur in zip(sizes, sizes[1:])}
     return maximum(*pairs)
 
@@ -143,50 +184,263 @@ def loss_backward_extra(family: str) -> sympy.Expr:
 
 
 def input_bytes(family: str, b: int) -> sympy.Expr:
-    """The step's inputs: x and int64 targets, or the int64 ids (labels are the same tensor)."""
+    """The step's inputs: x (b bytes: the weights' dtype) and int64 targets, or the int64 ids (labels are the
+    same tensor)."""
     return b * B * d_in + 8 * B if family == "mlp" else 8 * B * S
+
+
+OPTIMIZERS = ("adamw", "sgd-momentum", "sgd")
+LOSSES = act.LOSSES
+PHASES = ("forward", "backward", "optimizer")
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """What one training step keeps alive, phase by phase (contract S; see the module docstring).
+
+    ``resident`` is alive the whole step (weights, optimizer state); ``phases`` maps "forward",
+    "backward" and "optimizer" to what is alive at that phase's peak moment besides it.
+    """
+
+    family: str
+    setup: act.Setup
+    saved: act.SavedModel
+    resident: tuple[Term, ...]
+    phases: dict[str, tuple[Term, ...]]
+    optimizer: str = "adamw"
+    foreach: bool = False
+    tied: bool = False
+    bias: bool = False
+    loss: str = "cross-entropy"
+
+    def phase_exprs(self) -> dict[str, sympy.Expr]:
+        """Whole-step bytes at each phase's peak: resident terms plus that phase's terms."""
+        base = sympy.Add(*(t.expr for t in self.resident))
+        return {name: base + sympy.Add(*(t.expr for t in terms)) for name, terms in self.phases.items()}
+
+    def peak(self) -> sympy.Expr:
+        """The step's peak: the largest phase (``maximum``, a ``sympy.Max`` where undecided)."""
+        return maximum(*self.phase_exprs().values())
+
+    def phase_extras(self) -> dict[str, sympy.Expr]:
+        """Each phase's own terms, summed (without the resident ones)."""
+        return {name: sympy.Add(*(t.expr for t in terms)) for name, terms in self.phases.items()}
+
+    def formula(self) -> Formula:
+        """``pytorch.peak.<family>``: the resident terms and one term, the largest phase's own."""
+        s = self.setup
+        phase = Term("phase", "the largest phase: " + " | ".join(
+            f"{name}: " + " + ".join(t.key for t in terms) for name, terms in self.phases.items()),
+            maximum(*self.phase_extras().values()), "bytes", SRC, "peak", _OPTIMIZER_NOTES[self._opt_key()])
+        terms = (*self.resident, phase)
+        names = {x.name for t in terms for x in t.expr.free_symbols}
+        example = {k: v for k, v in {**act.EXAMPLES[self.family], **_EXAMPLE_N[self.family]}.items() if k in names}
+        title = {"adamw": "AdamW", "sgd-momentum": "SGD with momentum", "sgd": "SGD"}[self.optimizer]
+        return Formula(
+            f"pytorch.peak.{self.family}",
+            f"Peak memory of one {title} training step of {act.TITLES[self.family]} ({s.label(self.family)})",
+            terms, source=SRC, name="M_peak", example=example,
+            note="Steady state (optimizer state exists); measured with symbolic.measure.step_peak per phase.")
+
+    def _opt_key(self) -> str:
+        return f"{self.optimizer}-{'foreach' if self.foreach else 'single'}"
+
+
+_OPTIMIZER_NOTES = {
+    "adamw-single": "AdamW single-tensor loop (PyTorch's CPU default): the previous parameter's denominator and "
+                    "two temporaries the size of the current one.",
+    "adamw-foreach": "AdamW foreach (PyTorch's CUDA default): _foreach_sqrt makes one temporary per parameter, "
+                     "T·b, at once.",
+    "sgd-momentum-single": "SGD with momentum, single-tensor loop: buf.mul_(momentum).add_(grad) in place, "
+                           "no temporaries.",
+    "sgd-momentum-foreach": "SGD with momentum, foreach: _foreach_mul_/_foreach_add_ in place, no temporaries.",
+    "sgd-single": "plain SGD: param.add_(grad, alpha=-lr) in place, no temporaries.",
+    "sgd-foreach": "plain SGD: _foreach_add_ in place, no temporaries.",
+}
+
+
+def _term(key: str, title: str, expr: sympy.Expr | int, where: str, note: str = "") -> Term:
+    return Term(key, title, sympy.sympify(expr), "bytes", SRC, where, note)
+
+
+def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw", foreach: bool | None = None,
+         bias: bool | None = None, tied: bool | None = None, loss: str = "cross-entropy",
+         trainable: Sequence[sympy.Expr] | None = None, frozen_bytes: sympy.Expr = 0,
+         saved_override: act.SavedModel | None = None, trainable_count: sympy.Expr | None = None,
+         trainable_bytes: int | None = None) -> StepModel:
+    """What one steady-state training step of ``family`` keeps alive, by phase (contract S).
+
+    ``optimizer``: adamw, sgd-momentum (momentum 0.9) or sgd. ``foreach``: PyTorch's
+    implementation choice (None: its default, foreach on CUDA, the single-tensor loop on the
+    CPU). ``tied``/``bias``: see ``parameter_tensors`` (default: GPT-2 tied, the MLP with
+    biases). ``loss``: the MLP's loss, cross-entropy of its softmax output or mse to one-hot
+    targets. ``trainable``: element counts of the trainable tensors in ``named_parameters()``
+    order, one layer as repeated (as ``parameter_tensors``; None: all of them);
+    ``trainable_count``: their total (default N without ``trainable``, else its sum);
+    ``trainable_bytes``: their element size (default the setup's parameter bytes, fp32 under
+    autocast). ``frozen_bytes``: bytes of frozen (no-gradient) weights. ``saved_override``: a
+    saved model to use instead of ``pytorch.saved.<family>`` (LoRA's). N, the exact parameter
+    count, stays a symbol.
+    """
+    if optimizer not in OPTIMIZERS:
+        raise UnknownNameError(f"unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
+    if loss not in LOSSES:
+        raise UnknownNameError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
+    model = saved_override or act.saved(family, setup, loss=loss)
+    s = model.setup
+    b, pb = s.b, s.param_bytes
+    tied = (family == "gpt2") if tied is None else tied
+    bias = (family == "mlp") if bias is None else bias
+    foreach = (s.device == "cuda") if foreach is None else foreach
+    sizes = list(trainable) if trainable is not None else parameter_tensors(family, bias=bias, tied=tied)
+    count = trainable_count if trainable_count is not None else (N if trainable is None else sympy.Add(*sizes))
+    tb = pb if trainable_bytes is None else trainable_bytes
+    where = f"pytorch.step.{family}"
+    resident = [_term("weights", "trainable weights", tb * count, where,
+                      "fp32 master weights under autocast (the weights themselves)." if s.mixed else
+                      "Parameters in the compute dtype.")]
+    if frozen_bytes != 0:
+        resident.append(_term("frozen_weights", "frozen weights (no gradient, no optimizer state)",
+                              sympy.sympify(frozen_bytes), where))
+    if optimizer == "adamw":
+        resident.append(_term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * count, where,
+                              "torch.zeros_like(param): the parameters' dtype."))
+    elif optimizer == "sgd-momentum":
+        resident.append(_term("optimizer_state", "SGD momentum buffers", tb * count, where,
+                              "torch.clone(grad) at the first step: the parameters' dtype."))
+    saved_expr = model.formula.expr
+    saved_term = _term("saved", "tensors saved for backward (A_saved)", saved_expr, where,
+                       f"pytorch.saved.{family}")
+    if family == "mlp" and s.mixed:
+        # under autocast the network's forward pass peaks at its softmax, before the loss keeps anything
+        before = saved_expr - sympy.Add(*(t.expr for t in model.formula.terms if t.key.startswith("loss.")))
+        forward = [_term("saved_before_loss", "tensors saved for backward before the loss (A_saved less the loss's)",
+                         before, where), *_forward_transients(family, s, loss, bias)]
+    else:
+        forward = [saved_term, *_forward_transients(family, s, loss, bias)]
+    early = saved_expr + _loss_gradients(family, s, loss)
+    # the end of backward: every gradient, the inputs, and with a tied head the embedding's own
+    # gradient beside the head's (buffered until then) and their sum, 2·V·H more
+    tied_end = 2 * tb * V * H if tied and family != "mlp" and trainable is None else 0
+    late = tb * count + input_bytes(family, s.param_bytes) + tied_end
+    if family == "mlp" and trainable is None:
+        # gat's weight gradient is the last: the gradient at its output is still alive (and under
+        # autocast the 16-bit gradient of its weight copy beside the fp32 one)
+        if s.mixed:  # gat's 16-bit weight gradient beside its fp32 cast (and before it, the gradient in flight
+            # at gat's output and the saved 16-bit copy of x, without the fp32 cast)
+            gat = d_in * d_h
+            late = maximum(late + b * gat, late + (b - tb) * gat + b * B * (d_h + d_in))
+        else:
+            late = late + b * B * d_h
+        late = maximum(late, _mlp_up_moment(s, tb, bias))
+    backward = [_term("backward_live", "the larger of: everything saved + the loss's first gradients (start of "
+                                       "backward) | every gradient + the inputs"
+                      + (" + the tied embedding's two V·H gradients" if tied_end else "") + " (end of backward)",
+                      maximum(early, late), where,
+                      "At the start, autograd has freed nothing and the loss's gradients are the largest buffers; at "
+                      "the end, every gradient exists and the saved tensors are gone.")]
+    if optimizer == "adamw":
+        x_opt = tb * (count if foreach else adamw_cpu_temporaries(sizes))
+    else:
+        x_opt = sympy.Integer(0)
+    opt_terms = [_term("gradients", "gradients of the trainable weights", tb * count, where),
+                 _term("optimizer_temporaries", "the optimizer step's temporaries", x_opt, where,
+                       _OPTIMIZER_NOTES[f"{optimizer}-{'foreach' if foreach else 'single'}"]),
+                 _term("inputs", "the step's inputs, still held by the caller", input_bytes(family, s.param_bytes),
+                       where)]
+    return StepModel(family, s, model, tuple(resident),
+                     {"forward": tuple(forward), "backward": tuple(backward), "optimizer": tuple(opt_terms)},
+                     optimizer, foreach, tied, bias, loss)
+
+
+def _mlp_up_moment(s: act.Setup, tb: int, bias: bool) -> sympy.Expr:
+    """Article A's network in backward at ``up``'s weight gradient: the gradients of out, down and up,
+    its input relu1 and three B·d_h gradients in flight (the residual's two branches and up's input).
+    Under autocast up's gradient is first the 16-bit one of its weight copy, then its fp32 cast beside it."""
+    b = s.b
+    done = d_in * n_out + d_h * d_in + ((n_out + d_in) if bias else 0)  # out's and down's, in the weights' dtype
+    current = d_h**2 + (d_h if bias else 0)  # up's: under autocast still the 16-bit gradient of its copy
+    inputs = input_bytes("mlp", s.param_bytes)
+    if not s.mixed:
+        return tb * (done + current) + 4 * b * B * d_h + inputs
+    # up's saved weight copy and gat's saved copy of x; then the cast of up's gradient to fp32, beside
+    # the 16-bit one, with two B·d_h tensors left (relu1's output and the gradient summed for it)
+    before = tb * done + b * current + 4 * b * B * d_h + inputs + b * (d_h**2 + B * d_in)
+    cast = tb * (done + current) + b * d_h**2 + 2 * b * B * d_h + b * B * d_in + inputs
+    return maximum(before, cast)
+
+
+def _loss_gradients(family: str, s: act.Setup, loss: str) -> sympy.Expr:
+    """The loss's first gradients, alive with everything saved at the start of backward."""
+    if family == "mlp":
+        return 2 * s.b * B * n_out
+    return 8 * B * S * V
+
+
+def _forward_transients(family: str, s: act.Setup, loss: str, bias: bool) -> list[Term]:
+    """What is alive at the forward pass's peak besides the saved tensors (and the resident state).
+
+    Language models peak inside the loss, where Hugging Face's ``ForCausalLMLoss`` holds the
+    logits, their fp32 copy and the padded labels while ``log_softmax`` writes its output;
+    under autocast the model's output still holds the fp32 last hidden state, and autocast's
+    cache the 16-bit copies of weights no matmul keeps (biases; article A's first weight). With
+    ``use_cache`` and Llama's eager attention, the cache's K and V copies are alive unsaved.
+    """
+    b = s.b
+    where = f"pytorch.step.{family}"
+    out: list[Term] = []
+    if family == "mlp":
+        if s.mixed:
+            out.append(_term("inputs_fp32", "the fp32 input x (autocast keeps its 16-bit copy)", 4 * B * d_in, where))
+            out.append(_term("residual_fp32", "g + x in fp32 (16-bit g plus the fp32 input), alive until forward returns",
+                             4 * B * d_in, where, "out keeps its 16-bit copy"))
+            out.append(_term("logits", "the 16-bit logits, beside their softmax", b * B * n_out, where))
+            cache = d_in * d_h + ((2 * d_h + d_in + n_out) if bias else 0)
+            out.append(_term("autocast_cache", "autocast's 16-bit copies no matmul keeps: gat's weight"
+                             + (" and the biases" if bias else ""), b * cache, where,
+                             "The weight cache lives until the autocast region ends, after the loss."))
+        return out
+    out.append(_term("logits", "the logits, alive while the loss is computed", b * B * S * V, where))
+    if b != 4:
+        out.append(_term("logits_fp32", "their fp32 copy (Hugging Face upcasts before cross-entropy)",
+                         4 * B * S * V, where))
+    out.append(_term("labels_padded", "the labels padded by one position (int64), before the shift",
+                     8 * B * (S + 1), where, "With B = 1 the shifted labels are a view of them (saved already)."))
+    if s.mixed:
+        out.append(_term("hidden_fp32", "the fp32 last hidden state the model's output still holds", 4 * B * S * H,
+                         where, "Under autocast the final norm's output is fp32; the head keeps a 16-bit copy."))
+        biases = (5 * H + d_ff) * L if family == "gpt2" else ((a + 2 * a_kv) * d_head * L if bias else 0)
+        if biases != 0:
+            out.append(_term("autocast_cache", "autocast's 16-bit copies of the biases (cached, not kept by a matmul)",
+                             b * biases, where, "The weight cache lives until the autocast region ends."))
+    if s.use_cache and family == "gpt2" and s.kernel == "math":
+        out.append(_term("kv_cache", "the KV cache's K and V copies SDPA's math fallback does not keep",
+                         L * 4 * B * S * H, where,
+                         "use_cache with the CPU's math fallback (attention dropout): it keeps fp32 copies of its own; "
+                         "4·B·S·H per layer measured in fp32 (one copy) and 16-bit (both)."))
+    if s.use_cache and family == "llama":
+        kv = B * S * a_kv * d_head
+        # under autocast the rotated K is fp32 (q·cos with fp32 cos) and so is its cache copy; the 16-bit
+        # copy autocast makes for attention is the saved one
+        k_bytes = 4 if s.mixed else b
+        unsaved = (k_bytes + b) * kv if s.kernel != "fused" else (4 * kv if s.mixed else 0)
+        if unsaved != 0:
+            out.append(_term("kv_cache", "the KV cache's K and V copies that attention does not keep",
+                             L * unsaved, where,
+                             "use_cache: alive until the model's output is dropped, after the loss; eager attention "
+                             "keeps repeat_kv's copies instead, SDPA under autocast a 16-bit copy of the fp32 K."))
+    return out
 
 
 def peak(family: str, setup: act.Setup | None = None, *, tied: bool | None = None, bias: bool | None = None,
          **options: object) -> PeakModel:
-    """Peak bytes of one steady-state training step with AdamW (see the module docstring).
-
-    ``tied``: the LM head shares the embedding (default: GPT-2 yes, Llama no). ``bias``: see
-    ``parameter_tensors`` (default: the MLP yes, Llama no). N, the exact parameter count, stays
-    a symbol: give it as a value (``validate`` passes the counted one).
-    """
-    model = act.saved(family, setup, **options)
-    s = model.setup
-    b = s.b
-    tied = (family == "gpt2") if tied is None else tied
-    bias = (family == "mlp") if bias is None else bias
-    if s.device == "cpu":
-        x_opt = b * adamw_cpu_temporaries(parameter_tensors(family, bias=bias, tied=tied))
-        opt_note = ("CPU AdamW (single-tensor loop): the previous parameter's denominator and two temporaries "
-                    "the size of the current one.")
-    else:
-        x_opt = maximum(b * N, 2 * b * V * H) if tied and family != "mlp" else b * N
-        opt_note = "CUDA AdamW (foreach): one temporary per parameter, N·b, at once."
-    extra = loss_backward_extra(family) * (b if family == "mlp" else 1)
-    backward = model.formula.expr + extra
-    optimizer = b * N + x_opt + input_bytes(family, b)
-    terms = (
-        Term("weights", "weights", b * N, "bytes", SRC, "step", "Parameters in the compute dtype."),
-        Term("adamw", "AdamW moments exp_avg and exp_avg_sq", 2 * b * N, "bytes", SRC, "optimizer state",
-             "torch.zeros_like(param): the parameters' dtype."),
-        Term("phase", "the larger of: saved tensors + loss gradients (early backward) | gradients + AdamW "
-                      "temporaries + inputs (optimizer step)",
-             maximum(backward, optimizer), "bytes", SRC, "peak", opt_note),
-    )
-    names = {x.name for t in terms for x in t.expr.free_symbols}
-    example = {k: v for k, v in {**act.EXAMPLES[family], **_EXAMPLE_N[family]}.items() if k in names}
-    formula = Formula(
-        f"pytorch.peak.{family}", f"Peak memory of one AdamW training step of {act.TITLES[family]} ({s.label(family)})",
-        terms, source=SRC, name="M_peak", example=example,
-        note="Steady state (AdamW moments exist); measured with symbolic.measure.step_peak.")
-    return PeakModel(model, formula, tied, backward, optimizer)
+    """The AdamW step of ``step`` as the older two-phase model (backward and optimizer phases)."""
+    s = replace(setup or act.Setup(), **options) if options else setup
+    model = step(family, s, tied=tied, bias=bias)
+    extras = model.phase_extras()
+    return PeakModel(model.saved, model.formula(), model.tied, extras["backward"], extras["optimizer"])
 
 
 _EXAMPLE_N = {"mlp": {"N": 33_585_162}, "gpt2": {"N": 124_439_808, "n_pos": 1024}, "llama": {"N": 8_030_261_248}}
 for _family, _setup in act.CANONICAL.items():
-    register(peak(_family, _setup).formula)
+    register(step(_family, _setup).formula())

@@ -7,12 +7,18 @@ and the report call exactly these)::
 
     plan = planning.plan("llama-3-8b", mode="train", batch=1, seq=4096,
                          precision="bf16-mixed", optimizer="adamw")
-    plan.formula          # Formula "plan.llama-3-8b.train": terms weights, gradients,
-                          # master_weights, optimizer_states, activations, inputs, logits, ...
-                          # N (and N_gpu) are defined by the model's own parameter formula
+    plan.formula          # Formula "plan.llama-3-8b.train", the peak of a step: the resident terms
+                          # (weights, master_weights, optimizer_states, runtime terms) + "peak",
+                          # the maximum of the phases' extras; N (and N_gpu) are defined by the
+                          # model's own parameter formula
+    plan.phases           # {"forward": Formula, "backward": ..., "optimizer": ...} (serving:
+                          # prefill, decode): resident terms + what that phase adds
+    plan.phase_bytes()    # {"forward": ..., "backward": ..., "optimizer": ...} in whole bytes
+    plan.peak_phase, plan.peak_lead   # "optimizer", its lead in bytes over the runner-up
     plan.values           # {"H": 4096, "L": 32, ..., "B": 1, "S": 4096}: every input's number
-    plan.total            # per-GPU bytes (int, rounded up to a whole byte)
-    plan.terms()          # {"weights": 16060522496, ...} in whole bytes
+    plan.total            # per-GPU bytes at the peak (int, each term rounded up to a whole byte)
+    plan.terms()          # every term, resident and of each phase: {"weights": 16060522496, ...}
+    plan.runtime_bytes    # the CUDA runtime's share (context, cuBLAS workspaces, allocator, NCCL)
     plan.evaluate()       # the exact Evaluation (sympy Rationals)
     plan.fit(planning.gpu("h100-80gb"))   # Fit(gpu, total, fits, headroom)
     plan.as_dict(gpu, formulas=True)      # JSON-ready dict (what `symbolic memory --json` prints)
@@ -40,14 +46,19 @@ default; invalid values or combinations raise ``ValueError`` with a one-line mes
   (on for gpt2/bert, whose configs use 0.1), ``zero`` 0 (1, 2, 3), ``sequence_parallel`` False,
   ``microbatches`` pp, ``interleave`` 1 (virtual pipeline stages), ``offload`` False,
   ``logits`` "hf" (megatron, fused), ``activations`` "korthikanti" (article-b, pytorch);
-- with ``activations="pytorch"`` (what torch.autograd saves in one step of the Hugging Face
-  implementation, measured; ``planning.pytorch``): ``attn`` "sdpa" (eager), ``device`` "cuda"
-  (cpu), and different defaults: ``precision`` "bf16" (pure fp32 or bf16 only: what was
-  measured), ``dropout`` on when the config has dropout probabilities (off: none kept). Its
-  terms are ``activations``, ``inputs``, ``logits`` (together the bytes saved for backward,
-  ``plan.activation_bytes``) and ``loss_gradients``. Not modelled with it, a ``ValueError``:
-  mixed precision, tp or pp > 1, recompute, mixture-of-experts models, logits other than "hf".
-  ``attn`` and ``device`` change nothing with the other activation models (a note says so);
+- with ``activations="pytorch"`` (one PyTorch step of the Hugging Face implementation, measured;
+  ``planning.pytorch`` over ``library.peak_pytorch.step``): ``attn`` "sdpa" (eager), ``device``
+  "cuda" (cpu), ``use_cache`` the config's, ``dropout_masks`` bool on cuda and dtype on cpu, and
+  different defaults: ``precision`` "bf16" (fp32, bf16, bf16-mixed, fp16-mixed), ``optimizer``
+  adamw, sgd-momentum or sgd, ``dropout`` on when the config has dropout probabilities (off:
+  none kept). Its terms are ``activations``, ``inputs``, ``logits`` (together the bytes saved
+  for backward, ``plan.activation_bytes``), ``loss_gradients`` and the step's own. Not modelled
+  with it, a ``ValueError``: tp or pp > 1, recompute, mixture-of-experts models, logits other
+  than "hf". ``attn`` and ``device`` change nothing with the other activation models (a note
+  says so). Article A's network is the model "mlp" (or "mlp-nobias"), trained with it only,
+  ``loss`` cross-entropy or mse;
+- ``runtime`` (both modes, default on): the CUDA runtime's terms (``library.runtime``) on every
+  GPU, not with ``device="cpu"``;
 - inference: ``weights`` "bf16" (fp32, fp16, bf16, int8, int4), ``kv_dtype`` the weights' dtype
   for 16/32-bit weights, else "bf16" (fp32, fp16, bf16, fp8, int8, int4).
 

@@ -1,4 +1,11 @@
-"""Building a plan: one composed ``Formula`` of per-GPU memory and the values to evaluate it.
+"""Building a plan: per-GPU memory as phases, their peak as one composed ``Formula``, and the values.
+
+A plan is a ``Layout``: resident terms (alive the whole step) and, per phase, what is
+alive at that phase's peak moment besides them (``planning.phases``). ``Plan.formula`` is the
+peak: the resident terms plus one ``peak`` term, the maximum of the phases' extras; each phase
+is a named Formula too (``Plan.phases``). Training phases: forward, backward, optimizer;
+serving: prefill, decode. Runtime terms (``library.runtime``: CUDA context, workspaces,
+allocator, NCCL) join every CUDA plan as resident terms unless ``runtime`` is off.
 
 Training, per GPU (the most loaded one: first pipeline stage):
 
@@ -13,15 +20,25 @@ Training, per GPU (the most loaded one: first pipeline stage):
 - ``inputs``: int64 token ids 8sb and the embedding dropout mask sbh, per micro-batch in flight
   (Megatron's ``compute_activation_memory``);
 - ``logits`` (p = 1 only: with pipelines the last stage holds them, with far fewer activations);
-- with ``activations="pytorch"``: ``activations``, ``inputs``, ``logits`` and ``loss_gradients``
-  as PyTorch's autograd keeps them (``planning.pytorch``; one device, no recompute).
+- ``loss_gradients`` (backward phase): the fp32 gradients of ``nll_loss`` and ``log_softmax``
+  (8·B·S·V, measured with PyTorch, ``pytorch.peak.*``), alive with everything saved at the
+  start of backward; ``logits_forward`` (forward phase) are the model's 16-bit logits and their fp32
+  upcast while the loss runs (Hugging Face); neither is saved for backward;
+- ``gradients`` and ``optimizer_temporaries`` (optimizer phase): PyTorch's default AdamW on
+  CUDA (foreach) makes one temporary per parameter it updates, in the optimizer's dtype;
+- with ``activations="pytorch"``: the step of ``library.peak_pytorch`` (``planning.pytorch``;
+  one device, no recompute), with the saved tensors grouped as ``activations``, ``inputs`` and
+  ``logits``.
 
-Inference, per GPU: weights (quantised layers plus 16-bit embeddings and head), ``kv_cache``,
-``activations`` (the prefill working set of one layer) and ``logits`` of the last position.
+Inference, per GPU: resident weights (quantised layers plus 16-bit embeddings and head) and
+``kv_cache``; prefill: ``activations`` (the working set of one layer for the prompt chunk) and
+``logits`` of the last position; decode: ``decode_activations`` (one token per sequence) and
+the same logits.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,14 +54,16 @@ from ..formula import Evaluation, Formula, to_plain
 from ..library import activations as acts
 from ..library import inference as infer
 from ..library import parallel as par
+from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
 from ..library import registry
 from ..plan_options import PlanOptionError
 from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
 from ..term import Term
 from ..units import format_bytes
-from . import pytorch
+from . import finetune, pytorch
 from .model import ModelShape
+from .phases import PEAK_KEY, Layout, lead
 from .regime import Regime
 
 
@@ -73,11 +92,13 @@ class Fit:
 
 @dataclass
 class Plan:
-    """Per-GPU memory of one model under one regime: a ``Formula`` and its values.
+    """Per-GPU memory of one model under one regime: phases, their peak as a ``Formula``, and values.
 
-    ``formula`` is an ordinary Formula (differentiate, solve, render it); ``values`` maps every
-    input symbol's name to its number; ``host`` is host memory per GPU process (offload only);
-    ``saved`` is the saved-for-backward model behind ``activations="pytorch"`` (else None).
+    ``formula`` is the peak (resident terms + ``peak``, the maximum of the phases' extras): an
+    ordinary Formula (differentiate, solve, render it); ``phases`` maps each phase name to its
+    own Formula (resident + that phase's terms); ``values`` maps every input symbol's name to its
+    number; ``host`` is host memory per GPU process (offload only); ``saved`` is the
+    saved-for-backward model behind ``activations="pytorch"`` (else None).
     """
 
     model: ModelShape
@@ -88,11 +109,13 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     host_values: dict[str, object] = field(default_factory=dict)
     saved: pytorch.SavedActivations | None = None
+    layout: Layout | None = None
     _evaluation: Evaluation | None = field(default=None, repr=False)
+    _parts: dict[str, int] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:  # display methods: symbolic.display renders
         return display.short("Plan", f"{self.model.name} {self.regime.mode}", f"{format_bytes(self.total)} per GPU",
-                             f"{len(self.formula.terms)} terms")
+                             f"peak in {self.peak_phase}", f"{len(self.terms())} terms")
 
     def _repr_html_(self) -> str:
         return display.html(display.plan_table(self))
@@ -102,23 +125,77 @@ class Plan:
         return display.frame(display.plan_table(self))
 
     def evaluate(self) -> Evaluation:
-        """Exact per-term values and total (cached)."""
+        """Exact values of the peak formula's terms (resident + ``peak``) and its total (cached)."""
         if self._evaluation is None:
             self._evaluation = self.formula.evaluate(self.values)
         return self._evaluation
 
     @property
     def total(self) -> int:
-        """Per-GPU bytes: the sum of the terms, each rounded up to a whole byte.
+        """Per-GPU bytes at the peak: the formula's terms, each rounded up to a whole byte.
 
-        A sharded term (N/n_d) can be fractional; rounding each up keeps the table's rows
-        adding up to its total, and errs by at most one byte a term on the safe side.
+        A sharded term (N/n_d) can be fractional; rounding each up errs by at most one byte a
+        term on the safe side. Equals the largest of ``phase_bytes()``.
         """
-        return sum(self.terms().values())
+        return sum(_ceil(value) for _, value in self.evaluate().terms)
 
     def terms(self) -> dict[str, int]:
-        """Each term in whole bytes (rounded up), in formula order."""
-        return {term.key: _ceil(value) for term, value in self.evaluate().terms}
+        """Every component term in whole bytes (rounded up): the resident ones, then each phase's."""
+        if self._parts is None:
+            self._parts = {term.key: _ceil(value) for term, value in self.evaluate_terms().terms}
+        return dict(self._parts)
+
+    def evaluate_terms(self) -> Evaluation:
+        """Exact values of every component term (resident and each phase's); its total is their sum, not the peak."""
+        parts = self._components()
+        return parts.evaluate(parts.restrict(self.values))
+
+    def _components(self) -> Formula:
+        terms = self.layout.components() if self.layout is not None else list(self.formula.terms)
+        return Formula(self.formula.key + ".terms", self.formula.title, terms, source=self.formula.source,
+                       definitions=self.formula.definitions)
+
+    @property
+    def phases(self) -> dict[str, Formula]:
+        """Each phase as a named Formula: the resident terms plus what that phase adds."""
+        if self.layout is None:
+            return {}
+        f = self.formula
+        return {name: Formula(f"{f.key}.{name}", f"{f.title}: {name}", (*self.layout.resident, *extra),
+                              source=f.source, name=f"M_{name}", definitions=f.definitions)
+                for name, extra in self.layout.phases.items()}
+
+    def phase_bytes(self) -> dict[str, int]:
+        """Per-GPU bytes of each phase (resident terms rounded up, plus the phase's extras rounded up)."""
+        if self.layout is None:
+            return {}
+        values = self.evaluate()
+        resident = sum(_ceil(v) for t, v in values.terms if t.key != PEAK_KEY)
+        point = {**values.values, **values.derived}
+        from ..algebra import at_point
+
+        return {name: resident + _ceil(at_point(self.layout.extra(name), point)) for name in self.layout.phases}
+
+    def phase_terms(self) -> dict[str, list[str]]:
+        """The keys of the terms each phase adds to the resident ones."""
+        return {} if self.layout is None else {n: [t.key for t in ts] for n, ts in self.layout.phases.items()}
+
+    @property
+    def resident_keys(self) -> list[str]:
+        """The keys of the terms alive through every phase."""
+        return [t.key for t in self.formula.terms if t.key != PEAK_KEY]
+
+    @property
+    def peak_phase(self) -> str | None:
+        """The phase that sets the peak (the first of equal ones)."""
+        found = self.phase_bytes()
+        return lead(found)[0] if found else None
+
+    @property
+    def peak_lead(self) -> int:
+        """Bytes by which the peak phase exceeds the runner-up."""
+        found = self.phase_bytes()
+        return lead(found)[1] if found else 0
 
     def host_terms(self) -> dict[str, int]:
         """Host-memory terms (offload) in whole bytes; empty without offload."""
@@ -131,22 +208,35 @@ class Plan:
         return sum(self.host_terms().values())
 
     def fit(self, gpu: GPU) -> Fit:
-        """Does the plan fit ``gpu``? Headroom = capacity − total."""
+        """Does the plan's peak fit ``gpu``? Headroom = capacity − peak."""
         total = self.total
         return Fit(gpu, total, total <= gpu.bytes, gpu.bytes - total)
 
     def solve(self, symbol: str, budget: object) -> Solution:
-        """Largest whole value of ``symbol`` (e.g. "B", "S") with the total within ``budget`` bytes."""
+        """Largest whole value of ``symbol`` (e.g. "B", "S") with the peak within ``budget`` bytes."""
         given = {k: v for k, v in self.values.items() if k != symbol}
         return self.formula.solve(symbol, budget, given)
 
     def with_terms(self, terms: Iterable[CustomTerm], values: Mapping[str, object] | None = None) -> Plan:
-        """This plan with user-defined terms added to the per-GPU total.
+        """This plan with user-defined terms added to every phase (resident terms).
 
         ``values`` gives numbers for the symbols the terms introduce; a value for a symbol the
         plan already sets, or one no term uses, is an error (change the plan's options instead).
         """
-        formula = with_terms(self.formula, terms)
+        terms = list(terms)
+        resident = [t for t in self.formula.terms if t.key != PEAK_KEY]
+        peak = [t for t in self.formula.terms if t.key == PEAK_KEY]
+        taken = set(self.terms())
+        clash = [c.name for c in terms if c.name in taken]
+        if clash:
+            from ..custom import CustomTermError
+
+            raise CustomTermError(f"term {clash[0]!r} already exists in {self.formula.key}")
+        added = with_terms(Formula(self.formula.key, self.formula.title, resident, source=self.formula.source),
+                           terms).terms[len(resident):]
+        formula = Formula(self.formula.key, self.formula.title, (*resident, *added, *peak),
+                          source=self.formula.source, where=self.formula.where, note=self.formula.note,
+                          name=self.formula.name, definitions=self.formula.definitions, example=self.formula.example)
         extra = dict(values or {})
         missing = {s.name for s in formula.inputs} - set(self.values) - set(extra) - {
             s.name for s in formula.definitions}
@@ -159,8 +249,9 @@ class Plan:
                                  "--set is for symbols that custom terms introduce")
             if name not in inputs:
                 raise UnknownSymbolError(name, sorted(inputs - set(self.values)), "the custom terms")
+        layout = self.layout.with_resident(added) if self.layout is not None else None
         return Plan(self.model, self.regime, formula, {**self.values, **extra}, self.host, list(self.notes),
-                    dict(self.host_values), self.saved)
+                    dict(self.host_values), self.saved, layout)
 
     @property
     def cache_bytes(self) -> int:
@@ -172,15 +263,25 @@ class Plan:
         """With ``activations="pytorch"``: the bytes saved for backward (activations + inputs + logits)."""
         return None if self.saved is None else self.saved.total(self.values)
 
+    @property
+    def runtime_bytes(self) -> int:
+        """The CUDA runtime's own share of the total (``library.runtime`` terms; 0 without them)."""
+        keys = set(runtime_keys())
+        return sum(v for k, v in self.terms().items() if k in keys)
+
     def as_dict(self, gpu: GPU | None = None, formulas: bool = False) -> dict[str, object]:
-        """Plain data for JSON and reports: totals, terms, choices, values; fit with ``gpu``."""
+        """Plain data for JSON and reports: the peak, its phases, terms, choices, values; fit with ``gpu``."""
         evaluation = self.evaluate()
+        found = self.phase_bytes()
         data: dict[str, object] = {
             "model": self.model.name, "mode": self.regime.mode, "options": self.regime.options(),
             "defaults": list(self.regime.defaulted), "gpus_in_job": self.regime.gpus,
             "total_bytes": self.total, "total_human": format_bytes(self.total),
+            "phases": found, "peak_phase": self.peak_phase, "peak_lead_bytes": self.peak_lead,
+            "phase_terms": self.phase_terms(), "resident_terms": self.resident_keys,
             "terms": self.terms(),
-            "titles": {t.key: t.title for t in self.formula.terms},
+            "titles": {t.key: t.title for t in self._components().terms},
+            "runtime_bytes": self.runtime_bytes,
             "values": {k: to_plain(sympy.Rational(v)) if not isinstance(v, str) else v for k, v in self.values.items()},
             "derived": {s.name: to_plain(v) for s, v in evaluation.derived.items()},
             "notes": list(self.notes),
@@ -197,7 +298,9 @@ class Plan:
         if formulas:
             data["formula"] = {
                 "text": str(self.formula), "latex": self.formula.latex(equation=True),
-                "terms": {t.key: printing.text(t.expr) for t in self.formula.terms},
+                "terms": {t.key: printing.text(t.expr) for t in self._components().terms},
+                "phases": {name: str(f) for name, f in self.phases.items()},
+                "peak": printing.text(self.formula.term(PEAK_KEY).expr) if self.layout is not None else None,
                 "definitions": {s.name: str(d) for s, d in _all_definitions(self.formula).items()},
             }
         if gpu is not None:
@@ -235,21 +338,54 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     if saved is not None:
         notes += pytorch.notes(regime, saved)
     if regime.train:
-        terms, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes, saved)
-        title = f"Training memory per GPU of {model.name}"
+        layout, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes, saved)
+        title = f"Peak training memory per GPU of {model.name}"
     else:
-        terms, definitions, host = _infer_terms(model, regime, tp_s, pp_s, values, notes)
-        title = f"Inference memory per GPU of {model.name}"
-    formula = Formula(f"plan.{model.name}.{regime.mode}", title, terms, source="project", name="M_gpu",
-                      definitions=definitions, note="; ".join(notes))
+        layout, definitions, host = _infer_terms(model, regime, tp_s, pp_s, values, notes)
+        title = f"Peak inference memory per GPU of {model.name}"
+    layout = _with_runtime(layout, regime, notes)
+    formula = Formula(f"plan.{model.name}.{regime.mode}", title, (*layout.resident, layout.peak_term()),
+                      source="project", name="M_gpu", definitions=definitions, note="; ".join(notes))
     host_formula = None
     if host:
         host_formula = Formula(f"plan.{model.name}.host", f"Host memory per GPU process of {model.name} (offload)",
                                host, source="ren2021", name="M_host", definitions=definitions)
     host_values = host_formula.restrict(values) if host_formula is not None else {}
-    plan = Plan(model, regime, formula, formula.restrict(values), host_formula, notes, host_values, saved)
+    plan = Plan(model, regime, formula, formula.restrict(values), host_formula, notes, host_values, saved, layout)
     formula.example = {k: v for k, v in plan.values.items() if isinstance(v, (int, str))}
     return plan
+
+
+def runtime_keys() -> tuple[str, ...]:
+    """The keys of the runtime's terms (``library.runtime``, contract R)."""
+    return RUNTIME_KEYS
+
+
+def _with_runtime(layout: Layout, r: Regime, notes: list[str]) -> Layout:
+    """The CUDA runtime's own memory as resident terms (every CUDA plan unless ``runtime`` is off)."""
+    on_cpu = r.train and r.activations == "pytorch" and r.device == "cpu"
+    if on_cpu:
+        notes.append("runtime: none counted (device cpu: no CUDA context, workspaces or caching allocator)")
+        return layout
+    if not r.runtime:
+        notes.append("runtime: left out (--no-runtime); a CUDA process also holds its context, cuBLAS workspaces "
+                     "and allocator slack")
+        return layout
+    try:
+        from ..library import runtime
+    except ImportError:  # contract R not there yet
+        notes.append("runtime: the runtime terms are not available in this build")
+        return layout
+    tensors = sympy.Add(*(t.expr for t in layout.resident), layout.peak_term().expr)
+    extra = {"ep": r.ep} if r.ep > 1 and "ep" in inspect.signature(runtime.terms).parameters else {}
+    terms = runtime.terms(gpus_in_job=r.gpus, dp=r.dp, tp=r.tp, pp=r.pp, tensors=tensors,
+                          mode="train" if r.train else "serve", **extra)
+    notes.append(getattr(runtime, "RUNTIME_NOTE", "") or f"runtime: {', '.join(t.key for t in terms)} counted "
+                 "on every GPU; --no-runtime leaves them out")
+    return layout.with_resident(terms)
+
+
+RUNTIME_KEYS = ("cuda_context", "cublas_workspace", "allocator", "nccl")
 
 
 def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
@@ -277,36 +413,118 @@ def _experts_term(model: ModelShape, pp_s: sympy.Expr | int) -> Term:
                 "job's total is all n_exp experts.")
 
 
+GRADIENT_KEYS = ("gradients", "fp32_gradients")  # model-state terms that exist from backward to the step
+
+
 def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                  values: dict[str, object], notes: list[str],
-                 saved: pytorch.SavedActivations | None = None) -> tuple[list[Term], dict, list[Term]]:
+                 saved: pytorch.SavedActivations | None = None) -> tuple[Layout, dict, list[Term]]:
     params, definitions = _params(model, r, tp_s, pp_s)
-    factored = model.factored_entries() / (tp_s * pp_s) if r.optimizer == "adafactor" else None
-    if factored is not None and (r.tp > 1 or r.pp > 1):
-        notes.append("Adafactor's row and column accumulators are divided by t·p like the parameters (an "
-                     "approximation: a column-split matrix keeps all its rows)")
-    states = prec.state_terms(r.precision, r.optimizer, r.grads, params=params, factored_entries=factored)
-    if r.zero:
-        values["n_d"] = r.dp
-    states = par.shard_terms(states, r.zero, n_d)
-    host: list[Term] = []
-    if r.offload:
-        states, host = par.split_offload(states)
-        host.append(par.host_buffer_term(host))
-    terms = list(states)
+    gathered: list[Term] = []
     if r.zero == 3 and r.dp > 1:  # with one data-parallel rank nothing is partitioned or gathered
         name, size = model.largest_matrix()
         regime_prec = prec.get(r.precision)
         grad_bytes = 4 if r.grads == "fp32" else 2
-        terms.append(par.gathered_layer_term(size / tp_s, regime_prec.weight_bytes, grad_bytes, name))
+        gathered.append(par.gathered_layer_term(size / tp_s, regime_prec.weight_bytes, grad_bytes, name))
     if saved is not None:  # activations="pytorch": one device, no recompute (regime.resolve checks)
-        return terms + pytorch.terms(saved), definitions, host
+        step = pytorch.layout(model, r, saved, params, values, notes)
+        if gathered:  # ZeRO-3 gathers one module at a time during the forward and backward passes
+            step = Layout(step.resident, {k: ((*gathered, *v) if k != "optimizer" else v) for k, v in step.phases.items()})
+        host: list[Term] = []
+        if r.offload:  # ZeRO-Offload: optimizer states on the host, and the optimizer step runs there
+            resident, host = par.split_offload(list(step.resident))
+            host.append(par.host_buffer_term(host))
+            step = Layout(tuple(resident), {k: tuple(t for t in v if t.key != "optimizer_temporaries")
+                                            for k, v in step.phases.items()})
+        return step, definitions, host
+    states, host = _states(model, r, tp_s, pp_s, params, values, notes)
+    resident = [s for s in states if not _is_gradient(s.key)]
+    grads = [s for s in states if _is_gradient(s.key)]
+    optimizer = [*grads, *_optimizer_temporaries(r, params, grads)]
     if r.activations == "article-b":
-        terms += _article_b_terms()
         article = registry.get("llm.activations")
         definitions = {**definitions, **article.definitions}
-        return terms, definitions, host
+        kept = [article.term("layers").replace(key="activations"), article.term("logits")]
+        transient = registry.get("llm.peak").term("backward_extra").replace(key="logits_grad")
+        return Layout(tuple(resident), {"forward": (*gathered, *kept), "backward": (*gathered, *kept, transient),
+                                        "optimizer": tuple(optimizer)}), definitions, host
     act_bytes = prec.get(r.precision).activation_bytes
+    kept, rebuilt = _korthikanti_terms(model, r, tp_s, pp_s, values, notes, act_bytes)
+    forward, backward = list(kept), list(kept)
+    if r.pp == 1:
+        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s)
+        forward += during_loss
+        backward += loss_grads
+    return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
+                                    "optimizer": tuple(optimizer)}), definitions, host
+
+
+def _is_gradient(key: str) -> bool:
+    return key in GRADIENT_KEYS or "grad" in key.split(".")[-1]
+
+
+def _states(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int, params: sympy.Expr,
+            values: dict[str, object], notes: list[str]) -> tuple[list[Term], list[Term]]:
+    """(device model-state terms, host terms): precision × optimizer (or fine-tuning), ZeRO, offload."""
+    if finetune.active(r) and hasattr(finetune, "state_terms"):
+        states = list(finetune.state_terms(model, r, params))
+    else:
+        factored = model.factored_entries() / (tp_s * pp_s) if r.optimizer == "adafactor" else None
+        if factored is not None and (r.tp > 1 or r.pp > 1):
+            notes.append("Adafactor's row and column accumulators are divided by t·p like the parameters (an "
+                         "approximation: a column-split matrix keeps all its rows)")
+        states = prec.state_terms(r.precision, r.optimizer, r.grads, params=params, factored_entries=factored)
+    if r.zero:
+        values["n_d"] = r.dp
+    states = [s for s in _shard(states, r.zero)]
+    host: list[Term] = []
+    if r.offload:
+        states, host = par.split_offload(states)
+        host.append(par.host_buffer_term(host))
+    return states, host
+
+
+def _shard(states: list[Term], zero: int) -> list[Term]:
+    """ZeRO sharding of the model-state terms it knows; other terms (adapters, frozen base) stay whole."""
+    known = [s for s in states if s.key in par.SHARDED_FROM]
+    sharded = {s.key: s for s in par.shard_terms(known, zero, n_d)}
+    return [sharded.get(s.key, s) for s in states]
+
+
+def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> list[Term]:
+    """AdamW's temporaries in the optimizer step: PyTorch's default on CUDA (foreach), one per parameter."""
+    if r.optimizer != "adamw" or r.offload:
+        return []
+    if finetune.active(r):  # the trainable tensors only (adapters, or all but the embedding), in their dtype
+        expr = sympy.Add(*(g.expr for g in grads if g.key == "gradients"))
+    else:
+        expr = prec.get(r.precision).state_bytes * params / (n_d if r.zero >= 1 else 1)
+    return [Term("optimizer_temporaries", "AdamW's foreach temporaries: one per parameter it updates", expr, "bytes",
+                 pypeak.SRC, "torch.optim.AdamW (foreach)",
+                 "_foreach_sqrt(exp_avg_sq) makes one temporary per parameter, in the optimizer's dtype (fp32 with "
+                 "mixed precision), over the parameters this rank updates (its ZeRO shard). Fused implementations "
+                 "(fused=True, apex or DeepSpeed FusedAdam) keep none: an upper bound for them.")]
+
+
+def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
+    if kind != "hf":
+        return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
+    upcast = 4 if act_bytes != 4 else 0
+    return ([Term("logits_forward", f"the model's logits ({act_bytes} bytes) and their fp32 upcast while the loss runs",
+                  (act_bytes + upcast) * S * B * V / tp_s, "bytes", "huggingface", "ForCausalLMLoss",
+                  "logits.float() before cross-entropy; both are released when the forward pass ends (only the "
+                  "fp32 log-softmax is saved)."
+                  + ("" if upcast else " In fp32 the upcast is the logits themselves."))],
+            [Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
+                  pypeak.loss_backward_extra("gpt2") / tp_s, "bytes", pypeak.SRC, "pytorch.peak.gpt2",
+                  "Alive with everything saved for backward when the backward pass starts (measured with PyTorch "
+                  "on GPT-2 and Llama); not saved for backward.")])
+
+
+def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
+                       values: dict[str, object], notes: list[str], act_bytes: int) -> tuple[list[Term], list[Term]]:
+    """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
                                 act_bytes=act_bytes)
     sp = r.sequence_parallel and r.tp > 1
@@ -325,41 +543,39 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
             layers = layers * (1 + (p - 1) / (p * v_pp))
             values["v_pp"] = r.interleave
             how += " × (1 + (p − 1)/(p·v)) interleaved"
-    terms.append(Term("activations", f"activations: {how} × one layer ({variant.name}, recompute {r.recompute})",
-                      layers * per, "bytes", "korthikanti2022", "§4.1, §4.2.3 (pipeline)",
-                      f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors."))
+    kept = [Term("activations", f"activations: {how} × one layer ({variant.name}, recompute {r.recompute})",
+                 layers * per, "bytes", "korthikanti2022", "§4.1, §4.2.3 (pipeline)",
+                 f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
+    rebuilt: list[Term] = []
     if r.recompute == "full":
-        rebuilt = acts.per_layer(variant, "none", tp_s, sp).xreplace(widths)
-        terms.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", rebuilt, "bytes",
-                          "project", "", "Full recompute stores only layer inputs, but the layer being "
-                          "back-propagated holds all its activations for a moment."))
+        again = acts.per_layer(variant, "none", tp_s, sp).xreplace(widths)
+        rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
+                            "project", "", "Full recompute stores only layer inputs, but the layer being "
+                            "back-propagated holds all its activations for a moment."))
     hidden_tp = tp_s if sp else 1
     inputs = 8 * S * B + (S * B * H / hidden_tp if r.dropout else 0)
-    terms.append(Term("inputs", "token ids (int64)" + (" and embedding dropout mask" if r.dropout else "")
-                      + (f", × {in_flight} micro-batches in flight" if r.pp > 1 else ""),
-                      inputs * in_flight, "bytes", "megatron", "compute_activation_memory"))
+    kept.append(Term("inputs", "token ids (int64)" + (" and embedding dropout mask" if r.dropout else "")
+                     + (f", × {in_flight} micro-batches in flight" if r.pp > 1 else ""),
+                     inputs * in_flight, "bytes", "megatron", "compute_activation_memory"))
     if r.pp == 1:
-        parts = acts.logits_terms(r.logits, act_bytes, tp_s, sp)
+        parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = "korthikanti2022" if r.logits == "megatron" else "huggingface"
-        terms.append(Term("logits", f"output layer and loss ({r.logits} accounting)", expr, "bytes", source,
-                          "", detail))
+        kept.append(Term("logits", f"output layer and loss: what is saved for backward ({r.logits} accounting)",
+                         expr, "bytes", source, "", detail))
     else:
         notes.append("the last pipeline stage holds the logits instead; this plan is the first stage, which holds "
                      "L layers' worth of activations")
-    return terms, definitions, host
+    return kept, rebuilt
 
 
-def _article_b_terms() -> list[Term]:
-    article = registry.get("llm.activations")
-    peak = registry.get("llm.peak")
-    return [article.term("layers").replace(key="activations"), article.term("logits"),
-            peak.term("backward_extra").replace(key="logits_grad")]
+# the parts of ``acts.logits_terms`` that are saved for backward (the others are transient: _loss_transients)
+SAVED_LOGITS = ("output_inputs", "logits_fp32", "lm_head_input", "log_softmax_fp32")
 
 
 def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                 values: dict[str, object], notes: list[str]) -> tuple[list[Term], dict, list[Term]]:
+                 values: dict[str, object], notes: list[str]) -> tuple[Layout, dict, list[Term]]:
     head_here = model.head if r.pp == 1 else 0
     if r.ep > 1:
         quantised = (N - model.experts - model.first_stage - model.head) / (pp_s * tp_s) + model.experts / (e_p * pp_s)
@@ -368,21 +584,26 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     else:
         quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
-    terms = infer.weight_terms(r.weights, quantised, kept)
+    resident = infer.weight_terms(r.weights, quantised, kept)
     for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
-        terms.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
+        resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
     act = 4 if r.weights == "fp32" else 2
     mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
     work = act * S * B * (2 * H + mlp)
+    step = act * B * (2 * H + mlp)
     if not r.flash:
         work += act * a * S**2 * B / tp_s
-    terms.append(Term("activations", "prefill working set of one layer" + ("" if r.flash else " (with s² scores)"),
-                      work, "bytes", "project", "",
-                      "Residual stream, norm output and MLP intermediates of one layer for B×S prompt tokens; "
-                      "layers run one after another, so only one layer's tensors are alive. Decode steps need far "
-                      "less. An estimate, not from a paper."))
-    terms.append(Term("logits", "fp32 logits of the last position", 4 * B * V / tp_s, "bytes", "huggingface", "",
-                      "Generation keeps the logits of the last position only."))
+        step += act * a * S * B / tp_s
+    prefill = Term("activations", "prefill working set of one layer" + ("" if r.flash else " (with s² scores)"),
+                   work, "bytes", "project", "",
+                   "Residual stream, norm output and MLP intermediates of one layer for the B×S tokens of the "
+                   "largest prompt chunk (the whole prompt); layers run one after another, so only one layer's "
+                   "tensors are alive. An estimate, not from a paper.")
+    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
+                  + ("" if r.flash else " (with its 1×S scores)"), step, "bytes", "project", "",
+                  "The prefill working set with one token per sequence instead of S.")
+    logits = Term("logits", "fp32 logits of the last position", 4 * B * V / tp_s, "bytes", "huggingface", "",
+                  "Generation keeps the logits of the last position only.")
     if r.pp > 1:
         notes.append("pipeline stages hold L/p layers each; this plan is the first stage (embeddings, no head)")
-    return terms, {N: model.params}, []
+    return Layout(tuple(resident), {"prefill": (prefill, logits), "decode": (decode, logits)}), {N: model.params}, []

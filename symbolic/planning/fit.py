@@ -1,8 +1,10 @@
 """Fit questions: does a plan fit a GPU, the largest batch or context, the fewest GPUs.
 
 The batch and context answers use ``Formula.solve`` (``algebra.solve_max``) on the plan's
-composed total. The fewest data-parallel GPUs under ZeRO solves the total, which has the form
-A + C/N_d, exactly: N_d = ⌈C / (capacity − A)⌉. Tensor- and pipeline-parallel degrees are
+composed peak (the largest of its phases). The fewest data-parallel GPUs under ZeRO searches the
+peak, which falls with N_d (each phase has the form A + C/N_d): A, the part no degree shards, is
+its value as N_d → ∞, and the smallest N_d within the capacity is found by bisection, then
+checked against the plan at that degree (whose NCCL share grows with the ranks). Tensor- and pipeline-parallel degrees are
 discrete choices constrained by the model (heads, layers), so they are tried in increasing order.
 """
 
@@ -48,7 +50,9 @@ class Answer:
             "next_total_bytes": self.next_total,
         }
         if self.plan is not None:
-            data["total_bytes"] = self.plan.total
+            data["total_bytes"] = self.plan.total  # the peak of a step: the largest phase
+            data["phases"] = self.plan.phase_bytes()
+            data["peak_phase"] = self.plan.peak_phase
             data["headroom_bytes"] = self.gpu.bytes - self.plan.total
             data["options"] = self.plan.regime.options()
         return data
@@ -151,22 +155,36 @@ def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options:
                       f"one {gpu.name} is enough without sharding: {format_bytes(single.total)}")
     base = make(model, **{**options, "dp": 2})  # dp > 1, so every sharded and ZeRO-3 term is present
     given = {k: v for k, v in base.values.items() if k != "n_d"}
-    expr = base.formula.subs(given)
-    floor = sympy.limit(expr, n_d, sympy.oo)  # the part no data-parallel degree shards
-    at_one = expr.xreplace({n_d: 1})
     capacity = sympy.Integer(gpu.bytes)
+    expr = base.formula.subs(given)  # the peak: every phase's A + C/N_d, and their maximum
+    floor = expr.xreplace({n_d: sympy.oo})  # the part no data-parallel degree shards
     if floor >= capacity:
         return Answer("gpus", gpu, "none", None, "dp", None, None, None,
                       f"even unlimited data parallelism (ZeRO-{options['zero']}) leaves {format_bytes(floor)} per GPU "
                       f"that is not sharded, more than {gpu.name}'s {format_bytes(capacity)}")
-    degree = max(2, _int((at_one - floor) / (capacity - floor)) or 2)  # one GPU was tried above
-    while expr.xreplace({n_d: degree}) > capacity:  # guards the closed form against rounding
-        degree += 1
+    degree = _fewest(expr, capacity)
     plan = make(model, **{**options, "dp": degree})
+    while plan.total > capacity:  # guards the closed form against rounding (and NCCL's share growing with ranks)
+        degree += 1
+        plan = make(model, **{**options, "dp": degree})
     smaller = _int(expr.xreplace({n_d: degree - 1})) if degree > 1 else None
     return Answer("gpus", gpu, "ok", degree, "dp", plan.regime.gpus, plan, smaller,
                   f"dp {degree} with ZeRO-{options['zero']} fits {gpu.name}: {_plural(plan.regime.gpus)}, "
                   f"{format_bytes(plan.total)} each (the unsharded part is {format_bytes(floor)})")
+
+
+def _fewest(expr: sympy.Expr, capacity: sympy.Integer) -> int:
+    """The smallest N_d ≥ 2 with ``expr`` (non-increasing in N_d: A + C/N_d per phase) within ``capacity``."""
+    lo, hi = 1, 2  # invariant once found: expr(lo) > capacity ≥ expr(hi); one GPU was tried by the caller
+    while expr.xreplace({n_d: hi}) > capacity:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if expr.xreplace({n_d: mid}) > capacity:
+            lo = mid
+        else:
+            hi = mid
+    return max(hi, 2)
 
 
 def _pair(first: sympy.Expr, second: sympy.Expr) -> tuple[str, str]:

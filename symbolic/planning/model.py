@@ -29,12 +29,15 @@ from ..symbols import (
     d_emb,
     d_exp,
     d_ff,
+    d_h,
     d_head,
+    d_in,
     d_nope,
     d_rope,
     d_shared,
     d_v,
     n_exp,
+    n_out,
     n_pos,
     n_shared,
     n_type,
@@ -182,10 +185,35 @@ def _matrices(spec: ModelSpec, head_dim: sympy.Expr, kv: sympy.Expr, ffn: sympy.
     return tuple(out)
 
 
+# article A's network as a planner model: with the nn.Linear biases, and without them
+ARTICLE_A_MODELS = {"mlp": True, "mlp-nobias": False}
+
+
+def article_a_shape(name: str = "mlp") -> ModelShape:
+    """Article A's network (gat, up, down, out; 2048/4096/10) as a model the planner trains.
+
+    ``mlp`` has the nn.Linear biases (what PyTorch builds), ``mlp-nobias`` only the weights (what
+    the article counts). Only ``activations="pytorch"`` plans it (``library.peak_pytorch``'s mlp).
+    """
+    from ..library import article_a
+
+    bias = ARTICLE_A_MODELS[name]
+    params = article_a.params_with_bias if bias else article_a.params
+    one = sympy.Integer(1)
+    matrices = (("gat", d_in, d_h, one), ("up", d_h, d_h, one), ("down", d_h, d_in, one), ("out", d_in, n_out, one))
+    return ModelShape(
+        name=name, model_type="mlp", numbers=dict(article_a.NETWORK), params=params, head_dim=one, kv_heads=one,
+        ffn=d_h, gated=False, moe=False, first_stage=sympy.Integer(0), head=sympy.Integer(0), matrices=matrices,
+        positions=0, source="article A (symbolic.library.article_a)", cache_kinds=(),
+        config={"model_type": "mlp", "bias": bias, "use_cache": False})
+
+
 def load(model: object) -> ModelShape:
-    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape."""
+    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape ("mlp": article A's network)."""
     if isinstance(model, ModelShape):
         return model
+    if isinstance(model, str) and model in ARTICLE_A_MODELS:
+        return article_a_shape(model)
     from .. import architectures  # imported here: the planner works on any spec-like object too
 
     if isinstance(model, str):

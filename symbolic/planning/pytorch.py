@@ -16,13 +16,19 @@ the like where the config leaves them out), and splits it into the plan's usual 
   everything saved at the start of backward (``pytorch.peak.*``'s backward phase).
 
 ``activations + inputs + logits`` is the bytes saved for backward, ``A_saved``: what ``symbolic
-validate`` measures and what ``Plan.as_dict`` reports as ``"activation_bytes"``. The model
-states (weights, gradients, optimizer states, ZeRO) are the planner's usual terms.
+validate`` measures and what ``Plan.as_dict`` reports as ``"activation_bytes"``.
+
+``layout`` builds the plan's phases from ``library.peak_pytorch.step`` (contract S): its resident
+terms (weights, ``optimizer_states``, frozen weights) and its phases (forward: the saved tensors
+and ``logits_forward``; backward: the saved tensors and ``loss_gradients``; optimizer:
+``gradients``, ``optimizer_temporaries``, ``step_inputs``), with the model's widths substituted,
+N the model's parameter formula, and ZeRO sharding of the model-state terms.
 
 The implementation follows the choices ``attn`` (eager or sdpa), ``device`` (cpu or cuda; CPU
 dropout keeps masks in the compute dtype, CUDA a bool, and SDPA picks other kernels) and
-``dropout`` (off: none; on: the config's probabilities, the default when it has any), and
-``precision`` (pure fp32 or bf16). ``regime.resolve`` rejects what was not measured.
+``dropout`` (off: none; on: the config's probabilities, the default when it has any),
+``dropout_masks``, ``use_cache``, ``precision`` (fp32, bf16 or autocast mixed precision) and the
+``optimizer``. ``regime.resolve`` rejects what was not measured.
 """
 
 from __future__ import annotations
@@ -36,9 +42,11 @@ from .. import printing
 from ..formula import Formula
 from ..library import activations_pytorch as pyacts
 from ..library import peak_pytorch as pypeak
-from ..symbols import L
+from ..symbols import L, N
 from ..term import Term
+from . import finetune
 from .model import ModelShape
+from .phases import Layout
 from .regime import Regime
 
 # which plan term each of the saved formula's terms belongs to, by the start of its key
@@ -78,16 +86,23 @@ def _whole(value: sympy.Expr) -> int:
 
 
 def saved(model: ModelShape, regime: Regime) -> SavedActivations:
-    """The saved-tensor model of ``model`` under ``regime`` (its precision, attn, device, dropout)."""
-    family, setup, note = pyacts.setup_for(model.config, precision=regime.precision, attn=regime.attn,
-                                           device=regime.device)
+    """The saved-tensor model of ``model`` under ``regime`` (precision, attn, device, dropout, masks, cache)."""
+    options = {"precision": regime.precision, "device": regime.device}
+    if model.model_type == "mlp":  # article A's network: no attention, dropout or cache
+        family, setup, note = "mlp", pyacts.Setup(**options), ""
+    else:
+        family, setup, note = pyacts.setup_for(model.config, attn=regime.attn, dropout_masks=regime.dropout_masks,
+                                               use_cache=regime.use_cache, **options)
     if not regime.dropout:
         setup = replace(setup, dropout=frozenset())
-    base = pyacts.saved(family, setup).formula
+    model_saved = pyacts.saved(family, setup, loss=regime.loss if family == "mlp" else "cross-entropy")
+    if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
+        model_saved = finetune.saved_model(model, regime)
+    base = model_saved.formula
     widths = model.widths()
     terms = [t.replace(expr=t.expr.xreplace(widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
-    return SavedActivations(family, setup, formula, note)
+    return SavedActivations(family, model_saved.setup, formula, note)
 
 
 def _group(key: str) -> str:
@@ -113,19 +128,23 @@ def terms(saved_model: SavedActivations) -> list[Term]:
     once = [t for t in groups["activations"] if _per_layer(t.expr) is None]
     per = sympy.Add(*(_per_layer(t.expr) for t in layer))
     s = saved_model.setup
+    mlp = saved_model.family == "mlp"
     how = f"{saved_model.family} implementation; {s.label(saved_model.family)}"
     key = saved_model.formula.key
     return [
         Term("activations", f"activations: what PyTorch saves for backward, L layers × one layer and the rest ({how})",
              L * per + sympy.Add(*(t.expr for t in once)), "bytes", pyacts.SRC, key,
-             f"One layer keeps {printing.text(per)} bytes ({', '.join(t.key for t in layer)}); once: "
-             f"{', '.join(t.key for t in once)}. Derivation in symbolic/library/activations_pytorch.py."),
+             (f"Kept: {', '.join(t.key for t in once)}." if mlp else
+              f"One layer keeps {printing.text(per)} bytes ({', '.join(t.key for t in layer)}); once: "
+              f"{', '.join(t.key for t in once)}.") + " Derivation in symbolic/library/activations_pytorch.py."),
         Term("inputs", "ids the embeddings keep (int64)" + (" and the embedding dropout mask"
                                                             if any("dropout" in t.key for t in groups["inputs"]) else ""),
              sympy.Add(*(t.expr for t in groups["inputs"])), "bytes", pyacts.SRC, key,
              ", ".join(t.key for t in groups["inputs"])),
-        Term("logits", "what the loss keeps: fp32 log-softmax of the upcast logits, int64 targets, weight",
+        Term("logits", "what the loss keeps: " + (", ".join(t.key for t in groups["logits"]) if mlp else
+                                                  "fp32 log-softmax of the upcast logits, int64 targets, weight"),
              sympy.Add(*(t.expr for t in groups["logits"])), "bytes", pyacts.SRC, key,
+             "; ".join(t.title for t in groups["logits"]) if mlp else
              "Hugging Face upcasts the logits to fp32 before cross-entropy; the logits themselves are not kept."),
         Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
              pypeak.loss_backward_extra(saved_model.family), "bytes", pypeak.SRC, f"pytorch.peak.{saved_model.family}",
@@ -134,13 +153,96 @@ def terms(saved_model: SavedActivations) -> list[Term]:
     ]
 
 
+# the step's term keys (contract S) that the plan shows under another name: its own groups of the
+# saved tensors are "activations", "inputs" and "logits", and ZeRO shards "optimizer_states"
+RENAMED = {"logits": "logits_forward", "logits_fp32": "logits_forward_fp32", "inputs": "step_inputs",
+           "optimizer_state": "optimizer_states"}
+OPTIMIZERS = {"adamw": "adamw", "sgd-momentum": "sgd-momentum", "sgd": "sgd"}
+
+
+def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations) -> pypeak.StepModel:
+    """The step of ``library.peak_pytorch`` (contract S) for this model and regime."""
+    if regime.optimizer not in OPTIMIZERS:
+        from ..plan_options import PlanOptionError
+
+        raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
+                              f"measured), not {regime.optimizer}")
+    kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss}
+    if saved_model.family == "mlp":
+        kwargs["bias"] = bool(model.config.get("bias", True))
+    else:
+        kwargs["tied"] = model.head == 0
+        kwargs["bias"] = bool(model.config.get("attention_bias", model.model_type == "qwen2")) \
+            if saved_model.family == "llama" else None
+    if finetune.active(regime) and hasattr(finetune, "step_arguments"):
+        kwargs.update(finetune.step_arguments(model, regime))
+    elif _adjusted(regime):
+        kwargs["saved_override"] = finetune.saved_model(model, regime)
+    return pypeak.step(saved_model.family, saved_model.setup, **kwargs)  # type: ignore[arg-type]
+
+
+def _adjusted(regime: Regime) -> bool:
+    """Whether contract F's saved model applies: fine-tuning, or recompute full (gradient checkpointing)."""
+    return (finetune.active(regime) or regime.recompute == "full") and hasattr(finetune, "saved_model")
+
+
+def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, params: sympy.Expr,
+           values: dict[str, object], notes_out: list[str]) -> Layout:
+    """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
+    step = step_model(model, regime, saved_model)
+    widths = model.widths()
+    if params != N:
+        widths = {**widths, N: params}
+    # activations, inputs, logits: the saved tensors as the plan shows them (a group with nothing in it left out)
+    grouped = [g for g in terms(saved_model)[:3] if g.expr != 0]
+
+    def mine(items: tuple[Term, ...]) -> list[Term]:
+        out: list[Term] = []
+        for term in items:
+            if term.key == "saved":
+                out += grouped
+                continue
+            out.append(term.replace(key=RENAMED.get(term.key, term.key), expr=sympy.sympify(term.expr).xreplace(widths)))
+        return out
+
+    resident = mine(step.resident)
+    phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
+    extra = finetune.extra_phases(model, regime) if hasattr(finetune, "extra_phases") else {}
+    taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
+    for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
+        added = []
+        for term in mine(items):
+            if term.key in taken and taken[term.key] != term.expr:  # the same name for another number
+                term = term.replace(key=f"{name}.{term.key}")
+            added.append(term)
+        phases[name] = tuple(added)
+    if regime.zero:
+        values["n_d"] = regime.dp
+        resident = _shard(resident, regime.zero)
+        phases = {name: tuple(_shard(list(items), regime.zero)) for name, items in phases.items()}
+    notes_out.append(f"step: {step.formula().term('phase').note}")
+    return Layout(tuple(resident), phases)
+
+
+def _shard(items: list[Term], zero: int) -> list[Term]:
+    """ZeRO sharding of the model-state terms among ``items`` (the others stay whole)."""
+    from ..library import parallel as par
+    from ..symbols import n_d
+
+    known = [t for t in items if t.key in par.SHARDED_FROM]
+    sharded = {t.key: t for t in par.shard_terms(known, zero, n_d)}
+    return [sharded.get(t.key, t) for t in items]
+
+
 def notes(regime: Regime, saved_model: SavedActivations) -> list[str]:
     """What a plan with pytorch activations says about them."""
     sites = sorted(saved_model.setup.dropout)
     drop = f"dropout at {', '.join(sites)}" if sites else "no dropout"
-    out = [f"activations: what torch.autograd saves in pure {regime.precision} training of the "
-           f"{saved_model.family} implementation ({regime.attn}, {regime.device}, {drop}); "
-           "symbolic validate checks it against measured steps"]
+    kind = "autocast" if regime.precision.endswith("-mixed") else "pure"
+    what = ("article A's network" if saved_model.family == "mlp" else f"the {saved_model.family} implementation "
+            f"({regime.attn}, {drop}, use_cache {'on' if regime.use_cache else 'off'})")
+    out = [f"activations: what torch.autograd saves in {kind} {regime.precision} training of {what} on "
+           f"{regime.device}; symbolic validate checks it against measured steps"]
     if regime.dropout and not saved_model.setup.dropout:
         out.append("dropout on, but the config gives no dropout probability above 0: PyTorch keeps no masks")
     if saved_model.note:

@@ -6,10 +6,12 @@ nothing (ZeRO with one data-parallel rank, sequence parallelism without tensor p
 Invalid combinations raise ``PlanOptionError`` (a ``UserError``, so a ``ValueError``) with one line.
 
 ``activations="pytorch"`` (what torch.autograd really saves, ``planning.pytorch``) was measured
-for pure fp32 or bf16 training of one dense model on one device: its defaults differ (precision
-bf16, dropout as the config's probabilities say) and what it does not model is an error
-(mixed precision, tensor or pipeline parallelism, recompute, experts, another logits
-accounting). ``attn`` and ``device`` choose its implementation and matter for it only.
+for fp32, bf16 and autocast mixed-precision training of one dense model on one device with
+AdamW or SGD: its defaults differ (precision bf16, dropout as the config's probabilities say)
+and what it does not model is an error (tensor or pipeline parallelism, recompute, experts,
+another logits accounting, other optimizers). ``attn``, ``device``, ``use_cache`` and
+``dropout_masks`` choose its implementation and matter for it only. Article A's network
+(``mlp``, ``mlp-nobias``) is planned with it only, for training, with ``loss`` cross-entropy or mse.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
 from ..library import precision as prec
 from ..plan_options import PlanOptionError
+from . import finetune
 from .model import ModelShape
 
 # The option lists and their defaults live in ``symbolic.plan_options`` (one place for the
@@ -33,8 +36,13 @@ INFER_ONLY = opts.INFER_ONLY
 # activations="pytorch": the implementation choices and the precisions that were measured
 ATTN = opts.get("attn").choices
 DEVICES = opts.get("device").choices
-PYTORCH_PRECISIONS = ("fp32", "bf16")
-PYTORCH_ONLY = ("attn", "device")
+# the precisions the PyTorch step models (pure and autocast mixed precision), as the planner names them
+PYTORCH_PRECISIONS = tuple(p for p in prec.PRECISIONS if p in pyacts.PRECISIONS)
+PYTORCH_OPTIMIZERS = ("adamw", "sgd-momentum", "sgd")
+MLP_TYPE = "mlp"  # article A's network (planning.model.article_a_shape): activations pytorch only
+MLP_HIDDEN = ("seq", "flash", "attn", "use_cache", "dropout", "dropout_masks", "logits", "sequence_parallel")
+PYTORCH_ONLY = ("attn", "device", "use_cache", "dropout_masks")
+FINETUNE_ONLY = ("lora_targets", "lora_dropout", "adapter_dtype", "lora_rank")
 DEFAULT_SEQ = opts.DEFAULT_SEQ
 # Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
 # for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
@@ -69,6 +77,17 @@ class Regime:
     device: str = "cuda"
     weights: str = "bf16"
     kv_dtype: str = "bf16"
+    runtime: bool = True
+    use_cache: bool = False
+    dropout_masks: str = "bool"
+    loss: str = "cross-entropy"
+    lora_rank: int = 0  # 0: no LoRA (every weight trained)
+    lora_targets: tuple[str, ...] = ()
+    lora_dropout: float = 0.0
+    adapter_dtype: str = "fp32"
+    qlora: bool = False
+    freeze_embeddings: bool = False
+    model_type: str = field(default="", compare=False)  # the model's type ("mlp": article A's network)
     defaulted: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -90,8 +109,17 @@ class Regime:
         names = COMMON + (TRAIN_ONLY if self.train else INFER_ONLY)
         hidden = ("flash",) if self.train and self.activations == "pytorch" else PYTORCH_ONLY
         names = tuple(n for n in names if n not in hidden)
+        if self.train and self.activations == "pytorch" and not self.dropout:
+            names = tuple(n for n in names if n != "dropout_masks")  # no masks to size
+        if self.model_type == MLP_TYPE:  # article A's network has no sequence, attention, dropout or cache
+            names = tuple(n for n in names if n not in MLP_HIDDEN)
         if self.ep == 1 and "ep" in self.defaulted:  # listed only when asked for (mixtures of experts)
             names = tuple(n for n in names if n != "ep")
+        quiet = set(FINETUNE_ONLY) if not self.lora_rank else set()  # listed only when they apply
+        quiet |= {"qlora"} if not self.qlora else set()
+        quiet |= {"freeze_embeddings"} if not self.freeze_embeddings else set()
+        quiet |= {"loss"} if "loss" in self.defaulted and self.model_type != MLP_TYPE else set()
+        names = tuple(n for n in names if n not in quiet)
         return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
 
     def replace(self, **changes: object) -> Regime:
@@ -166,14 +194,19 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     if model.positions and seq > model.positions:
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
     dp, tp, pp = (_whole(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
-    _check_tp(model, tp)
-    if model.layers % pp:
-        raise PlanOptionError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
+    if model.model_type == MLP_TYPE:
+        if mode != "train":
+            raise PlanOptionError(f"{model.name} (article A's network) is planned for training only (--mode train)")
+    else:
+        _check_tp(model, tp)
+        if model.layers % pp:
+            raise PlanOptionError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
     ep = _whole("ep", pick("ep", _default("ep")))
     _check_ep(model, ep, dp, tp)
     flash = _flag("flash", pick("flash", _default("flash")))
+    runtime = _flag("runtime", pick("runtime", _default("runtime")))
     data: dict[str, object] = {"mode": mode, "batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
-                               "flash": flash}
+                               "flash": flash, "runtime": runtime}
     if mode == "infer":
         weights = _choice("weights", pick("weights", _default("weights")))
         kv_default = weights if weights in ("fp32", "fp16", "bf16") else "bf16"
@@ -183,7 +216,8 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
-    return Regime(**data, defaulted=tuple(defaulted), notes=tuple(notes))  # type: ignore[arg-type]
+    return Regime(**data, model_type=model.model_type, defaulted=tuple(defaulted),  # type: ignore[arg-type]
+                  notes=tuple(notes))
 
 
 def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:
@@ -213,21 +247,29 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if tp > model.kv_head_count:
         raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
-    activations = _choice("activations", pick("activations", _default("activations")))
+    mlp = model.model_type == MLP_TYPE
+    activations = _choice("activations", pick("activations", "pytorch" if mlp else _default("activations")))
     pytorch = activations == "pytorch"
+    if mlp and not pytorch:
+        raise PlanOptionError(f"{model.name} (article A's network) is modelled with activations pytorch only, not "
+                              f"{activations}")
     if pytorch:
         _check_pytorch(model, tp, pp)
     precision = _choice("precision", pick("precision", "bf16" if pytorch else _default("precision")))
     if pytorch and precision not in PYTORCH_PRECISIONS:
-        raise PlanOptionError(f"activations pytorch models pure fp32 or bf16 training (what was measured), not "
-                         f"precision {precision}: mixed precision (autocast) is not modelled")
+        raise PlanOptionError(f"activations pytorch models precision {', '.join(PYTORCH_PRECISIONS)} (what was "
+                              f"measured), not {precision}")
     optimizer = _choice("optimizer", pick("optimizer", _default("optimizer")))
+    if pytorch and optimizer not in PYTORCH_OPTIMIZERS:
+        raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(PYTORCH_OPTIMIZERS)} (what was "
+                              f"measured), not {optimizer}")
     try:
         grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
     except ValueError as err:  # the library's one-line message, as a user error
         raise PlanOptionError(str(err)) from None
     recompute = _choice("recompute", pick("recompute", _default("recompute")))
-    dropout_default = bool(pyacts.dropout_sites(model.config)) if pytorch else model.model_type in DROPOUT_TYPES
+    dropout_default = (bool(pyacts.dropout_sites(model.config)) and not mlp) if pytorch \
+        else model.model_type in DROPOUT_TYPES
     dropout = _flag("dropout", pick("dropout", dropout_default))
     stages = [int(s) for s in opts.get("zero").choices]  # type: ignore[call-overload]
     zero = _whole("zero", pick("zero", _default("zero")), min(stages), max(stages))
@@ -252,9 +294,12 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             raise PlanOptionError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
-    if pytorch and recompute != "none":
-        raise PlanOptionError(f"activations pytorch does not model recompute {recompute} (what PyTorch saves was measured "
-                         "without checkpointing); use activations korthikanti")
+    if pytorch and recompute == "selective":
+        raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
+                              "whole layers: recompute full); use activations korthikanti")
+    if pytorch and recompute == "full" and mlp:
+        raise PlanOptionError(f"{model.name} (article A's network) has no layers to checkpoint: recompute full "
+                              "does not apply")
     if pytorch and logits != "hf":
         raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
                          "is not modelled with it (leave logits at hf)")
@@ -272,13 +317,24 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if pytorch and "flash" in given:
         notes.append("flash does not apply to activations pytorch: attn (eager or sdpa) and device decide what "
                      "attention keeps")
+    use_cache = _flag("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
+                                        and recompute != "full" and not mlp))
+    if use_cache and mlp:
+        raise PlanOptionError(f"{model.name} (article A's network) has no KV cache: use_cache does not apply")
+    dropout_masks = _choice("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
+    loss = _choice("loss", pick("loss", "cross-entropy"))
+    if loss != "cross-entropy" and not mlp:
+        raise PlanOptionError(f"loss {loss} applies to article A's network (mlp, mlp-nobias); language models use "
+                              "Hugging Face's cross-entropy")
+    tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
     return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
             "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
-            "attn": attn, "device": device}
+            "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
+            **tuning}
 
 
 def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:

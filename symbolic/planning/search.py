@@ -26,8 +26,8 @@ the caller pin that dimension.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import sympy
@@ -125,7 +125,15 @@ def _structure(layout: dict[str, object]) -> tuple[object, ...]:
     tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
     # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage)
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
-            pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1)  # type: ignore[operator, type-var]
+            pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
+            _nccl(dp, tp, pp))  # type: ignore[arg-type]
+
+
+def _nccl(dp: int, tp: int, pp: int) -> tuple[tuple[str, int], ...]:
+    """The NCCL buffers a layout's plan counts (a number per communicator, not a formula in t, p, n_d)."""
+    from ..library import runtime
+
+    return tuple((group, runtime.nccl_bytes(n)) for group, n in runtime.communicators(dp * tp * pp, dp, tp, pp))
 
 
 def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> dict[str, object]:
@@ -250,11 +258,17 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         key = None
     if key is not None and key in _PARTS:
         return _PARTS[key]
+    # structures that differ only in their NCCL buffers (a number per communicator) share one build
+    base_key = None if key is None else key[:-1] + (structure[:-1],)
+    if base_key is not None and base_key in _PARTS:
+        found = _with_nccl(_PARTS[base_key], structure[-1])  # type: ignore[arg-type]
+        _PARTS[key] = found  # type: ignore[index]
+        return found
     plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
     values["F_tok"] = fl_.per_token()
     exact = _numbers(plan.values)
     expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
-    terms = tuple(_compiled(term.expr.xreplace(expansions).xreplace(exact), term.key, "bytes")
+    terms = tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
                   for term in plan.formula.terms)
     held = None
     if P_gpu in formula.definitions:
@@ -268,7 +282,31 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         if len(_PARTS) > 4096:
             _PARTS.clear()
         _PARTS[key] = found
+        _PARTS[base_key] = found  # type: ignore[index]
     return found
+
+
+def _with_nccl(base: _Compiled, nccl: tuple[tuple[str, int], ...]) -> _Compiled:
+    """``base`` with its NCCL term (a constant) set to the buffers of ``nccl``'s communicators."""
+    total = sum(size for _, size in nccl)
+    terms = [t for t in base.memory_terms if t.key != "nccl"]
+    if total:
+        terms.append(_compiled(sympy.Integer(total), "nccl", "bytes"))
+    return replace(base, memory_terms=tuple(terms))
+
+
+def _substitute(expr: sympy.Expr, mapping: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
+    """``expr.xreplace(mapping)``, leaving every max/min unevaluated.
+
+    Rebuilding a ``Max`` with numbers inside makes SymPy compare its arguments pairwise through its
+    assumptions (seconds for a step's phases); the compiled evaluator takes the maximum per layout.
+    """
+    if not expr.has(sympy.Max, sympy.Min):
+        return expr.xreplace(mapping)
+    args = [_substitute(arg, mapping) for arg in expr.args]
+    if isinstance(expr, (sympy.Max, sympy.Min)):
+        return expr.func(*args, evaluate=False)
+    return expr.func(*args)
 
 
 def _links(gpu: GPU, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -33,7 +33,7 @@ class Outputs:
     written: list[Path] = field(default_factory=list)
 
 
-def build(spec_path: Path | None, outputs: Outputs, templates: Path | None = None,
+def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates: Path | None = None,
           progress: Progress | None = None, terms: tuple[CustomTerm, ...] = (),
           values: dict[str, object] | None = None) -> Outputs:
     """Build every requested output of the report described by ``spec_path`` (default example if None).
@@ -44,8 +44,8 @@ def build(spec_path: Path | None, outputs: Outputs, templates: Path | None = Non
     if templates is not None and not Path(templates).is_dir():
         raise render.TemplateError(f"templates folder not found: {templates}")
     path = spec_path or default_spec()
-    say(f"reading {path}")
-    report_spec = spec.load(path)
+    say(f"reading {path.path if isinstance(path, spec.ReportSpec) else path}")
+    report_spec = path if isinstance(path, spec.ReportSpec) else spec.load(path)  # already read: stdin
     if terms or values:
         report_spec = report_spec.with_extras(tuple(terms), values)
     for target in (outputs.pdf, outputs.html, outputs.tex):

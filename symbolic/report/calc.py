@@ -21,8 +21,11 @@ UNIT_WORDS = {"bytes": r"\mathrm{B}", "params": r"\text{parameters}", "elements"
 
 
 def result_latex(value: sympy.Rational, unit: str) -> str:
-    """'7{,}530{,}364{,}928\\ \\mathrm{B} \\approx 7.01\\ \\mathrm{GiB}' style result."""
-    text = printing.number_latex(value) + r"\ " + UNIT_WORDS[unit]
+    """'7{,}530{,}364{,}928\\ \\mathrm{B} \\approx 7.01\\ \\mathrm{GiB}' style result (fractions rounded)."""
+    whole = sympy.Rational(value)
+    if not whole.is_Integer:  # a fractional byte count (e.g. 5 % of a tensor's bytes): the nearest whole number
+        whole = sympy.Integer(round(whole))
+    text = printing.number_latex(whole) + r"\ " + UNIT_WORDS[unit]
     if unit == "bytes" and abs(value) >= 1024:
         amount, label = format_bytes(value).split(" ")
         text += rf" \approx {amount}\ \mathrm{{{label}}}"
@@ -43,14 +46,48 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
     """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit``."""
     values = {**evaluation.values, **evaluation.derived}
     symbolic = [printing.latex(t.expr) for t in formula.terms]
-    numbers = [printing.latex_with_numbers(t.expr, values) for t in formula.terms]
+    numbers = [printing.latex_with_numbers(worked(t.expr, values), values) for t in formula.terms]
     out: list[Line] = []
     lhs = formula.name_latex
     for label, pieces in (("symbolic", symbolic), ("substituted", numbers)):
-        for index, body in enumerate(wrap(pieces, measure, limit)):
+        # a term that is itself a sum (e.g. an allowance of 5 % of several tensors) may break between its parts
+        parts = [part for piece in pieces for part in split_sum(piece)]
+        rows = [row for wrapped in wrap(parts, measure, limit) for row in split_max(wrapped, measure, limit)]
+        for index, body in enumerate(rows):
             out.append(Line(label if index == 0 else "", lhs if not out else "", "=" if index == 0 else "", body))
-    out.append(Line("result", "", "=", result_latex(evaluation.total, formula.unit)))
+    exact = sympy.Rational(evaluation.total).is_Integer
+    out.append(Line("result", "", "=" if exact else r"\approx", result_latex(evaluation.total, formula.unit)))
     return out
+
+
+class _ShownMax(sympy.Function):
+    """``max`` of arguments already worked out to numbers: printed, never evaluated."""
+
+    word = r"\max"
+
+    def _latex(self, printer: object) -> str:
+        return rf"{self.word}\left(" + ", ".join(printing.number_latex(a) for a in self.args) + r"\right)"
+
+
+class _ShownMin(_ShownMax):
+    """``min`` of arguments already worked out to numbers."""
+
+    word = r"\min"
+
+
+def worked(expr: sympy.Expr, values: dict) -> sympy.Expr:
+    """``expr`` with each max/min of whole phases replaced by the max/min of their numbers.
+
+    A peak is max(forward, backward, optimizer step), each a long sum; substituting every symbol
+    inside would print a line far wider than the page. A hand calculation works the arguments
+    out first: max(16,060,522,496, 10,201,104,384).
+    """
+    mapping = {}
+    for node in expr.atoms(sympy.Max, sympy.Min):
+        args = [sympy.sympify(a).xreplace(values) for a in node.args]
+        if all(a.is_Rational for a in args):
+            mapping[node] = (_ShownMax if isinstance(node, sympy.Max) else _ShownMin)(*args)
+    return expr.xreplace(mapping) if mapping else expr
 
 
 def wrap(pieces: list[str], measure: Callable[[str], float], limit: float) -> list[str]:
@@ -66,6 +103,48 @@ def wrap(pieces: list[str], measure: Callable[[str], float], limit: float) -> li
             current = joined
     rows.append(current)
     return [row if i == 0 else _continued(row) for i, row in enumerate(rows)]
+
+
+def split_max(row: str, measure: Callable[[str], float], limit: float) -> list[str]:
+    """A row wider than ``limit`` because of one max(...) of long arguments, broken after its commas.
+
+    ``\\max\\left(a, b\\right)`` becomes ``\\max\\left(a,\\right.`` and ``\\left.\\quad b\\right)``: each line keeps
+    its delimiters balanced, as TeX's align and ziamath need.
+    """
+    start = row.find(r"\max\left(")
+    if measure(row) <= limit or start < 0 or _depth(row[:start]) != 0:
+        return [row]
+    inner_start = start + len(r"\max\left(")
+    depth, i, commas, end = 0, inner_start, [], -1
+    while i < len(row):
+        if row.startswith(r"\right)", i) and depth == 0:
+            end = i
+            break
+        if row.startswith(r"\left", i) or row[i] in "{(":
+            depth += 1
+        elif row.startswith(r"\right", i) or row[i] in "})":
+            depth -= 1
+        elif row[i] == "," and depth == 0:
+            commas.append(i)
+        i += 1
+    if end < 0 or not commas:
+        return [row]
+    bounds = [inner_start, *(c + 1 for c in commas), end + 1]
+    args = [row[a:b - 1].strip() for a, b in zip(bounds, bounds[1:])]
+    lines = [row[:start] + r"\max\left(" + args[0] + r",\right."]
+    lines += [r"\left.\quad " + arg + r",\right." for arg in args[1:-1]]
+    lines.append(r"\left.\quad " + args[-1] + r"\right)" + row[end + len(r"\right)"):])
+    return lines
+
+
+def _depth(latex: str) -> int:
+    depth = 0
+    for i, c in enumerate(latex):
+        if latex.startswith(r"\left", i) or c in "{(":
+            depth += 1
+        elif latex.startswith(r"\right", i) or c in "})":
+            depth -= 1
+    return depth
 
 
 def split_sum(latex: str) -> list[str]:

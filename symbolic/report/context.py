@@ -19,10 +19,10 @@ from ..formula import Evaluation, Formula
 from ..library.errata import errata_for
 from ..sources import SOURCES
 from ..units import format_bytes
-from . import calc, plan_section
+from . import calc, peak, plan_section
 from .scenario import Scenario, VariantGroup
 from .spec import ReportSpec
-from .texescape import TexCode, escape
+from .texescape import TexCode, breakable, escape
 from .typeset import CALC_POINTS, CALC_WIDTH_PX, Typesetter
 
 Progress = Callable[[str], None]
@@ -40,6 +40,7 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
     say("typesetting the hand calculations")
     calculations = [_calculation(step.formula, step.formula.evaluate(step.formula.restrict(step.values)), ts) for step in scenario.steps]
     calculations.append(_calculation(formula, ev, ts, main=True))
+    _align_calculations(calculations, ts)
     say("computing sensitivities and sweeps")
     sens = scenario.sensitivities()
     sweeps = _sweeps(scenario, ts, charts)
@@ -53,9 +54,12 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
             "byline": " · ".join(x for x in (scenario.model_name, spec.author, spec.date) if x.strip()),
             "colophon": f"Built by symbolic {__version__}" + (f" from {spec.path.name}" if spec.path else "")
                         + ". Every number is computed exactly from the formulas shown.",
+            "title_tex": breakable(spec.title), "pdf_title": escape(spec.title), "pdf_author": escape(spec.author),
+            "pdf_subject": escape(f"{scenario.model_name}: {formula.title}"),
         },
         "summary": summary,
-        "notes": [{"paragraphs": _paragraphs(spec.notes)}] if spec.notes.strip() else [],
+        "notes": [{"paragraphs": _paragraphs(spec.notes), "paragraphs_tex": [breakable(p) for p in _paragraphs(spec.notes)]}]
+                 if spec.notes.strip() else [],
         "model": _pairs_table(ts, scenario.model_rows, ("model", "")),
         "regime": _pairs_table(ts, scenario.regime_rows, ("regime", "")),
         "notation": _notation(scenario, ev, ts),
@@ -63,11 +67,15 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
         "breakdown": _breakdown(scenario, ev, ts, charts),
         "sweeps": sweeps,
         "sensitivity": _sensitivity(scenario, ev, sens, ts, charts),
-        "variants": [_variant(group, ts) for group in scenario.variants],
+        "variants": [_variant(group, ts) for group in scenario.variants if group.rows],
         "sources": _sources(scenario, ts),
+        "cited": _cited(scenario),
         "errata": _errata(scenario),
         "plan": plan_section.build(spec, ts, charts),
     }
+    context["has_variants"] = [1] if context["variants"] else []
+    context["has_sensitivity"] = [1] if context["sensitivity"]["table"]["rows"] else []
+    context["has_cited"] = [1] if context["cited"] else []
     return context
 
 
@@ -103,7 +111,7 @@ def _table(columns: list[tuple[str, str]], rows: list[dict[str, Any]], widths: d
 
 
 def _row(cells: list[dict[str, Any]], cls: str = "") -> dict[str, Any]:
-    return {"cells": cells, "cls": cls}
+    return {"cells": cells, "cls": cls, "tex_before": TexCode("")}
 
 
 def _pairs_table(ts: Typesetter, pairs: list[tuple[str, str]], titles: tuple[str, str]) -> dict[str, Any]:
@@ -156,7 +164,8 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, An
         if scenario.fewest is not None:
             cells.append(ts.cell(scenario.fewest(gpu)))
         rows.append(_row(cells, "fits" if ok else "fails"))
-    terms = sorted(ev.terms, key=lambda tv: -tv[1])
+    phases = peak.view(scenario.phases, ev) if scenario.phases is not None else None
+    terms = sorted(phases.at_peak() if phases else ev.terms, key=lambda tv: -tv[1])
     top_term, top_value = terms[0]
     share = float(top_value / total) if total else 0.0
     sens = scenario.sensitivities()
@@ -171,6 +180,8 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, An
             points.append(f"Fits on {_join(fits)}" + (f"; does not fit on {_join(fails)}." if fails else "."))
         else:
             points.append(f"Does not fit on any of the GPUs compared ({_join(fails)}).")
+    if phases is not None and scenario.phases is not None:
+        points.extend(peak.sentences(phases, scenario.phases, total, format_bytes, percent, count))
     expr_text = printing.text(top_term.expr)
     shown = f" ({expr_text})" if len(expr_text) <= 40 else ""
     points.append(f"Largest term: {top_term.title}{shown}, {amount(top_value, formula.unit)}, "
@@ -181,13 +192,50 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, An
         change = "more" if elasticity >= 0 else "less"
         points.append(f"Most sensitive input: {symbol.name} ({meaning}): 1 % more {symbol.name} gives "
                       f"{abs(float(elasticity)):.2f} % {change} memory.")
+    points.extend(_trained_points(scenario))
     points.extend(scenario.caveats)
     return {
+        "peak": _peak_summary(phases, total),
         "total": amount(total, formula.unit), "total_exact": count(total), "unit": UNIT_NAMES[formula.unit],
         "at": at, "exact_line": f"{count(total)} {UNIT_NAMES[formula.unit]}" + (f" at {at}" if at else ""), "points": points, "gpus": _table(columns, rows), "has_gpus": [1] if scenario.gpus else [],
         "dominant": {"title": top_term.title, "share": percent(share), "value": amount(top_value, formula.unit),
                      "math": ts.math(printing.latex(top_term.expr))},
     }
+
+
+def _peak_summary(v: peak.PeakView | None, total: sympy.Rational) -> dict[str, Any]:
+    """The peak as plain data (phase, lead, runner-up, each phase's bytes, runtime share); empty without phases."""
+    if v is None:
+        return {}
+    return {"phase": v.phase, "lead": format_bytes(v.lead), "lead_bytes": count(v.lead),
+            "runner_up": v.runner_up or "", "resident": format_bytes(v.resident_total),
+            "phases": [{"name": n, "bytes": count(b), "size": format_bytes(b), "peak": n == v.phase}
+                       for n, b in v.totals.items()],
+            "runtime": format_bytes(v.runtime), "runtime_bytes": count(v.runtime),
+            "runtime_share": percent(float(v.runtime / total)) if total else percent(0.0),
+            "runtime_terms": list(v.runtime_keys)}
+
+
+def _trained_points(scenario: Scenario) -> list[str]:
+    """Sentences saying where the report's context goes past the length the model was trained for."""
+    symbol = scenario.seq
+    if symbol is None or symbol not in scenario.trained:
+        return []
+    trained = scenario.trained[symbol]
+    what = f"the {trained.value:,} positions {trained.model} was trained for ({trained.source} in its config)"
+    out = []
+    current = scenario.given.get(symbol)
+    if current is not None and current > trained.value:
+        out.append(f"The report's context, {symbol.name} = {count(current)}, is beyond {what}.")
+    beyond = [(gpu.name, value) for gpu in scenario.gpus
+              if (value := scenario.largest_value(symbol, gpu.capacity)) is not None and value > trained.value]
+    if beyond:
+        listed = _join([f"{value:,} on {name}" for name, value in beyond])
+        out.append(f"The largest context{'s' if len(beyond) > 1 else ''} that fit{'' if len(beyond) > 1 else 's'} "
+                   f"({listed}) {'are' if len(beyond) > 1 else 'is'} beyond {what}: memory allows it, but a "
+                   "rotary model run past its trained length usually loses quality unless a scaling scheme "
+                   "(e.g. RoPE scaling) is applied.")
+    return out
 
 
 def _title_case(text: str) -> str:
@@ -224,12 +272,22 @@ def _notation(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, A
 
 
 def _calculation(formula: Formula, ev: Evaluation, ts: Typesetter, main: bool = False) -> dict[str, Any]:
+    """One hand calculation: lines of left side, relation and body, every ``=`` in one column.
+
+    The result line repeats the formula's name and gives the result as text (exact count, IEC
+    size), so that it lines up with the lines above and can be searched and copied in the PDF.
+    """
     lines = calc.lines(formula, ev, ts.measure, CALC_WIDTH_PX)
+    result_line = (f"{count(ev.total)} bytes = {format_bytes(ev.total)}" if formula.unit == "bytes"
+                   else f"{count(ev.total)} {UNIT_NAMES[formula.unit]}")
     out = []
     for line in lines:
-        out.append({"label": line.label, "lhs": ts.math(line.lhs, CALC_POINTS), "rel": ts.math(line.rel, CALC_POINTS),
-                    "body": ts.math(line.body, CALC_POINTS), "tex_lhs": TexCode(line.lhs),
-                    "tex_rel": TexCode(f"&{line.rel}" if line.rel else "&\\quad"), "tex_body": TexCode(line.body)})
+        result = line.label == "result"
+        lhs = formula.name_latex if result else line.lhs
+        out.append({"label": line.label, "lhs": ts.math(lhs, CALC_POINTS), "rel": ts.math(line.rel, CALC_POINTS),
+                    "body": ts.math("" if result else line.body, CALC_POINTS), "text": result_line if result else "",
+                    "tex_lhs": TexCode(lhs), "tex_rel": TexCode(f"&{line.rel}" if line.rel else "&\\quad"),
+                    "tex_body": TexCode(line.body), "lhs_width": ""})
     source = SOURCES.get(formula.source)
     return {
         "title": formula.title, "key": formula.key, "name": ts.math(formula.name_latex),
@@ -237,16 +295,29 @@ def _calculation(formula: Formula, ev: Evaluation, ts: Typesetter, main: bool = 
         "origin": " · ".join(x for x in (source.citation if source else formula.source, formula.where) if x),
         "notes": [formula.note] if formula.note else [],
         "lines": out, "result": amount(ev.total, formula.unit), "result_exact": count(ev.total),
-        "result_line": (f"{count(ev.total)} bytes = {format_bytes(ev.total)}" if formula.unit == "bytes"
-                        else f"{count(ev.total)} {UNIT_NAMES[formula.unit]}"),
+        "result_line": result_line, "lhs_width": "",
         "unit": UNIT_NAMES[formula.unit], "note": formula.note, "cls": "main" if main else "",
         "snippet": TexCode(formula.latex(equation=True)),
         "snippet_lines": out[: next(i for i, line in enumerate(lines) if line.label == "substituted")],
     }
 
 
+def _align_calculations(calculations: list[dict[str, Any]], ts: Typesetter) -> None:
+    """One width for the left-hand sides of every calculation, so that all their ``=`` share a column."""
+    if not ts.svg:
+        return
+    width = max((ts.width(str(line["tex_lhs"]), CALC_POINTS) for c in calculations for line in c["lines"]
+                 if line["tex_lhs"]), default=0.0)
+    for c in calculations:
+        c["lhs_width"] = f"{width + 4:.1f}px"
+        for line in c["lines"]:
+            line["lhs_width"] = c["lhs_width"]
+
+
 # --- breakdown, sweeps, sensitivity --------------------------------------------------------------
 def _breakdown(scenario: Scenario, ev: Evaluation, ts: Typesetter, charts: bool) -> dict[str, Any]:
+    if scenario.phases is not None:
+        return _phase_breakdown(scenario, peak.view(scenario.phases, ev), ev, ts, charts)
     formula = scenario.formula
     total = ev.total
     rows = []
@@ -265,7 +336,62 @@ def _breakdown(scenario: Scenario, ev: Evaluation, ts: Typesetter, charts: bool)
         labels = [t.title for t, _ in ev.terms]
         svg = plots.breakdown(labels, [float(v) for _, v in ev.terms], [plots.colour(i) for i in range(len(labels))])
         chart = _chart(svg, f"Breakdown of {formula.name} by term")
-    return {"table": table, "chart": chart}
+    return {"table": table, "chart": chart, "intro": ""}
+
+
+def _phase_breakdown(scenario: Scenario, v: peak.PeakView, ev: Evaluation, ts: Typesetter,
+                     charts: bool) -> dict[str, Any]:
+    """Every term with the phases it is alive in, then each phase's total: the peak phase's rows add up to the total.
+
+    Shares are of the total and given for the terms alive in the peak phase only (the others are
+    not alive at the peak moment).
+    """
+    formula = scenario.formula
+    total = ev.total
+    where = v.where()
+    at_peak = {t.key for t, _ in v.at_peak()}
+    rows = []
+    for term, value in v.components():
+        share = percent(float(value / total)) if term.key in at_peak and total else "—"
+        rows.append(_row([ts.cell(term.title), ts.cell(math=printing.latex(term.expr), width=150), ts.cell(count(value)),
+                          ts.cell(format_bytes(value)), ts.cell(share), ts.cell(", ".join(where[term.key])),
+                          ts.cell(term.source)], "peak" if term.key in at_peak else "off-peak"))
+    rows.append(_rule(_row([ts.cell("resident terms"), ts.cell("alive in every phase"),
+                            ts.cell(count(v.resident_total)), ts.cell(format_bytes(v.resident_total)),
+                            ts.cell(percent(float(v.resident_total / total)) if total else ""), ts.cell(peak.RESIDENT),
+                            ts.cell("")], "phase first")))
+    for name, value in v.totals.items():
+        added = ", ".join(t.key for t, _ in v.extras[name]) or "nothing"
+        label = f"{name} phase" + (" (sets the peak)" if name == v.phase else "")
+        row = _row([ts.cell(label), ts.cell(f"resident + {added}"), ts.cell(count(value)), ts.cell(format_bytes(value)),
+                    ts.cell(percent(float(value / total)) if total else ""), ts.cell(name), ts.cell("")],
+                   "phase" + (" peak-phase" if name == v.phase else ""))
+        rows.append(row)
+    rows.append(_rule(_row([ts.cell(f"total (peak: {v.phase})"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
+                            ts.cell(format_bytes(total)), ts.cell(percent(1.0, 0)), ts.cell(v.phase), ts.cell("")],
+                           "total")))
+    table = _table([("term", "left"), ("formula", "left"), (UNIT_NAMES[formula.unit], "right"), ("", "right"),
+                    ("share", "right"), ("alive in", "left"), ("source", "left")], rows,
+                   {0: "2.9cm", 1: "3.4cm", 5: "1.7cm", 6: "2.4cm"})
+    phase_list = ", ".join(v.totals)
+    intro = (f"A step has {len(v.totals)} phases ({phase_list}). Resident terms are alive in every phase; the others "
+             f"only in the phases named. Each phase's total is the resident terms plus what it adds; the {v.phase} "
+             f"phase is the largest, so the total is its total, and the shares (of the total) are given for the "
+             f"terms alive in it.")
+    chart = {"src": "", "alt": ""}
+    if charts:
+        from . import plots
+
+        live = v.at_peak()
+        svg = plots.breakdown([t.title for t, _ in live], [float(x) for _, x in live],
+                              [plots.colour(i) for i in range(len(live))])
+        chart = _chart(svg, f"Breakdown of {formula.name} by term, in the {v.phase} phase (the peak)")
+    return {"table": table, "chart": chart, "intro": intro}
+
+
+def _rule(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with a rule above it in the LaTeX table (HTML draws it from the row's class)."""
+    return {**row, "tex_before": TexCode("\\midrule\n")}
 
 
 def _sweeps(scenario: Scenario, ts: Typesetter, charts: bool) -> list[dict[str, Any]]:
@@ -294,18 +420,31 @@ def _sweeps(scenario: Scenario, ts: Typesetter, charts: bool) -> list[dict[str, 
             keep = [i for i, layer in enumerate(layers) if any(layer.values)]
             svg = plots.sweep(f"{label} {symbol.name} (log scale)", points, [layers[i] for i in keep],
                               [plots.colour(i) for i in keep], [(g.name, float(g.capacity)) for g in scenario.gpus],
-                              int(scenario.given[symbol]) if symbol in scenario.given else None)
+                              int(scenario.given[symbol]) if symbol in scenario.given else None,
+                              _marks(scenario, symbol, points))
             chart = _chart(svg, f"{formula.name} against {label} {symbol.name}")
         others = ", ".join(f"{s.name} = {count(v)}" for s, v in scenario.given.items()
                            if s in free and s != symbol and s not in scenario.ties)
+        chart_note = "" if not charts else (
+            f"Horizontal lines are the GPUs' capacities; the dotted vertical line is the report's {label}"
+            + ("; the dash-dotted one is the context the model was trained for." if _marks(scenario, symbol, points)
+               else "."))
         out.append({
             "title": f"Memory against {label}", "symbol": ts.math(_symbol_latex(symbol)),
             "intro": f"{formula.name} per GPU as {symbol.name} varies, everything else as in the regime"
-                     f"{' (' + others + ')' if others else ''}. Horizontal lines are the GPUs' capacities; "
-                     f"the dotted vertical line is the report's {label}.",
-            "chart": chart, "table": _table(columns, rows),
+                     f"{' (' + others + ')' if others else ''}.",
+            "chart_note": chart_note, "chart": chart, "table": _table(columns, rows),
         })
     return out
+
+
+def _marks(scenario: Scenario, symbol: sympy.Symbol, points: tuple[int, ...]) -> list[tuple[int, str, str]]:
+    """Labelled vertical lines of a sweep chart: the trained length, when it lies inside the sweep."""
+    trained = scenario.trained.get(symbol)
+    if trained is None or not points[0] <= trained.value <= points[-1]:
+        return []
+    return [(trained.value, f"{trained.model} trained for {trained.value:,} positions ({trained.source})",
+             f"trained: {trained.value:,}")]
 
 
 def _sensitivity(scenario: Scenario, ev: Evaluation, sens: list, ts: Typesetter, charts: bool) -> dict[str, Any]:
@@ -377,9 +516,6 @@ def _sources(scenario: Scenario, ts: Typesetter) -> list[dict[str, Any]]:
                 (term.title, sympy.srepr(term.expr), term.where, term.note), [term, []])
             if f.key not in entry[1]:
                 entry[1].append(f.key)
-    for group in scenario.variants:
-        for row in group.rows:
-            terms.setdefault(row.source, {})
     out = []
     for source_id, items in terms.items():
         source = SOURCES.get(source_id)
@@ -388,12 +524,31 @@ def _sources(scenario: Scenario, ts: Typesetter) -> list[dict[str, Any]]:
                 for term, keys in items.values()]
         out.append({
             "id": source_id, "citation": source.citation if source else source_id,
-            "citation_tex": TexCode(escape(source.citation if source else source_id).replace("/", "/\\allowbreak{}")),
+            "citation_tex": breakable(source.citation if source else source_id),
             "urls": [source.url] if source and source.url else [],
+            "urls_tex": [breakable(source.url)] if source and source.url else [],
             "table": _table([("term", "left"), ("expression", "left"), ("used in", "left"), ("where", "left"),
                              ("note", "left")], rows, {0: "3.4cm", 1: "4.0cm", 2: "2.2cm", 3: "1.8cm", 4: "3.6cm"}),
             "has_terms": [1] if rows else [],
         })
+    return out
+
+
+def _cited(scenario: Scenario) -> list[dict[str, Any]]:
+    """Sources that only the comparisons cite (no term of the report's formulas comes from them)."""
+    used = {term.source for f in [*(s.formula for s in scenario.steps), scenario.formula] for term in f.terms}
+    out, seen = [], set()
+    for group in scenario.variants:
+        for row in group.rows:
+            if row.source in used or row.source in seen:
+                continue
+            seen.add(row.source)
+            source = SOURCES.get(row.source)
+            citation = source.citation if source else row.source
+            url = source.url if source and source.url else ""
+            out.append({"id": row.source, "citation": citation, "citation_tex": breakable(citation),
+                        "url": url, "url_tex": breakable(url), "urls": [url] if url else [],
+                        "urls_tex": [breakable(url)] if url else []})
     return out
 
 

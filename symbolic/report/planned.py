@@ -10,6 +10,7 @@ and KV-cache dtypes for serving, and the rules of thumb (``llm.rule.*``, ``infer
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +25,8 @@ from ..formula import Formula
 from ..library import inference as infer
 from ..library import precision as prec
 from ..symbols import B, N, S, b
-from .scenario import Gpu, Scenario, Step, VariantGroup, VariantRow
+from . import peak
+from .scenario import Gpu, Scenario, Step, Trained, VariantGroup, VariantRow
 from .spec import ReportSpec, SpecError
 
 STATE_KEYS = ("weights", "gradients", "fp32_gradients", "master_weights", "optimizer_states")
@@ -68,15 +70,18 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
         if name in plan.values:
             notes[symtab.lookup(name)] = (f"regime.{option}" if option in options
                                           else f"the planner's default {option}")
+    phases = peak.from_plan(plan)
     scen = Scenario(
         model_name=f"{shape.name} ({'training' if spec.mode == 'train' else 'inference'})",
-        formula=plan.formula, given=given, gpus=gpus,
+        formula=_titled(plan.formula), given=given, gpus=gpus,
         batch=B if B in given else None, seq=S if S in given else None, value_notes=notes,
         model_rows=_model_rows(shape), regime_rows=_regime_rows(plan),
         steps=_steps(plan.formula, plan.values),
-        caveats=[_sentence(n) for n in plan.notes],
+        caveats=[_sentence(n) for n in plan.notes if not (phases and n in phases.runtime_notes)],  # summary says it
         limits={S: shape.positions} if shape.positions else {},
+        trained=_trained(shape),
         gpu_rows=[],
+        phases=phases,
     )
     scen.fewest = _fewest(shape, spec.mode, options, regime)
     scen.variants = (_train_variants(shape, plan, make, options) if spec.mode == "train"
@@ -84,6 +89,37 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     errata = ["article-B"] if any(row.source == "article-B" for g in scen.variants for row in g.rows) else []
     scen.errata_sources = errata
     return scen
+
+
+def _trained(shape: Any) -> dict[sympy.Symbol, Trained]:
+    """The context the config says the model was trained for, where it is not a hard limit.
+
+    Learned position embeddings cap the context (``limits``); rotary models run past
+    ``max_position_embeddings``, usually with degraded quality, so it is a warning, as in
+    ``symbolic fit`` (planning.fit).
+    """
+    trained = shape.config.get("max_position_embeddings") if not shape.positions else None
+    if isinstance(trained, int) and not isinstance(trained, bool) and trained > 0:
+        return {S: Trained(trained, shape.name)}
+    return {}
+
+
+LAYERS_ONLY = " (transformer layers)"
+
+
+def _titled(formula: Formula) -> Formula:
+    """``formula`` with its weights term titled by what it counts, when the embeddings are a term of their own.
+
+    Inference plans split the weights into the transformer layers' and the embeddings' and head's
+    (kept in 16 bits when the layers are quantised); "bf16 weights" alone would read as all of them.
+    """
+    keys = {t.key: t for t in formula.terms}
+    weights = keys.get("weights")
+    if weights is None or "embeddings" not in keys or weights.title.endswith(LAYERS_ONLY):
+        return formula
+    terms = tuple(dataclasses.replace(t, title=t.title + LAYERS_ONLY) if t is weights else t for t in formula.terms)
+    return Formula(formula.key, formula.title, terms, source=formula.source, where=formula.where, note=formula.note,
+                   name=formula.name, definitions=formula.definitions, example=formula.example)
 
 
 def _maker(shape: Any, mode: str) -> Callable[..., Any]:
@@ -179,7 +215,7 @@ def _fewest(shape: Any, mode: str, options: dict[str, object], regime: Any) -> C
 
 # --- variants ------------------------------------------------------------------------------------
 def _sum_terms(plan: Any, keys: tuple[str, ...]) -> tuple[sympy.Rational, str]:
-    ev = plan.evaluate()
+    ev = plan.evaluate_terms()  # every component term (the plan's formula is its peak: resident terms + max)
     picked = [(t, v) for t, v in ev.terms if t.key in keys]
     return sympy.Add(*(v for _, v in picked)), printing.join_latex([t.expr for t, _ in picked])
 
@@ -261,12 +297,16 @@ def _activation_group(plan: Any, make: Callable[..., Any], options: dict[str, ob
         rows.append(VariantRow(label, latex, value, source, chosen=chosen))
     if len(rows) < 2:
         return None
-    return VariantGroup(
-        "Activations: article B against Korthikanti et al.",
-        f"Activation memory per GPU at B = {regime.batch} and S = {regime.seq:,}, everything else as in this report. "
-        "Article B's formula has no head count and no FlashAttention; Korthikanti et al. (2022) store "
-        "5·a·S² bytes per layer of attention scores, which FlashAttention-style kernels and selective recompute "
-        "avoid.", "bytes", tuple(rows))
+    korthikanti = ("Korthikanti et al. (2022) store 5·a·S² bytes per layer of attention scores, which "
+                   "FlashAttention-style kernels and selective recompute avoid.")
+    at = f"Activation memory per GPU at B = {regime.batch} and S = {regime.seq:,}, everything else as in this report."
+    if any(row.source == "article-B" for row in rows):
+        return VariantGroup("Activations: article B against Korthikanti et al.",
+                            f"{at} Article B's formula has no head count and no FlashAttention; {korthikanti}",
+                            "bytes", tuple(rows))
+    return VariantGroup("Activations: Korthikanti et al. with and without FlashAttention and recompute",
+                        f"{at} {korthikanti} (Article B's formula cannot express this regime, so it is not shown.)",
+                        "bytes", tuple(rows))
 
 
 def _same(choice: dict[str, object], mine: dict[str, object]) -> bool:
@@ -288,7 +328,8 @@ def _rules_group(shape: Any, plan: Any, make: Callable[..., Any], options: dict[
                                formula.latex(equation=True), formula.evaluate(at).total, formula.source))
     single = {k: v for k, v in options.items() if k not in SPLIT_OPTIONS}
     alone = _try(make, **single) or plan
-    rows.append(VariantRow("this report's formula on one GPU (no parallelism)", alone.formula.latex(equation=True),
+    rows.append(VariantRow("this report's formula on one GPU (no parallelism)",
+                           f"{alone.formula.name_latex} = {printing.latex(alone.formula.expr)}",
                            alone.evaluate().total, "project", chosen=True))
     return VariantGroup(
         "Rules of thumb against the formula",
@@ -302,6 +343,16 @@ def _train_variants(shape: Any, plan: Any, make: Callable[..., Any], options: di
     return [g for g in groups if g is not None]
 
 
+WEIGHT_KEYS = ("weights", "weight_scales", "embeddings")
+WEIGHT_PARTS = {"weights": "layers", "weight_scales": "scales", "embeddings": "embeddings and head"}
+
+
+def _weight_parts(plan: Any) -> str:
+    """What a plan's weight memory is made of, e.g. 'layers, scales, embeddings and head'."""
+    keys = [t.key for t in plan.formula.terms if t.key in WEIGHT_KEYS]
+    return ", ".join(WEIGHT_PARTS[k] for k in keys)
+
+
 def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object]) -> list[VariantGroup]:
     regime = plan.regime
     rows = []
@@ -309,12 +360,13 @@ def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: di
         alt = _try(make, **{**options, "weights": dtype, "kv_dtype": regime.kv_dtype})
         if alt is None:
             continue
-        value, latex = _sum_terms(alt, ("weights", "embeddings"))
-        rows.append(VariantRow(f"{dtype} weights", latex, value, infer.WEIGHT_DTYPES[dtype].source,
-                               chosen=dtype == regime.weights))
-    groups = [VariantGroup("Weights: 16, 8 or 4 bits", "Weight memory per GPU; int8 and int4 keep one fp16 scale "
-                           "(and for int4 a zero point) per group of 128 weights, and the embeddings and LM head in "
-                           "16 bits.", "bytes", tuple(rows))] if len(rows) > 1 else []
+        value, latex = _sum_terms(alt, WEIGHT_KEYS)
+        rows.append(VariantRow(f"{dtype} weights (all: {_weight_parts(alt)})", latex, value,
+                               infer.WEIGHT_DTYPES[dtype].source, chosen=dtype == regime.weights))
+    groups = [VariantGroup("Weights: 16, 8 or 4 bits", "All weight memory per GPU: the transformer layers' weights "
+                           "(int8 and int4 with one fp16 scale, and for int4 a zero point, per group of 128 weights) "
+                           "plus the embeddings and LM head, kept in 16 bits. The breakdown lists these parts as "
+                           "separate terms.", "bytes", tuple(rows))] if len(rows) > 1 else []
     rows = []
     for dtype in ("bf16", "fp8", "int4"):
         alt = _try(make, **{**options, "kv_dtype": dtype})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,7 @@ PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b
            "#9c755f", "#bab0ac", "#86bcb6", "#d4a6c8", "#8cd17d", "#f1ce63", "#a0cbe8", "#ffbe7d")
 LINE_STYLES = ("--", "-.", ":", (0, (6, 2, 1, 2)), (0, (2, 2)), (0, (8, 3)), (0, (4, 1, 1, 1, 1, 1)), "--")
 GPU_COLORS = ("#222222", "#c0392b", "#1f618d", "#7d3c98", "#117a65", "#9a7d0a", "#6e2c00", "#566573")
+MARK_COLOR = "#8e44ad"
 WIDTH_IN = 6.7
 RC = {
     "svg.hashsalt": "symbolic-report",
@@ -81,89 +83,165 @@ def _context():  # noqa: ANN202
     return matplotlib.rc_context(RC)
 
 
-def _legend_rows(count: int, columns: int) -> int:
-    return -(-count // columns)
+LEGEND_WIDTH = 44  # characters per legend line (two columns on A4); longer labels wrap, never cut
+LABEL_GAP = 0.06  # least distance between two capacity labels, as a fraction of the plot's height
+ABOVE = 2.0  # a sweep's y axis stops at this multiple of the largest capacity when totals run far past it
+X_MARGIN = 2 ** 0.2  # the log-x axis reaches this factor beyond the first and last point (whole markers)
 
 
-def short(label: str, limit: int = 46) -> str:
-    """A legend label cut to ``limit`` characters (tables carry the full title)."""
-    return label if len(label) <= limit else label[: limit - 1].rstrip(" ,;:(") + "…"
+def wrap(label: str, width: int = LEGEND_WIDTH) -> str:
+    """A legend label broken into lines of at most ``width`` characters (the whole label, never cut)."""
+    return textwrap.fill(label, width, break_long_words=True, break_on_hyphens=False) or label
 
 
-def breakdown(labels: Sequence[str], values: Sequence[float], colours: Sequence[str]) -> str:
-    """One horizontal bar, stacked by term in the author's order, with the share of each term."""
+def legend_lines(labels: Sequence[str], columns: int) -> float:
+    """Text lines a legend of ``labels`` needs, filled column by column as matplotlib does."""
+    if not labels:
+        return 0.0
+    rows = -(-len(labels) // columns)
+    heights = [1] * rows
+    for index, label in enumerate(labels):
+        heights[index % rows] = max(heights[index % rows], label.count("\n") + 1)
+    return float(sum(heights))
+
+
+def spread(positions: Sequence[float], gap: float) -> list[float]:
+    """Label heights near ``positions`` (same order), moved up just enough to be ``gap`` apart."""
+    order = sorted(range(len(positions)), key=lambda i: positions[i])
+    out = list(positions)
+    previous = None
+    for i in order:
+        if previous is not None and out[i] < previous + gap:
+            out[i] = previous + gap
+        previous = out[i]
+    return out
+
+
+def y_top(totals: Sequence[float], capacities: Sequence[float]) -> float:
+    """Top of a sweep's y axis: everything, unless the totals dwarf the GPUs (then ABOVE × the largest)."""
+    largest = max([*totals, *capacities] or [1.0])
+    if capacities and max(totals or [0.0]) > ABOVE * max(capacities):
+        largest = max(ABOVE * max(capacities), min(totals or [0.0]))
+    return largest
+
+
+def breakdown_figure(labels: Sequence[str], values: Sequence[float], colours: Sequence[str]):  # noqa: ANN201
+    """The breakdown chart as a matplotlib Figure (``breakdown`` draws it as SVG)."""
     total = float(sum(values))
     unit, size = unit_for(total)
     columns = 2
-    rows = _legend_rows(len(labels), columns)
+    names = [wrap(f"{label}: {float(value) / total if total else 0.0:.1%}") for label, value in zip(labels, values)]
+    rows = legend_lines(names, columns)
+    height = 1.05 + 0.15 * rows
     with _context():
-        fig = _figure(1.05 + 0.19 * rows)
-        ax = fig.add_axes((0.03, 1 - 0.55 / (1.05 + 0.19 * rows), 0.94, 0.28 / (1.05 + 0.19 * rows)))
+        fig = _figure(height)
+        ax = fig.add_axes((0.03, 1 - 0.55 / height, 0.94, 0.28 / height))
         left = 0.0
         handles = []
-        for label, value, col in zip(labels, values, colours):
+        for value, col in zip(values, colours):
             width = float(value) / size
             bar = ax.barh([0], [width], left=[left], color=col, edgecolor="white", linewidth=0.6, height=0.8)
             share = float(value) / total if total else 0.0
             if share >= 0.07:
                 ax.text(left + width / 2, 0, f"{share:.0%}", ha="center", va="center", color="white",
                         fontsize=7.5, fontweight="bold")
-            handles.append((bar, f"{short(label)}: {share:.1%}"))
+            handles.append(bar)
             left += width
         ax.set_xlim(0, left * 1.0001 if left else 1)
         ax.set_ylim(-0.5, 0.5)
         ax.set_yticks([])
         ax.spines["left"].set_visible(False)
         ax.set_xlabel(f"memory per GPU ({unit})", labelpad=2)
-        fig.legend([h for h, _ in handles], [t for _, t in handles], loc="upper left", ncols=columns,
-                   bbox_to_anchor=(0.02, 1 - 0.98 / (1.05 + 0.19 * rows)), frameon=False, handlelength=1.2,
-                   columnspacing=1.5)
-        return _svg(fig)
+        fig.legend(handles, names, loc="upper left", ncols=columns, bbox_to_anchor=(0.02, 1 - 0.98 / height),
+                   frameon=False, handlelength=1.2, columnspacing=1.5, labelspacing=0.3)
+        return fig
 
 
-def sweep(xlabel: str, xs: Sequence[int], layers: Sequence[Series], colours: Sequence[str],
-          capacities: Sequence[tuple[str, float]], current: int | None = None) -> str:
-    """Memory against one input: stacked terms, their total, and each GPU's capacity as a line."""
+def breakdown(labels: Sequence[str], values: Sequence[float], colours: Sequence[str]) -> str:
+    """One horizontal bar, stacked by term in the author's order, with the share of each term."""
+    return _svg(breakdown_figure(labels, values, colours))
+
+
+def sweep_figure(xlabel: str, xs: Sequence[int], layers: Sequence[Series], colours: Sequence[str],
+                 capacities: Sequence[tuple[str, float]], current: int | None = None,
+                 marks: Sequence[tuple[int, str, str]] = ()):  # noqa: ANN201
+    """The sweep chart as a matplotlib Figure (``sweep`` draws it as SVG).
+
+    Each capacity line carries its label at the right, spread apart so that GPUs of nearly equal
+    memory (80 GB, 80 GiB, 94 GB) stay readable; ``marks`` are vertical lines (x, legend label,
+    short tag written beside the line), e.g. the context the model was trained for. Markers are never clipped by the axes; totals above the
+    y axis (see ``y_top``) are shown as triangles on its top edge.
+    """
     totals = [sum(layer.values[i] for layer in layers) for i in range(len(xs))]
-    largest = max([*totals, *(c for _, c in capacities)] or [1])
-    unit, size = unit_for(largest)
+    top = y_top(totals, [c for _, c in capacities])
+    unit, size = unit_for(max([*totals, *(c for _, c in capacities)] or [1]))
     columns = 2
-    rows = _legend_rows(len(layers) + len(capacities) + 1, columns)
-    plot_in, top_in, axis_in, row_in = 2.2, 0.08, 0.42, 0.165
-    height = top_in + plot_in + axis_in + row_in * rows + 0.06
+    above = [i for i, t in enumerate(totals) if t > top * 1.08]
+    names = ["total" + (" (▲: above the chart, see the table)" if above else ""),
+             *(wrap(f"{name}: {_amount(capacity)}") for name, capacity in capacities),
+             *(wrap(label) for _, label, _ in marks), *(wrap(layer.label) for layer in layers)]
+    plot_in, top_in, axis_in, line_in = 2.2, 0.08, 0.42, 0.135
+    height = top_in + plot_in + axis_in + line_in * legend_lines(names, columns) + 0.1
     with _context():
         fig = _figure(height)
         ax = fig.add_axes((0.085, (height - top_in - plot_in) / height, 0.895, plot_in / height))
         scaled = [[v / size for v in layer.values] for layer in layers]
         stacks = ax.stackplot(list(xs), *scaled, colors=list(colours), alpha=0.85, linewidth=0)
-        (line,) = ax.plot(list(xs), [v / size for v in totals], color="black", linewidth=1.3, marker="o",
-                          markersize=2.5)
+        ylim = top / size * 1.08
+        (line,) = ax.plot(list(xs), [v / size for v in totals], color="black", linewidth=1.3)
+        inside = [i for i in range(len(xs)) if i not in above]
+        ax.plot([xs[i] for i in inside], [totals[i] / size for i in inside], color="black", linestyle="none",
+                marker="o", markersize=2.5, clip_on=False, zorder=4)
+        if above:
+            ax.plot([xs[i] for i in above], [ylim] * len(above), color="black", linestyle="none", marker="^",
+                    markersize=4, clip_on=False, zorder=4)
         gpu_lines = []
         for index, (_name, capacity) in enumerate(capacities):
             gpu_lines.append(ax.axhline(capacity / size, color=GPU_COLORS[index % len(GPU_COLORS)],
                                         linestyle=LINE_STYLES[index % len(LINE_STYLES)], linewidth=1.2))
+        heights = spread([c / size / ylim for _, c in capacities], LABEL_GAP)
+        for index, ((name, capacity), y) in enumerate(zip(capacities, heights)):
+            ax.text(0.995, y + 0.012, f"{name}: {_amount(capacity)}", transform=ax.transAxes, ha="right", va="bottom",
+                    fontsize=6.5, color=GPU_COLORS[index % len(GPU_COLORS)], gid=f"capacity-label-{index}",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.6})
         if current is not None and xs[0] <= current <= xs[-1]:
             ax.axvline(current, color="#888888", linewidth=0.8, linestyle=":")
+        mark_lines = []
+        for x, _, tag in marks:
+            mark_lines.append(ax.axvline(x, color=MARK_COLOR, linewidth=1.1, linestyle="-."))
+            ax.text(x, 0.97, tag, transform=ax.get_xaxis_transform(), rotation=90, ha="right", va="top",
+                    fontsize=6.5, color=MARK_COLOR, gid="mark-label",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 0.6})
         ax.set_xscale("log", base=2)
-        ax.set_xlim(xs[0], xs[-1])
+        ax.set_xlim(xs[0] / X_MARGIN, xs[-1] * X_MARGIN)
         ax.set_xticks(list(xs))
         ax.set_xticklabels([_short(x) for x in xs], rotation=0 if len(xs) <= 12 else 45)
         ax.minorticks_off()
-        ax.set_ylim(0, largest / size * 1.08)
+        ax.set_ylim(0, ylim)
         ax.set_xlabel(xlabel, labelpad=2)
         ax.set_ylabel(f"memory per GPU ({unit})")
         ax.grid(axis="y", color="#dddddd", linewidth=0.5)
         ax.set_axisbelow(True)
-        handles = [line, *gpu_lines, *stacks]
-        names = ["total", *(f"{short(name, 30)}: {_amount(capacity)}" for name, capacity in capacities),
-                 *(short(layer.label) for layer in layers)]
+        handles = [line, *gpu_lines, *mark_lines, *stacks]
         fig.legend(handles, names, loc="lower left", ncols=columns, bbox_to_anchor=(0.0, 0.0), frameon=False,
                    handlelength=2.0, columnspacing=1.2, labelspacing=0.35, borderaxespad=0.2)
-        return _svg(fig)
+        return fig
+
+
+def sweep(xlabel: str, xs: Sequence[int], layers: Sequence[Series], colours: Sequence[str],
+          capacities: Sequence[tuple[str, float]], current: int | None = None,
+          marks: Sequence[tuple[int, str, str]] = ()) -> str:
+    """Memory against one input: stacked terms, their total, and each GPU's capacity as a line."""
+    return _svg(sweep_figure(xlabel, xs, layers, colours, capacities, current, marks))
 
 
 def elasticities(labels: Sequence[str], values: Sequence[float]) -> str:
     """Horizontal bars of x/M · ∂M/∂x, largest at the top, labelled with their value."""
+    return _svg(elasticities_figure(labels, values))
+
+
+def elasticities_figure(labels: Sequence[str], values: Sequence[float]):  # noqa: ANN201
+    """The elasticity chart as a matplotlib Figure (``elasticities`` draws it as SVG)."""
     count = max(len(labels), 1)
     height = 0.55 + 0.24 * count
     with _context():
@@ -182,7 +260,7 @@ def elasticities(labels: Sequence[str], values: Sequence[float]) -> str:
         ax.set_xlabel("elasticity: % more memory for 1 % more of the input", labelpad=2)
         ax.grid(axis="x", color="#dddddd", linewidth=0.5)
         ax.set_axisbelow(True)
-        return _svg(fig)
+        return fig
 
 
 def _short(x: int) -> str:

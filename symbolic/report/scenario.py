@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import sympy
 
 from .. import algebra
 from .. import symbols as symtab
 from ..formula import Evaluation, Formula
+
+if TYPE_CHECKING:
+    from .peak import Phases
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,15 @@ class VariantGroup:
 
 
 @dataclass(frozen=True)
+class Trained:
+    """A length the model was trained for (e.g. max_position_embeddings): past it runs, but untested."""
+
+    value: int
+    model: str  # the model's name, for "the 8,192 positions llama-3-8b was trained for"
+    source: str = "max_position_embeddings"
+
+
+@dataclass(frozen=True)
 class Step:
     """A formula shown as a hand calculation before the total (N, E, subtotals)."""
 
@@ -79,8 +92,11 @@ class Scenario:
     sweep_batch: tuple[int, ...] = ()
     sweep_seq: tuple[int, ...] = ()
     limits: dict[sympy.Symbol, int] = field(default_factory=dict)  # e.g. S ≤ learned positions
+    trained: dict[sympy.Symbol, Trained] = field(default_factory=dict)  # e.g. S past the trained context
     fewest: Callable[[Gpu], str] | None = None  # "fewest GPUs of this kind", when the model can be split
     gpu_rows: list[tuple[str, str, str, str]] = field(default_factory=list)  # name, title, capacity, source
+    phases: Phases | None = None  # a planner's step phases (which one sets the peak); None for the articles
+    _solved: dict[tuple, algebra.Solution] = field(default_factory=dict, repr=False, compare=False)
 
     # --- points ----------------------------------------------------------------------------
     def point(self, changes: Mapping[sympy.Symbol, int] | None = None) -> dict[sympy.Symbol, sympy.Rational]:
@@ -103,11 +119,27 @@ class Scenario:
 
     # --- solving and sensitivity -----------------------------------------------------------
     def solve(self, symbol: sympy.Symbol, budget: int) -> algebra.Solution:
-        """Largest whole value of ``symbol`` (and of what is tied to it) within ``budget`` bytes."""
+        """Largest whole value of ``symbol`` (and of what is tied to it) within ``budget`` bytes (remembered)."""
+        key = (id(self.formula), symbol, int(budget), tuple(sorted((s.name, v) for s, v in self.given.items())))
+        if key not in self._solved:
+            self._solved[key] = self._solve(symbol, budget)
+        return self._solved[key]
+
+    def _solve(self, symbol: sympy.Symbol, budget: int) -> algebra.Solution:
         followers = {f for f, leader in self.ties.items() if leader == symbol}
         values = {s: v for s, v in self.given.items() if s != symbol and s not in followers}
         expr = self.formula.subs(values).xreplace(self.ties)
         return algebra.solve_max(expr, symbol, sympy.Integer(budget))
+
+    def largest_value(self, symbol: sympy.Symbol, capacity: int) -> int | None:
+        """The largest whole value of ``symbol`` that fits ``capacity`` (model limits applied); None if none or any."""
+        solution = self.solve(symbol, capacity)
+        limit = self.limits.get(symbol)
+        if solution.status == "none":
+            return None
+        if limit is not None and (solution.value is None or solution.value > limit):
+            return limit
+        return solution.value if solution.status == "ok" else None
 
     def largest(self, symbol: sympy.Symbol, capacity: int) -> str:
         """The largest value of ``symbol`` that fits ``capacity``, as table text."""

@@ -61,6 +61,8 @@ SIZE_KEYS = opts.names(kind="size")
 DEGREE_KEYS = opts.names(kind="degree")
 FLAG_KEYS = opts.names(kind="flag")
 STAGE_KEYS = opts.names(kind="stage")
+NAMES_KEYS = opts.names(kind="names")
+FRACTION_KEYS = opts.names(kind="fraction")
 CHOICES: dict[str, tuple[str, ...]] = {o.name: tuple(map(str, o.choices)) for o in opts.OPTIONS if o.kind == "choice"}
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
@@ -359,6 +361,12 @@ class _Checker:
                 out[key] = self.count(item, at, min(stages), max(stages))
             elif key in FLAG_KEYS:
                 out[key] = self.flag(item, at)
+            elif key in NAMES_KEYS or key in FRACTION_KEYS:
+                parse = opts.parse_names if key in NAMES_KEYS else opts.parse_fraction
+                try:
+                    out[key] = parse(key, item)
+                except opts.PlanOptionError as err:
+                    raise self.fail(at, str(err)) from None
             else:
                 out[key] = self.choice(item, at, CHOICES[key])
         return RegimeOptions(out)

@@ -9,6 +9,7 @@ no user text can end a paragraph (or the ``\\text{...}`` it sits in).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _PLACEHOLDER = "\x00BS\x00"
@@ -46,7 +47,45 @@ def escape(text: object) -> TexCode:
     for char, replacement in _SPECIALS:
         value = value.replace(char, replacement)
     value = value.replace(_PLACEHOLDER, r"\textbackslash{}")
+    value = re.sub(r"-(?=-)", "-{}", value)  # "--no-runtime" stays two hyphens, not TeX's en dash
     return TexCode("".join(_char(c) for c in value))
+
+
+LONG_WORD = 16  # characters: a longer word or URL gets break points
+CHUNK = 8  # at most this many characters between break points inside a long word
+_BREAK_AFTER = "/.-_?&=#:,;@+"
+
+
+def breakable(text: object, long_word: int = LONG_WORD) -> TexCode:
+    """``escape(text)`` with ``\\allowbreak{}`` inside long words and URLs, so they wrap at the margin.
+
+    TeX breaks lines only at spaces and hyphens; a 200-character word or a URL in a note runs
+    off the page. Inside every word longer than ``long_word`` characters, a break is allowed
+    after the punctuation of a path or URL and at least every ``CHUNK`` characters. The word is
+    cut before escaping, so no break lands inside an escape such as ``\\textbackslash{}``.
+    """
+    if isinstance(text, TexCode):
+        return text
+    out = []
+    for token in re.split(r"(\s+)", " ".join(str(text).replace("\x00", "").splitlines())):
+        if len(token) <= long_word or token.isspace():
+            out.append(escape(token))
+        else:
+            out.append(r"\allowbreak{}".join(escape(piece) for piece in _pieces(token)))
+    return TexCode("".join(out))
+
+
+def _pieces(word: str) -> list[str]:
+    """``word`` cut after URL punctuation and at least every ``CHUNK`` characters."""
+    pieces, current = [], ""
+    for c in word:
+        current += c
+        if c in _BREAK_AFTER or len(current) >= CHUNK:
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
 
 
 def _char(c: str) -> str:

@@ -12,10 +12,13 @@ from typing import Any
 from markupsafe import Markup
 
 from . import calc
-from .texescape import TexCode, escape
+from .texescape import LONG_WORD, TexCode, breakable
 
 BODY_POINTS = 9.5
 CALC_POINTS = 10.0
+FIT = r"\dimexpr\linewidth-1em\relax"  # room for a term in a table cell, leaving space for its sign
+FIT_SHARE = 0.6  # a cell formula's term wider than this share of the cell (estimated) may be shrunk in TeX
+MIN_POINTS = 6.0  # the smallest size a table cell's formula is shrunk to, so that it fits its column
 CALC_WIDTH_PX = 470.0  # the math column of a calculation on A4 with the report's margins
 
 
@@ -39,15 +42,37 @@ class Typesetter:
         """
         words = "" if text is None else str(text)
         piece = self.math(math, points) if math else {"svg": Markup(""), "tex": TexCode("")}
-        tex = escape(words)
-        if code:
-            tex = tex.replace("\\_", "\\_\\allowbreak{}").replace(".", ".\\allowbreak{}")
+        # long words and URLs may break at the column's edge; identifiers after every dot and underscore
+        tex = breakable(words, long_word=0 if code else LONG_WORD)
         if math:  # in table cells TeX may break a long formula inside plain parentheses, not \left( \right)
-            tex += piece["tex"].replace("\\left(", "(").replace("\\right)", ")")
+            tex += self._tex_cell_math(math, points, width)
         if math and width and self.svg and self.width(math, points) > width:
             lines = calc.wrap(calc.split_sum(math), lambda part: self.width(part, points), width)
-            piece["svg"] = Markup("<br>").join(self.math(line, points)["svg"] for line in lines)
+            piece["svg"] = Markup("<br>").join(self.math(line, self._fitting(line, points, width))["svg"]
+                                               for line in lines)
         return {"text": words, "svg": piece["svg"], "tex": TexCode(tex)}
+
+    def _tex_cell_math(self, latex: str, points: float, width: float | None) -> TexCode:
+        """``$latex$`` for a table cell: TeX breaks it between terms; a term too long to break is shrunk to fit.
+
+        A term that may be wider than the column (a max of long sums, a fraction) goes in a box
+        that ``\\resizebox`` shrinks only when it is wider than the column (graphicx).
+        """
+        pieces = calc.split_sum(latex) if width else [latex]
+        out = []
+        for index, piece in enumerate(pieces):
+            sign = "" if index == 0 else ("- " if piece.startswith("-") else "+ ")
+            body = piece[1:].lstrip() if index and piece.startswith("-") else piece
+            body = body.replace("\\left(", "(").replace("\\right)", ")")
+            if width and calc.estimate(piece) * 7.2 * points / CALC_POINTS > FIT_SHARE * width:
+                body = (f"\\resizebox{{\\ifdim\\width>{FIT}{FIT}\\else\\width\\fi}}{{!}}{{${body}$}}")
+            out.append(f"{sign}{body}")
+        return TexCode(f"${' '.join(out)}$")
+
+    def _fitting(self, latex: str, points: float, width: float) -> float:
+        """The size at which one unbreakable line of math (e.g. a max of long sums) fits ``width`` px."""
+        measured = self.width(latex, points)
+        return points if measured <= width else max(MIN_POINTS, points * width / measured)
 
     def width(self, latex: str, points: float = BODY_POINTS) -> float:
         """Width of ``latex`` in CSS px (estimated from the source)."""

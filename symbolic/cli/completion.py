@@ -1,0 +1,221 @@
+"""``symbolic completion bash|zsh|fish``: a shell completion script generated from the argument parser.
+
+Nothing is written by hand: the subcommands, their flags, the flags' choices and the GPU
+catalogue's names (for ``--gpu``) are read from ``build_parser()`` and ``catalogs.gpus`` when the
+script is printed, so the script matches the installed version. Words that reach the script are
+limited to a safe character set (flags, choices, names); help texts are cut to one short phrase
+with quotes and backslashes removed, so nothing the script contains is executed by the shell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, field
+
+SHELLS = ("bash", "zsh", "fish")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]*")
+_HELP_CHARS = re.compile(r"[^A-Za-z0-9 ,.;:()/+%=<>≤≥·×_-]")
+
+
+@dataclass
+class Flag:
+    """One option: its strings (``-o``, ``--output``), a short help, and what its value can be."""
+
+    strings: list[str]
+    help: str
+    takes_value: bool
+    choices: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Command:
+    """One subcommand: name, short help, flags."""
+
+    name: str
+    help: str
+    flags: list[Flag]
+    words: list[str] = field(default_factory=list)  # choices of its positional arguments (completion: bash...)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``completion``."""
+    p = sub.add_parser("completion", help="print a shell completion script (bash, zsh or fish)",
+                       description="Print a completion script for SHELL, generated from this version's parser "
+                                   "(subcommands, flags, choices, GPU names). bash: symbolic completion bash > "
+                                   "~/.local/share/bash-completion/completions/symbolic; zsh: symbolic completion zsh "
+                                   "> ~/.zfunc/_symbolic (with fpath+=~/.zfunc before compinit); fish: symbolic "
+                                   "completion fish > ~/.config/fish/completions/symbolic.fish. Or, for this shell "
+                                   "only: source <(symbolic completion bash).")
+    p.add_argument("shell", metavar="SHELL", choices=SHELLS, help="bash, zsh or fish")
+    p.set_defaults(handler=cmd_completion)
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """Print the script for ``args.shell``."""
+    from . import build_parser
+
+    print(script(build_parser(), args.shell), end="")
+    return 0
+
+
+def _short(text: str | None) -> str:
+    """A help text as one short phrase safe inside single quotes of any of the three shells."""
+    if not text or text == argparse.SUPPRESS:
+        return ""
+    first = re.split(r"(?<=[.;])\s|\s\(", text.replace("%%", "%"), maxsplit=1)[0].rstrip(".;")
+    phrase = _HELP_CHARS.sub("", first).strip()
+    return phrase if len(phrase) <= 70 else phrase[:69].rstrip() + "…"
+
+
+def _words(values: object) -> list[str]:
+    return [str(v) for v in values or () if _WORD.fullmatch(str(v))]  # type: ignore[attr-defined]
+
+
+def _gpu_names() -> list[str]:
+    from ..catalogs import gpus
+
+    return _words([*gpus.names(), *gpus.ALIASES])
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[Flag]:
+    flags = []
+    for action in parser._actions:
+        strings = [s for s in action.option_strings if _WORD.fullmatch(s.lstrip("-"))]
+        if not strings or action.help == argparse.SUPPRESS:
+            continue
+        choices = _words(action.choices)
+        if not choices and "--gpu" in strings:
+            choices = _gpu_names()
+        flags.append(Flag(strings, _short(action.help), action.nargs != 0, choices))
+    return flags
+
+
+def commands(parser: argparse.ArgumentParser) -> tuple[list[Flag], list[Command]]:
+    """The main parser's flags and every subcommand with its flags, in the parser's order."""
+    found: list[Command] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                if _WORD.fullmatch(name):
+                    words = [w for a in sub._actions if not a.option_strings for w in _words(a.choices)]
+                    found.append(Command(name, _short(helps.get(name)), _flags(sub), words))
+    return _flags(parser), found
+
+
+def script(parser: argparse.ArgumentParser, shell: str) -> str:
+    """The completion script for ``shell`` (one of ``SHELLS``)."""
+    top, cmds = commands(parser)
+    return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](parser.prog, top, cmds)
+
+
+def _bash(prog: str, top: list[Flag], cmds: list[Command]) -> str:
+    func = "_" + prog.replace("-", "_")
+    first = " ".join([c.name for c in cmds] + [s for f in top for s in f.strings])
+    lines = [f"# bash completion for {prog} (generated by '{prog} completion bash')",
+             f"{func}() {{",
+             "    local cur prev cmd i",
+             "    COMPREPLY=()",
+             '    cur="${COMP_WORDS[COMP_CWORD]}"',
+             '    prev="${COMP_WORDS[COMP_CWORD-1]}"',
+             '    cmd=""',
+             "    for ((i = 1; i < COMP_CWORD; i++)); do",
+             '        case "${COMP_WORDS[i]}" in',
+             "            -*) ;;",
+             '            *) cmd="${COMP_WORDS[i]}"; break ;;',
+             "        esac",
+             "    done",
+             '    case "$cmd" in',
+             f'        "") COMPREPLY=($(compgen -W "{first}" -- "$cur")); return 0 ;;']
+    for cmd in cmds:
+        flags = cmd.flags  # a subcommand has its own -h, -q and -v
+        lines.append(f"        {cmd.name})")
+        valued = [f for f in flags if f.choices]
+        if valued:
+            lines.append('            case "$prev" in')
+            for flag in valued:
+                lines.append(f'                {"|".join(flag.strings)}) COMPREPLY=($(compgen -W "{" ".join(flag.choices)}" '
+                             '-- "$cur")); return 0 ;;')
+            lines.append("            esac")
+        words = " ".join(s for f in flags for s in f.strings)
+        lines += ['            if [[ "$cur" == -* ]]; then',
+                  f'                COMPREPLY=($(compgen -W "{words}" -- "$cur"))']
+        if cmd.words:
+            lines += ["            else", f'                COMPREPLY=($(compgen -W "{" ".join(cmd.words)}" -- "$cur"))']
+        lines += ["            fi", "            return 0 ;;"]
+    lines += ["    esac", "}", f"complete -o default -F {func} {prog}", ""]
+    return "\n".join(lines)
+
+
+def _zsh(prog: str, top: list[Flag], cmds: list[Command]) -> str:
+    func = "_" + prog.replace("-", "_")
+    described = "\n".join(f"    '{c.name}:{c.help.replace(':', chr(92) + ':')}'" for c in cmds)
+    lines = [f"#compdef {prog}",
+             f"# zsh completion for {prog} (generated by '{prog} completion zsh')",
+             f"{func}() {{",
+             "  local -a commands",
+             f"  commands=(\n{described}\n  )",
+             "  local cmd i",
+             "  for (( i = 2; i < CURRENT; i++ )); do",
+             "    if [[ ${words[i]} != -* ]]; then cmd=${words[i]}; break; fi",
+             "  done",
+             "  local prev=${words[CURRENT-1]} cur=${words[CURRENT]}",
+             '  if [[ -z $cmd ]]; then',
+             "    if [[ $cur == -* ]]; then",
+             f"      compadd -- {' '.join(s for f in top for s in f.strings)}",
+             "    else",
+             f"      _describe -t commands '{prog} command' commands",
+             "    fi",
+             "    return",
+             "  fi",
+             "  case $cmd in"]
+    for cmd in cmds:
+        flags = cmd.flags  # a subcommand has its own -h, -q and -v
+        lines.append(f"    {cmd.name})")
+        valued = [f for f in flags if f.choices]
+        if valued:
+            lines.append("      case $prev in")
+            for flag in valued:
+                lines.append(f"        {'|'.join(flag.strings)}) compadd -- {' '.join(flag.choices)}; return ;;")
+            lines.append("      esac")
+        lines += ["      if [[ $cur == -* ]]; then",
+                  f"        compadd -- {' '.join(s for f in flags for s in f.strings)}",
+                  "      else",
+                  f"        compadd -- {' '.join(cmd.words)}" if cmd.words else "        _files",
+                  "      fi",
+                  "      ;;"]
+    lines += ["  esac",
+              "}",
+              'if [[ ${zsh_eval_context[-1]} == loadautofunc ]]; then',
+              f'  {func} "$@"',
+              "else",
+              f"  compdef {func} {prog}",
+              "fi",
+              ""]
+    return "\n".join(lines)
+
+
+def _fish_flag(prog: str, condition: str, flag: Flag) -> list[str]:
+    out = []
+    for string in flag.strings:
+        kind = f"-l {string[2:]}" if string.startswith("--") else f"-s {string[1:]}"
+        value = f" -x -a '{' '.join(flag.choices)}'" if flag.choices else (" -r" if flag.takes_value else "")
+        help_text = f" -d '{flag.help}'" if flag.help else ""
+        out.append(f"complete -c {prog} -n '{condition}' {kind}{value}{help_text}")
+    return out
+
+
+def _fish(prog: str, top: list[Flag], cmds: list[Command]) -> str:
+    lines = [f"# fish completion for {prog} (generated by '{prog} completion fish')"]
+    for cmd in cmds:
+        help_text = f" -d '{cmd.help}'" if cmd.help else ""
+        lines.append(f"complete -c {prog} -n '__fish_use_subcommand' -f -a {cmd.name}{help_text}")
+        if cmd.words:
+            lines.append(f"complete -c {prog} -n '__fish_seen_subcommand_from {cmd.name}' -f -a '{' '.join(cmd.words)}'")
+    for flag in top:
+        lines += _fish_flag(prog, "__fish_use_subcommand", flag)
+    for cmd in cmds:
+        for flag in cmd.flags:
+            lines += _fish_flag(prog, f"__fish_seen_subcommand_from {cmd.name}", flag)
+    return "\n".join(lines) + "\n"

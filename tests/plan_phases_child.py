@@ -1,0 +1,148 @@
+"""Measured whole-step peaks against ``symbolic memory --json`` (the planner's total), run in a child process.
+
+For each case it measures two AdamW or SGD steps with real PyTorch on the CPU
+(``crosscheck.measure_point``: ``measure.step_peak`` with the phases marked) and runs the
+command a user would run, ``symbolic memory CONFIG --activations pytorch --device cpu ... --json``,
+on the same config written to a file (article A's network: ``symbolic memory mlp``). The
+planner knows nothing measured: N comes from the architecture's own parameter formula. Writes
+one JSON object on stdout; exits with ``SKIP`` when torch or transformers cannot be imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SKIP = 77
+ROOT = Path(__file__).resolve().parent.parent
+
+# tiny models: hidden 64, vocabulary 512, two layers (seconds on a CPU)
+GPT2 = {"n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 128}
+LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
+         "vocab_size": 512, "max_position_embeddings": 128}
+# name, overrides, batch, seq, precision, attn, optimizer, dropout masks ("" = the device's), loss
+CASES = [
+    ("gpt2", GPT2, 2, 32, "fp32", "eager", "adamw", "", "cross-entropy"),
+    ("gpt2", GPT2, 1, 32, "fp32", "sdpa", "sgd-momentum", "", "cross-entropy"),
+    ("gpt2", GPT2, 2, 32, "bf16", "sdpa", "adamw", "bool", "cross-entropy"),
+    ("gpt2", GPT2, 2, 32, "bf16-mixed", "eager", "adamw", "", "cross-entropy"),
+    ("llama-3-8b", LLAMA, 2, 32, "fp32", "sdpa", "adamw", "", "cross-entropy"),
+    ("llama-3-8b", LLAMA, 1, 32, "bf16", "eager", "sgd-momentum", "", "cross-entropy"),
+    ("llama-3-8b", LLAMA, 2, 32, "bf16-mixed", "sdpa", "adamw", "", "cross-entropy"),
+    ("mlp", {}, 128, 0, "fp32", "", "adamw", "", "cross-entropy"),  # article A's sizes, 2048/4096/10
+    ("mlp-nobias", {}, 128, 0, "bf16", "", "sgd-momentum", "", "mse"),
+]
+LAYERS = 2
+# LoRA and QLoRA, measured with peft (and bitsandbytes) by ``finetune_child.measure_case``: its case names
+LORA_CASES = ("llama-bf16-sdpa", "gpt2-fp32-eager", "llama-qlora")
+
+
+def planner(model: str, batch: int, seq: int, precision: str, attn: str, optimizer: str, masks: str,
+            loss: str, extra: tuple[str, ...] = ()) -> dict:
+    """What ``symbolic memory ... --json`` prints for the case (the CLI, in this process)."""
+    from symbolic.cli import main
+
+    argv = ["memory", model, "--mode", "train", "--activations", "pytorch", "--device", "cpu", "--batch",
+            str(batch), "--precision", precision, "--optimizer", optimizer, "--json", *extra]
+    if seq:
+        argv += ["--seq", str(seq), "--attn", attn]
+    if masks:
+        argv += ["--dropout-masks", masks]
+    if loss != "cross-entropy":
+        argv += ["--loss", loss]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    if code != 0:
+        raise RuntimeError(f"symbolic {' '.join(argv)} exited {code}")
+    return json.loads(out.getvalue())
+
+
+def cases(folder: Path) -> list[dict]:
+    from symbolic import crosscheck
+
+    results = []
+    for name, overrides, batch, seq, precision, attn, optimizer, masks, loss in CASES:
+        target = crosscheck.load_target(name, overrides)
+        point = crosscheck.measure_point(target, batch, seq or 1, LAYERS, precision, attn or "sdpa",
+                                         optimizer=optimizer, masks=masks, loss=loss)
+        model = name
+        if not target.is_mlp:
+            config = crosscheck._with_layers(target.config, LAYERS)  # noqa: SLF001 (the measured model's config)
+            path = folder / f"{len(results)}" / "config.json"
+            path.parent.mkdir()
+            path.write_text(json.dumps(config))
+            model = str(path)
+        data = planner(model, batch, seq, precision, attn, optimizer, masks, loss)
+        results.append({
+            "case": [name, batch, seq, precision, attn, optimizer, masks, loss],
+            "measured_peak": point.peak_measured, "measured_phases": point.phases_measured,
+            "measured_phase": point.peak_phase, "measured_saved": point.saved_measured,
+            "measured_params": point.params,
+            "total_bytes": data["total_bytes"], "phases": data["phases"], "peak_phase": data["peak_phase"],
+            "peak_lead_bytes": data["peak_lead_bytes"], "activation_bytes": data["activation_bytes"],
+            "values": data["values"], "derived": data["derived"], "terms": data["terms"],
+        })
+    return results
+
+
+def lora_cases(folder: Path) -> list[dict]:
+    """peft's LoRA/QLoRA steps (``finetune_child``) against the planner with the same options."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("finetune_child", ROOT / "tests" / "finetune_child.py")
+    child = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(child)
+    from symbolic import crosscheck
+
+    results = []
+    for name in LORA_CASES:
+        model_name, dtype, attn, dropout, options = child.CASES[name]
+        target = crosscheck.load_target(model_name, child.SIZES[model_name], dropout)
+        path = folder / f"lora-{name}" / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(crosscheck._with_layers(target.config, child.LAYERS)))  # noqa: SLF001
+        measured = child.measure_case(name)
+        extra = ["--no-use-cache", "--lora-rank", str(child.RANK)]  # crosscheck.build turns the cache off
+        for key, value in options.items():
+            flag = "--" + key.replace("_", "-")
+            extra += [flag] if value is True else [flag, str(value)]
+        data = planner(str(path), child.BATCH, child.SEQ, dtype, attn, "adamw", "", "cross-entropy", tuple(extra))
+        # measure.step_peak tracks parameters and buffers, not bitsandbytes' quant_state tensors (absmax,
+        # nested absmax, code): alive all step, so they are added to what it measured
+        peak = measured["peak"] + measured.get("quant_state_bytes", 0)
+        results.append({"case": ["lora", name], "measured_peak": peak, "measured_phase": measured["phase"],
+                        "measured_saved": measured["saved"], "measured_params": measured["parameters"],
+                        "total_bytes": data["total_bytes"], "phases": data["phases"], "peak_phase": data["peak_phase"],
+                        "peak_lead_bytes": data["peak_lead_bytes"], "activation_bytes": data["activation_bytes"],
+                        "values": data["values"], "derived": data["derived"], "terms": data["terms"]})
+    return results
+
+
+def main() -> int:
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return SKIP
+    sys.path.insert(0, str(ROOT))
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        found = cases(Path(folder))
+        if importlib.util.find_spec("peft") is not None and importlib.util.find_spec("bitsandbytes") is not None:
+            found += lora_cases(Path(folder))
+        data = {"cases": found}
+    data["seconds"] = time.perf_counter() - start
+    json.dump(data, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
