@@ -134,26 +134,10 @@ def read_spec_stdin() -> object:
     from dataclasses import replace
 
     from ..report import spec as report_spec
-    from ..userfiles import parse_toml
 
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-
-    error = report_spec.ReportSpecError
-    raw = read_stdin(report_spec.MAX_FILE, "a report specification", error)
-    name = Path("<stdin>")  # its parent, '.', is the current folder: relative paths resolve there
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise error(f"{name}:{line}: not UTF-8 text") from None
-    try:
-        data = parse_toml(text, name, error=error)
-    except tomllib.TOMLDecodeError as err:
-        raise error(report_spec._toml_message(name, err)) from None
-    return replace(report_spec.parse(data, origin=name, text=text), path=Path(STDIN_LABEL))  # colophon, messages
+    raw = read_stdin(report_spec.MAX_FILE, "a report specification", report_spec.ReportSpecError)
+    # "<stdin>": its parent, '.', is the current folder, where relative paths resolve
+    return replace(report_spec.loads(raw, Path("<stdin>")), path=Path(STDIN_LABEL))  # colophon, messages
 
 
 def _missing(err: ImportError) -> str:

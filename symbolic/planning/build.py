@@ -38,7 +38,6 @@ the same logits.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,7 +55,7 @@ from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
-from ..library import registry
+from ..library import registry, runtime
 from ..plan_options import PlanOptionError
 from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
 from ..term import Term
@@ -371,17 +370,10 @@ def _with_runtime(layout: Layout, r: Regime, notes: list[str]) -> Layout:
         notes.append("runtime: left out (--no-runtime); a CUDA process also holds its context, cuBLAS workspaces "
                      "and allocator slack")
         return layout
-    try:
-        from ..library import runtime
-    except ImportError:  # contract R not there yet
-        notes.append("runtime: the runtime terms are not available in this build")
-        return layout
     tensors = sympy.Add(*(t.expr for t in layout.resident), layout.peak_term().expr)
-    extra = {"ep": r.ep} if r.ep > 1 and "ep" in inspect.signature(runtime.terms).parameters else {}
-    terms = runtime.terms(gpus_in_job=r.gpus, dp=r.dp, tp=r.tp, pp=r.pp, tensors=tensors,
-                          mode="train" if r.train else "serve", **extra)
-    notes.append(getattr(runtime, "RUNTIME_NOTE", "") or f"runtime: {', '.join(t.key for t in terms)} counted "
-                 "on every GPU; --no-runtime leaves them out")
+    terms = runtime.terms(gpus_in_job=r.gpus, dp=r.dp, tp=r.tp, pp=r.pp, ep=r.ep, tensors=tensors,
+                          mode="train" if r.train else "serve")
+    notes.append(runtime.RUNTIME_NOTE)
     return layout.with_resident(terms)
 
 
@@ -466,7 +458,7 @@ def _is_gradient(key: str) -> bool:
 def _states(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int, params: sympy.Expr,
             values: dict[str, object], notes: list[str]) -> tuple[list[Term], list[Term]]:
     """(device model-state terms, host terms): precision × optimizer (or fine-tuning), ZeRO, offload."""
-    if finetune.active(r) and hasattr(finetune, "state_terms"):
+    if finetune.active(r):
         states = list(finetune.state_terms(model, r, params))
     else:
         factored = model.factored_entries() / (tp_s * pp_s) if r.optimizer == "adafactor" else None

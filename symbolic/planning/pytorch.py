@@ -174,7 +174,7 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
         kwargs["tied"] = model.head == 0
         kwargs["bias"] = bool(model.config.get("attention_bias", model.model_type == "qwen2")) \
             if saved_model.family == "llama" else None
-    if finetune.active(regime) and hasattr(finetune, "step_arguments"):
+    if finetune.active(regime):
         kwargs.update(finetune.step_arguments(model, regime))
     elif _adjusted(regime):
         kwargs["saved_override"] = finetune.saved_model(model, regime)
@@ -183,7 +183,7 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
 
 def _adjusted(regime: Regime) -> bool:
     """Whether contract F's saved model applies: fine-tuning, or recompute full (gradient checkpointing)."""
-    return (finetune.active(regime) or regime.recompute == "full") and hasattr(finetune, "saved_model")
+    return finetune.active(regime) or regime.recompute == "full"
 
 
 def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, params: sympy.Expr,
@@ -207,7 +207,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
     resident = mine(step.resident)
     phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
-    extra = finetune.extra_phases(model, regime) if hasattr(finetune, "extra_phases") else {}
+    extra = finetune.extra_phases(model, regime)
     taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
     for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
         added = []

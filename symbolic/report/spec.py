@@ -173,17 +173,21 @@ def load(path: str | Path) -> ReportSpec:
     file = Path(path)
     if not file.exists():
         raise ReportSpecError(f"report specification not found: {file}")
-    raw = read_user_file(file, limit=MAX_FILE, what="a report specification", error=ReportSpecError)
+    return loads(read_user_file(file, limit=MAX_FILE, what="a report specification", error=ReportSpecError), file)
+
+
+def loads(raw: bytes, origin: Path) -> ReportSpec:
+    """Validate the specification in ``raw`` (a file's or stdin's bytes); messages name ``origin``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw[: err.start].count(b"\n") + 1
-        raise ReportSpecError(f"{file}:{line}: not UTF-8 text") from None
+        raise ReportSpecError(f"{origin}:{line}: not UTF-8 text") from None
     try:
-        data = parse_toml(text, file, error=ReportSpecError)
+        data = parse_toml(text, origin, error=ReportSpecError)
     except tomllib.TOMLDecodeError as err:
-        raise ReportSpecError(_toml_message(file, err)) from None
-    return parse(data, origin=file, text=text)
+        raise ReportSpecError(_toml_message(origin, err)) from None
+    return parse(data, origin=origin, text=text)
 
 
 def _toml_message(file: Path, err: Exception) -> str:
