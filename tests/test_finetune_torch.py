@@ -160,3 +160,19 @@ def test_checkpointed_lora_step_peak_within_one_percent(measured, name, tmp_path
     predicted = max(e.xreplace({s: values[s.name] for s in e.free_symbols}) for e in phases.values())
     truth = measured[name]["peak"]
     assert abs(predicted - truth) <= 0.01 * truth, (name, int(predicted), truth)
+
+
+@pytest.mark.parametrize("name", [n for n, case in child.CHECKPOINTED.items() if not case[3]])
+def test_checkpointed_full_training_step_peak_within_one_percent(measured, name, tmp_path):
+    """Full training under checkpointing: the step's phases plus the recompute phase with the parameter
+    gradients that exist by then (``finetune.full_gradients``) against the measured peak."""
+    shape, r = _checkpointed(name, tmp_path)
+    saved = finetune.saved_model(shape, r)
+    tied = saved.family == "gpt2" or bool(shape.config.get("tie_word_embeddings", False))
+    step = pypeak.step(saved.family, saved.setup, saved_override=saved, tied=tied)
+    merged = dataclasses.replace(step, phases={**step.phases, **finetune.extra_phases(shape, r, step)})
+    values = _values(shape, N=measured[name]["parameters"])
+    phases = {k: e.xreplace({s: values[s.name] for s in e.free_symbols}) for k, e in merged.phase_exprs().items()}
+    truth = measured[name]["peak"]
+    assert abs(max(phases.values()) - truth) <= 0.01 * truth, (name, phases, truth, measured[name]["phase"])
+    assert phases["recompute"] <= 1.01 * truth, (name, int(phases["recompute"]), truth)

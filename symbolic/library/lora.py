@@ -434,9 +434,10 @@ def recompute_phase(plain: act.SavedModel, checkpointed_model: act.SavedModel,
     snapshots): the checkpoint's kept tensors except those behind the layers, whose backward has
     run (final norm, head input, loss); the rebuilt layer's saved tensors (one layer's share of
     ``plain``, the saved model without checkpointing; in fp32 Llama the norm's fp32 input is the
-    kept layer input itself) and the rotary tables; three B·S·d_ff gradients of the MLP backward
+    kept layer input itself, and so is GPT-2's ln_1 input outside autocast) and the rotary tables; three B·S·d_ff gradients of the MLP backward
     and the gradient of the layer's output; Llama's eager attention mask, referenced by the
-    checkpointed call. ``gradients``: parameter gradients that exist by then (full training).
+    checkpointed call. ``gradients``: parameter gradients that exist by then, less what backward has
+    freed besides (full training: ``planning.finetune.extra_phases``).
     """
     s = plain.setup
     b = s.b
@@ -449,6 +450,8 @@ def recompute_phase(plain: act.SavedModel, checkpointed_model: act.SavedModel,
             layer -= 4 * B * S * H  # x.to(float32) of the first norm is the kept input itself
         if s.attn == "eager":
             layer += b * B * S**2
+    elif not s.mixed:
+        layer -= once.get("ln_1.input", 0) / L  # GPT-2's ln_1 keeps its input: the kept layer input itself
     where = "gradient checkpointing, backward"
     kept += checkpoint_leaf(plain)
     terms = [
@@ -460,7 +463,7 @@ def recompute_phase(plain: act.SavedModel, checkpointed_model: act.SavedModel,
              3 * b * B * S * d_ff + b * B * S * H, "bytes", "pytorch", where, "Measured peak snapshot."),
     ]
     if gradients != 0:
-        terms.append(Term("gradients", "parameter gradients produced by then", sympy.sympify(gradients), "bytes",
+        terms.append(Term("recompute.parameter_gradients", "parameter gradients produced by then, less the tensors freed with them", sympy.sympify(gradients), "bytes",
                           "pytorch", where))
     return tuple(terms)
 

@@ -33,12 +33,13 @@ which reads the live bytes at every operator and keeps each phase's peak:
 
 The peak is the largest phase: ``StepModel.peak()`` = ``maximum(*phase_exprs().values())``.
 
-Not modelled (measured on the tiny models of the tests, where it matters): the moment in
-backward just after the LM head, when its V·H weight gradient and the last layer's backward
-temporaries exist beside nearly everything saved. It can exceed both modelled moments of the
-backward phase when B·S is well below H/3 and the saved tensors exceed the weights, which no
-real model at a useful batch does (GPT-2 small, B = 1, S = 32 with hidden 64: 1.4 % above the
-modelled backward phase). Also not counted: tensors of a few bytes (AdamW's per-parameter step
+GPT-2 (fp32 and 16 bit, not under autocast) has a third candidate moment in backward, just
+after the LM head, inside the last layer's gelu backward (``_head_moment``): the saved tensors
+less the loss's, the head's, ln_f's and that layer's c_proj input and dropout mask, beside the
+head's V·H gradient, ln_f's and c_proj's gradients and four in-flight tensors (B·S·H + 3·B·S·d_ff).
+It leads when B·S is small beside H and the saved tensors exceed the weights (the tests' tiny
+GPT-2 at B = 1, S = 32: 1.8 % above the other two, measured to 8 bytes). Not modelled: the same
+moment for Llama and under autocast. Also not counted: tensors of a few bytes (AdamW's per-parameter step
 counters, the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
 workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
 (``library/runtime.py`` has them as terms of their own).
@@ -333,10 +334,11 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
         else:
             late = late + b * B * d_h
         late = maximum(late, _mlp_up_moment(s, tb, bias))
+    head = _head_moment(family, model, tb) if trainable is None else None
     backward = [_term("backward_live", "the larger of: everything saved + the loss's first gradients (start of "
                                        "backward) | every gradient + the inputs"
                       + (" + the tied embedding's two V·H gradients" if tied_end else "") + " (end of backward)",
-                      maximum(early, late), where,
+                      maximum(early, late) if head is None else maximum(early, late, head), where,
                       "At the start, autograd has freed nothing and the loss's gradients are the largest buffers; at "
                       "the end, every gradient exists and the saved tensors are gone.")]
     if optimizer == "adamw":
@@ -351,6 +353,27 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
     return StepModel(family, s, model, tuple(resident),
                      {"forward": tuple(forward), "backward": tuple(backward), "optimizer": tuple(opt_terms)},
                      optimizer, foreach, tied, bias, loss)
+
+
+def _head_moment(family: str, model: act.SavedModel, tb: int) -> sympy.Expr | None:
+    """GPT-2 in backward inside the last layer's activation backward, just after the LM head (fp32 and 16 bit).
+
+    Autograd has freed the loss's, the head's and the final norm's saved tensors and the last
+    layer's MLP c_proj input and dropout mask; the rest of ``A_saved`` is alive beside the head's
+    V·H weight gradient (the tied embedding's), ln_f's two and c_proj's weight and bias
+    gradients, the residual stream's gradient (B·S·H, kept for the skip connection) and three
+    B·S·d_ff tensors: c_proj's input gradient and two products of gelu_new's backward (one for
+    the other activations' single backward op). None where it is not modelled (autocast, Llama).
+    """
+    s = model.setup
+    if family != "gpt2" or s.mixed:
+        return None
+    terms = {t.key: t.expr for t in model.formula.terms}
+    freed = sympy.Add(*(e for k, e in terms.items() if k.split(".")[0] in ("loss", "lm_head", "ln_f")))
+    last = sympy.Add(*(terms.get(k, 0) for k in ("mlp.c_proj.input", "mlp.dropout_mask"))) / L
+    tensors = 2 if act.ACTIVATION_TENSORS.get(s.activation or "gelu_new", 1) == 4 else 1
+    grads = tb * (V * H + 2 * H + d_ff * H + H)
+    return sympy.expand(model.formula.expr - freed - last + grads + s.b * B * S * (H + (1 + tensors) * d_ff))
 
 
 def _mlp_up_moment(s: act.Setup, tb: int, bias: bool) -> sympy.Expr:

@@ -220,13 +220,14 @@ def extra_phases(model: ModelShape, regime: object, step: object = None) -> dict
     and backward phases with ``library.lora.checkpoint_leaf`` (a tensor the graph holds, not saved).
 
     Merge them into the step's phases: ``dataclasses.replace(step, phases={**step.phases, **extra})``.
-    Checked for LoRA (no base gradients); for full training the recompute moment leaves out the
-    parameter gradients that exist by then, so it is a lower bound of that moment.
+    Checked for LoRA (no base gradients) and full training (``full_gradients``).
     """
     if getattr(regime, "recompute", "none") != "full":
         return {}
     plain = saved_model(model, regime.replace(recompute="none"))  # type: ignore[attr-defined]
-    out = {"recompute": lora.recompute_phase(plain, saved_model(model, regime))}
+    checkpointed = saved_model(model, regime)
+    grads = 0 if active(regime) else full_gradients(model, plain, checkpointed)
+    out = {"recompute": lora.recompute_phase(plain, checkpointed, grads)}
     leaf = lora.checkpoint_leaf(plain)
     phases = getattr(step, "phases", None)
     if phases and leaf != 0:
@@ -234,3 +235,32 @@ def extra_phases(model: ModelShape, regime: object, step: object = None) -> dict
                     "grads)", leaf, "bytes", "transformers", "gradient_checkpointing_enable")
         out.update({name: (*phases[name], term) for name in ("forward", "backward") if name in phases})
     return out
+
+
+def full_gradients(model: ModelShape, plain: pyacts.SavedModel, checkpointed: pyacts.SavedModel) -> sympy.Expr:
+    """Full training under checkpointing: the parameter gradients alive at the recompute moment, less
+    what backward has freed with them, at the larger of two moments (measured with ``measure.step_peak``).
+
+    In a layer's MLP backward the down projection's weight gradient is done and its input freed. At
+    the last layer, the head's (the tied embedding's), the final norm's and that gradient exist; at
+    the first layer, rebuilt last, every gradient but the embeddings' (GPT-2's position embedding;
+    an untied token embedding) and the first layer's own, with the later layers' kept inputs freed.
+    """
+    from ..symbols import H, L, V, d_ff, n_pos
+
+    family, tb = plain.family, plain.setup.param_bytes
+    tied = family == "gpt2" or bool(model.config.get("tie_word_embeddings", False))
+    if family == "gpt2":
+        sizes = pypeak.parameter_tensors("gpt2")
+        layer, down, norm, later = sympy.Add(*sizes[2:14]), d_ff * H + H, 2 * H, n_pos * H
+    else:
+        bias = bool(model.config.get("attention_bias", model.model_type == "qwen2"))
+        sizes = pypeak.parameter_tensors("llama", bias=bias, tied=tied)
+        per_layer = (len(sizes) - (2 if tied else 3)) // 2  # [embedding, layer, layer, norm(, head)]
+        layer, down, norm, later = sympy.Add(*sizes[1:1 + per_layer]), d_ff * H, H, 0 if tied else V * H
+    once = {t.key: t.expr for t in plain.formula.terms}
+    kept = {t.key: t.expr for t in checkpointed.formula.terms}
+    down_input = once.get("mlp.c_proj.input", once.get("mlp.down.input", 0)) / L
+    last = tb * (V * H + norm + down)
+    first = tb * (N - later - layer + down) - (L - 1) / L * kept.get("checkpoint.layer_input", 0)
+    return sympy.expand(pypeak.maximum(last, first) - down_input)
