@@ -10,8 +10,11 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def torch_child(script, request):
-    """Run ``tests/<script>`` with ``request`` as JSON on stdin; its JSON answer (skip when it exits 77: no torch)."""
+def torch_child(script, request=None, timeout=900):
+    """Run ``tests/<script>`` (with ``request`` as JSON on stdin, if given); its JSON answer.
+
+    A child exits with 77 when torch or transformers cannot be imported: the test is skipped.
+    """
     import json
     import subprocess
     import sys
@@ -20,8 +23,8 @@ def torch_child(script, request):
     import pytest
 
     here = Path(__file__).parent
-    proc = subprocess.run([sys.executable, str(here / script)], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=900, cwd=here.parent)
+    proc = subprocess.run([sys.executable, str(here / script)], capture_output=True, text=True, timeout=timeout,
+                          cwd=here.parent, input=None if request is None else json.dumps(request))
     if proc.returncode == 77:
         pytest.skip(proc.stderr.strip())
     assert proc.returncode == 0, proc.stderr[-2000:]

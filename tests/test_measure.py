@@ -12,12 +12,9 @@ Skipped cleanly without torch.
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from helpers import torch_child
 
 from symbolic import crosscheck as validate
 
@@ -26,16 +23,10 @@ pytestmark = pytest.mark.torch
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
     pytest.skip("torch and transformers are not installed", allow_module_level=True)
 
-CHILD = Path(__file__).with_name("measure_child.py")
-
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    proc = subprocess.run([sys.executable, str(CHILD)], capture_output=True, text=True, timeout=600)
-    if proc.returncode == 77:
-        pytest.skip("torch or transformers cannot be imported")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout)
+    return torch_child("measure_child.py", timeout=600)
 
 
 def test_parameter_counts_of_article_a(measured):

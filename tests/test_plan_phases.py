@@ -6,13 +6,10 @@ The torch test at the end runs ``plan_phases_child.py``: real PyTorch steps on t
 
 import json
 import math
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import sympy
-from helpers import run
+from helpers import run, torch_child
 
 from symbolic import planning
 from symbolic.library import activations_pytorch as pyacts
@@ -214,16 +211,9 @@ def test_check_exit_codes(capsys) -> None:
 
 
 # --- measured -------------------------------------------------------------------------------------
-CHILD = Path(__file__).with_name("plan_phases_child.py")
-
-
 @pytest.fixture(scope="module")
 def measured() -> dict:
-    proc = subprocess.run([sys.executable, str(CHILD)], capture_output=True, text=True, timeout=900)
-    if proc.returncode == 77:
-        pytest.skip("torch or transformers is not installed")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return {tuple(c["case"]): c for c in json.loads(proc.stdout)["cases"]}
+    return {tuple(c["case"]): c for c in torch_child("plan_phases_child.py")["cases"]}
 
 
 def _misses(measured: dict, cases: list[tuple]) -> list[str]:
