@@ -1,6 +1,6 @@
 """Measured truth: what a real PyTorch training step keeps in memory.
 
-Optional: needs the ``torch`` extra (``pip install 'symbolic[torch]'``). ``torch`` is imported
+Optional: needs the ``torch`` extra (``pip install 'symbolic-memory[torch]'``). ``torch`` is imported
 inside the functions, so ``import symbolic`` (and this module) never imports it.
 
 Three measurements of one module, one input and one loss function:
@@ -72,7 +72,7 @@ PHASES = ("setup", "zero_grad", "forward", "backward", "optimizer")
 
 
 class TorchMissing(ImportError):
-    """torch (the ``symbolic[torch]`` extra) is not installed."""
+    """torch (the ``symbolic-memory[torch]`` extra) is not installed."""
 
 
 def require_torch() -> Any:
@@ -80,7 +80,7 @@ def require_torch() -> Any:
     try:
         import torch
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise TorchMissing("measuring needs torch: pip install 'symbolic[torch]'") from err
+        raise TorchMissing("measuring needs torch: pip install 'symbolic-memory[torch]'") from err
     return torch
 
 

@@ -148,7 +148,7 @@ def test_unknown_type_without_torch_is_one_line_naming_the_extra(capsys, tmp_pat
     path.write_text(json.dumps({"model_type": "exaone4", "hidden_size": 64, "state_size": 16}), encoding="utf-8")
     code, out, err = run(capsys, "params", str(path))
     assert code == 2 and out == "" and err.count("\n") == 1
-    assert "'torch' extra" in err and "pip install 'symbolic[torch]'" in err and "llama" in err
+    assert "'torch' extra" in err and "pip install 'symbolic-memory[torch]'" in err and "llama" in err
     assert "did you mean" not in err and "its size fields are those of" not in err
 
 

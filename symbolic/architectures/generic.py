@@ -36,6 +36,7 @@ from ..term import Term
 
 SOURCE = "transformers"
 EXTRA = "torch"  # the pyproject extra that installs torch and transformers
+INSTALL_EXTRA = f"pip install 'symbolic-memory[{EXTRA}]'"  # the distribution's name (the import package is symbolic)
 
 # Config fields that hold one of the project's own symbols.
 KNOWN: dict[str, sympy.Symbol] = {
@@ -535,7 +536,7 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
             progress: Callable[[str], None] | None = None) -> GenericModel:
     """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
-        raise GenericError(f"this model type needs the '{EXTRA}' extra (pip install 'symbolic[{EXTRA}]')")
+        raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
     model, config = built_model(config_object(data), architecture)
     cls = type(model)
     real_shapes = {n: tuple(int(s) for s in p.shape) for n, p in model.named_parameters()}

@@ -49,13 +49,13 @@ def same_layout(config: Mapping[str, Any]) -> str | None:
 def unsupported_message(config: Mapping[str, Any]) -> str:
     """One line for a model type without a table when torch is missing."""
     from ..architectures.families import FAMILIES
-    from ..architectures.generic import EXTRA
+    from ..architectures.generic import EXTRA, INSTALL_EXTRA
 
     model_type = config.get("model_type")
     like = same_layout(config)
     hint = f" (its size fields are those of {like!r}: set model_type to {like!r} if it is that layout)" if like else ""
     return (f"model_type {model_type!r} has no family table{hint}; tables: {', '.join(FAMILIES)}; "
-            f"any other transformers model type needs the '{EXTRA}' extra (pip install 'symbolic[{EXTRA}]')")
+            f"any other transformers model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
 
 
 def load_generic(name: str, config: Mapping[str, Any]) -> Any:
