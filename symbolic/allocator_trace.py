@@ -79,6 +79,9 @@ def training_trace(module: Any, inputs: Any, loss_fn: Callable[[Any, Any], Any],
     class _Track(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             out = func(*args, **(kwargs or {}))
+            if isinstance(out, torch.Tensor):  # most operators: one tensor, no tree to flatten
+                rec.track(out)
+                return out
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):
                     rec.track(t)

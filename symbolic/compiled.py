@@ -253,6 +253,48 @@ def _lambdify(symbols: list[sympy.Symbol], expr: sympy.Expr) -> Callable[..., ob
     return sympy.lambdify(symbols, expr, modules=[_NAMESPACE, "numpy"], dummify=False)
 
 
+_HELPERS = {f.__name__: f for f in (_FLOORDIV, _CEILDIV, _IMAX, _IMIN, _QMAX, _QMIN)}
+
+
+class _NoSource(Exception):
+    """A node the exact code writer does not write (``sympy.lambdify`` then does)."""
+
+
+def _source(expr: sympy.Expr) -> str:
+    """Python source for an exact program's expression: whole numbers, table symbols, + * ** and the helpers."""
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Integer:
+        return f"({int(expr)})"
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        joiner = " + " if isinstance(expr, sympy.Add) else " * "
+        return "(" + joiner.join(_source(a) for a in expr.args) + ")"
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp >= 0:
+        return f"({_source(expr.base)} ** {int(expr.exp)})"
+    name = getattr(expr.func, "__name__", "")
+    if name in _HELPERS and expr.func is _HELPERS[name]:
+        return f"{name}({', '.join(_source(a) for a in expr.args)})"
+    raise _NoSource(type(expr).__name__)
+
+
+def _exact_code(symbols: list[sympy.Symbol], expr: sympy.Expr) -> Callable[..., object]:
+    """The same function ``_lambdify`` makes for an exact program, written directly (several times faster).
+
+    An exact program holds only whole numbers, the table's symbols (safe identifiers, see
+    :func:`check_symbols`), sums, products, whole powers and the integer helpers, so its code is
+    one expression; NumPy evaluates it as lambdify's code would (any order of a sum or product
+    stays within the bound :func:`_bound` checks). Anything else goes through ``sympy.lambdify``.
+    """
+    try:
+        code = compile(f"def _exact({', '.join(s.name for s in symbols)}):\n    return {_source(expr)}\n",
+                       "<symbolic exact code>", "exec")
+    except (_NoSource, RecursionError, SyntaxError, MemoryError):  # SyntaxError: nesting past the parser's limit
+        return _lambdify(symbols, expr)
+    namespace: dict[str, object] = {name: _NAMESPACE[name] for name in _HELPERS}
+    exec(code, namespace)  # noqa: S102 - the source holds only numbers, checked names and operators
+    return namespace["_exact"]  # type: ignore[return-value]
+
+
 # --- inputs ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Inputs:
@@ -582,8 +624,8 @@ class CompiledFormula:
             num, den = _fraction(_integerise(expr))
         except _NotExact:
             return None
-        den_fn = None if den == 1 else _lambdify(self.symbols, den)
-        return _Program(num, den, _lambdify(self.symbols, num), den_fn)
+        den_fn = None if den == 1 else _exact_code(self.symbols, den)
+        return _Program(num, den, _exact_code(self.symbols, num), den_fn)
 
     def inexact_reason(self) -> str:
         """Why exact inputs still give float64 results (a square root, a logarithm, ...)."""

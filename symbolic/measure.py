@@ -313,18 +313,22 @@ class _LiveBytes:
 
 def _dispatch_mode(live: _LiveBytes) -> Any:
     """A TorchDispatchMode that registers the storage of every operator output."""
-    require_torch()
+    torch = require_torch()
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
+
+    tensor = torch.Tensor
+    track = live.track
 
     class _Track(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             out = func(*args, **(kwargs or {}))
-            import torch
-
+            if isinstance(out, tensor):  # most operators: one tensor, no tree to flatten
+                track(out)
+                return out
             for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    live.track(t)
+                if isinstance(t, tensor):
+                    track(t)
             return out
 
     return _Track()

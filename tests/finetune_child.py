@@ -1,6 +1,8 @@
-"""peft and bitsandbytes measurements for ``test_finetune_torch.py``, run in a child process.
+"""peft and bitsandbytes measurements for ``test_measure.py``, run in a child process.
 
-torch, transformers, peft and bitsandbytes are imported here, not in the test process. Each case
+torch, transformers, peft and bitsandbytes are imported here, not in the test process; the tests
+get these measurements through ``plan_phases_child.py`` (``measure_all``), which runs them in the
+same process as its own cases so that torch, transformers and peft are imported once. Each case
 builds a tiny GPT-2 or Llama (hidden 64, two layers, vocabulary 512) on the CPU, wraps it as the
 user would (``peft.get_peft_model`` with a ``LoraConfig``; QLoRA: ``from_pretrained`` with a
 ``BitsAndBytesConfig``; frozen embeddings: ``get_input_embeddings().requires_grad_(False)``), and
@@ -160,22 +162,29 @@ def measure_checkpointed(name: str) -> dict:
             "parameters": parameters}
 
 
+def measure_all(names: list[str] | None = None) -> dict[str, dict]:
+    """Every named case (default: all of ``CASES`` and ``CHECKPOINTED``), measured in this process."""
+    import warnings
+
+    import transformers
+
+    warnings.filterwarnings("ignore")
+    transformers.logging.set_verbosity_error()
+    names = names or [*CASES, *CHECKPOINTED]
+    return {name: measure_case(name) if name in CASES else measure_checkpointed(name) for name in names}
+
+
 def main() -> int:
     try:
         import bitsandbytes  # noqa: F401
         import peft  # noqa: F401
-        import torch  # noqa: F401
-        import transformers
+        import torch
+        import transformers  # noqa: F401
     except ImportError:
         return SKIP
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    transformers.logging.set_verbosity_error()
     sys.path.insert(0, str(ROOT))
-    names = sys.argv[1:] or [*CASES, *CHECKPOINTED]
-    json.dump({name: measure_case(name) if name in CASES else measure_checkpointed(name) for name in names},
-              sys.stdout)
+    torch.set_num_threads(1)  # tiny models: extra threads only spin (CPU time, not speed, on a shared machine)
+    json.dump(measure_all(sys.argv[1:]), sys.stdout)
     return 0
 
 

@@ -1,17 +1,31 @@
 """The generic torch path run in a child process (``test_generic_torch.py``: torch stays out of the test process).
 
-Reads ``{"params": {name: config}, "cache": {name: config}, "presets": [name, ...], "forward": [type, ...]}`` on
-stdin and writes, per name, what ``symbolic.architectures.generic`` found (total, the formula's
-value at its values, active counts, status, the formula's expanded text) and, per cache name, the
-measured cache formula; per forward type, a plain forward's argument and output names. Exits with ``SKIP`` when torch or transformers cannot be imported.
+Reads one JSON request on stdin, with any of these keys, and writes one JSON object with the same keys:
+
+- ``survey`` (true): one row per causal-LM type transformers knows, ``benchmarks/generic_coverage.py``'s
+  rows (``generic_survey.survey_type``), and under ``coverage`` their counts;
+- ``params`` ({name: config}): what ``symbolic.architectures.generic`` found (total, the formula's value
+  at its values, active counts, status, the formula's expanded text);
+- ``cache`` ({name: config}): the measured cache formula;
+- ``forward`` ([type, ...]): a plain forward's argument and output names;
+- ``presets`` ([name, ...]): ``params`` of each preset's config;
+- ``reference`` ({name: config}): transformers' own plain build and count (``hf_reference.count``).
+
+Every piece of work is one task of a pool of ``--jobs`` processes (default 2), the longest first, so
+that the survey's 196 types and the rest share the cores; a surveyed type's ``params`` come from the
+same analysis as its survey row. Exits with ``SKIP`` when torch or transformers cannot be imported.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from multiprocessing import Pool
+from pathlib import Path
 
 SKIP = 77
+HERE = Path(__file__).resolve().parent
 
 
 def params(name: str, config: dict) -> dict:
@@ -20,7 +34,10 @@ def params(name: str, config: dict) -> dict:
     from symbolic.architectures import generic
 
     archs = config.get("architectures")
-    m = generic.analyse(config, name=name, architecture=archs[0] if archs else None)
+    if set(config) == {"model_type"}:  # a type's default config: the analysis the survey row also uses
+        m = generic.default_model(config["model_type"])
+    else:
+        m = generic.analyse(config, name=name, architecture=archs[0] if archs else None)
     f = m.params_formula()
     out = {"total": m.total, "formula_total": int(f.evaluate(m.formula_values()).total), "verified": m.verified,
            "in_fields": m.in_fields, "unexplained": list(m.unexplained), "values": m.values, "fields": m.fields,
@@ -52,7 +69,58 @@ def plain_forward(model_type: str) -> dict:
     return {"arguments": sorted(inspect.signature(model.forward).parameters), "outputs": sorted(out.keys())}
 
 
-def main() -> int:
+def preset(name: str) -> dict:
+    from symbolic import architectures
+
+    _, config = architectures.resolve_config(name)
+    return params(name, config)
+
+
+def reference(config: dict) -> dict:
+    sys.path.insert(0, str(HERE))
+    from hf_reference import count
+
+    return count(config)
+
+
+def survey(model_type: str, with_params: bool) -> dict:
+    from symbolic.architectures import generic_survey
+
+    row = generic_survey.survey_type(model_type)
+    return {"row": row, "params": params(model_type, {"model_type": model_type}) if with_params else None}
+
+
+def run(task: tuple) -> tuple:
+    """One task: (kind, name, argument) -> (kind, name, result or {"error"})."""
+    kind, name, arg = task
+    work = {"params": lambda: params(name, arg), "cache": lambda: cache(arg), "forward": lambda: plain_forward(name),
+            "presets": lambda: preset(name), "reference": lambda: reference(arg), "survey": lambda: survey(name, arg)}
+    try:
+        return kind, name, work[kind]()
+    except Exception as err:  # reported by the test that asked
+        return kind, name, {"error": f"{type(err).__name__}: {err}"}
+
+
+def tasks(request: dict) -> list[tuple]:
+    """The request's work, the longest kinds first (caches run real prefills, the survey is many short tasks)."""
+    from symbolic.architectures import generic
+
+    surveyed = set(generic.causal_lm_types()) if request.get("survey") else set()
+    default = {name for name, c in request.get("params", {}).items() if set(c) == {"model_type"}
+               and c["model_type"] == name and name in surveyed}
+    out = [("cache", n, c) for n, c in request.get("cache", {}).items()]
+    out += [("params", n, c) for n, c in request.get("params", {}).items() if n not in default]
+    out += [("presets", n, None) for n in request.get("presets", [])]
+    out += [("reference", n, c) for n, c in request.get("reference", {}).items()]
+    out += [("forward", t, None) for t in request.get("forward", [])]
+    out += [("survey", t, t in default) for t in sorted(surveyed, key=lambda t: t not in default)]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args(argv)
     try:
         import torch  # noqa: F401
         import transformers  # noqa: F401
@@ -60,23 +128,22 @@ def main() -> int:
         print(f"torch or transformers not importable: {err}", file=sys.stderr)
         return SKIP
     request = json.load(sys.stdin)
-    out: dict[str, dict] = {"params": {}, "cache": {}, "presets": {}}
-    for name, config in request.get("params", {}).items():
-        try:
-            out["params"][name] = params(name, config)
-        except Exception as err:  # reported by the test that asked
-            out["params"][name] = {"error": f"{type(err).__name__}: {err}"}
-    for name, config in request.get("cache", {}).items():
-        try:
-            out["cache"][name] = cache(config)
-        except Exception as err:
-            out["cache"][name] = {"error": f"{type(err).__name__}: {err}"}
-    out["forward"] = {t: plain_forward(t) for t in request.get("forward", [])}
-    from symbolic import architectures
+    work = tasks(request)
+    with Pool(args.jobs) as pool:
+        done = pool.map(run, work, chunksize=1)
+    out: dict = {key: {} for key in ("params", "cache", "forward", "presets", "reference")}
+    rows = []
+    for kind, name, result in done:
+        if kind == "survey":
+            rows.append(result.get("row", {"model_type": name, "built": False, "error": result.get("error")}))
+            if result.get("params") is not None:
+                out["params"][name] = result["params"]
+        else:
+            out[kind][name] = result
+    if request.get("survey"):
+        from symbolic.architectures import generic_survey
 
-    for name in request.get("presets", []):
-        _, config = architectures.resolve_config(name)
-        out["presets"][name] = params(name, config)
+        out["survey"] = {"rows": rows, "coverage": generic_survey.coverage(rows)}
     json.dump(out, sys.stdout)
     return 0
 

@@ -1,10 +1,11 @@
-"""Bytes of the cache transformers returns after a prefill, built on the meta device (a child process).
+"""Bytes of the cache transformers returns after a prefill, of tiny models on the CPU (a child process).
 
-``test_cache_torch.py`` runs this file with the test interpreter (torch stays out of the test
-process). It reads ``{name: {"config": {...}, "batch": B, "seq": [S, ...]}}`` as JSON on stdin,
-builds ``AutoModelForCausalLM.from_config(config, dtype=bfloat16)`` under ``torch.device("meta")``,
-runs ``model(input_ids, use_cache=True)`` on a B × S batch of token ids and writes, per name and S,
-the bytes of every tensor the returned cache's layers hold (keys, values, latents, recurrent and
+``test_architectures_torch.py`` runs ``measure`` through ``hf_torch_references.py``, in the same
+child process as the parameter counts. Run alone, this file reads
+``{name: {"config": {...}, "batch": B, "seq": [S, ...]}}`` as JSON on stdin, builds
+``AutoModelForCausalLM.from_config(config, dtype=bfloat16)`` under ``torch.device("cpu")``, runs
+``model(input_ids, use_cache=True)`` on a B × S batch of token ids and writes, per name and S, the
+bytes of every tensor the returned cache's layers hold (keys, values, latents, recurrent and
 convolution states) and the class of each layer; ``{"error"}`` where the model cannot be run.
 Exits with ``hf_reference.SKIP`` when torch or transformers cannot be imported.
 """
@@ -40,7 +41,8 @@ def measure(config: dict, batch: int, seqs: list[int]) -> dict:
     model_type = config.pop("model_type")
     hf_config = transformers.AutoConfig.for_model(model_type, **config)
     out: dict[str, object] = {}
-    with torch.device("meta"):
+    torch.set_num_threads(1)  # tiny models: more threads only spin on a shared machine
+    with torch.device("cpu"):  # the meta device runs each op through Python meta kernels: slower here
         model = transformers.AutoModelForCausalLM.from_config(hf_config, dtype=torch.bfloat16)
         for seq in seqs:
             ids = torch.zeros(batch, seq, dtype=torch.long)

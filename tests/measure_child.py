@@ -1,8 +1,10 @@
-"""Torch measurements for ``test_measure.py``, run in a child process.
+"""Torch measurements for ``test_measure.py`` (its ``measured_steps`` tests), run in a child process.
 
 torch and transformers are imported here, not in the test process (their objects would slow
-every later test's garbage collection). Writes one JSON object on stdout; exits with ``SKIP``
-when torch or transformers cannot be imported.
+every later test's garbage collection). The tests get these measurements through
+``plan_phases_child.py`` (``collect``, under ``"measure"``), in one process with the planner and
+fine-tuning cases. Run alone, it writes one JSON object on stdout; exits with ``SKIP`` when torch
+or transformers cannot be imported.
 """
 
 from __future__ import annotations
@@ -101,16 +103,22 @@ def gpu_script() -> dict:
 
 def main() -> int:
     try:
-        import torch  # noqa: F401
+        import torch
         import transformers  # noqa: F401
     except ImportError:
         return SKIP
     sys.path.insert(0, str(ROOT))
+    torch.set_num_threads(1)  # tiny models: extra threads only spin (CPU time, not speed, on a shared machine)
+    json.dump(collect(), sys.stdout)
+    return 0
+
+
+def collect() -> dict:
+    """Everything the tests read: unit checks, the validation grid, the GPU script's logic, and the seconds taken."""
     start = time.perf_counter()
     data = {"unit": unit_checks(), "validation": validation(), "gpu_script": gpu_script()}
     data["seconds"] = time.perf_counter() - start
-    json.dump(data, sys.stdout)
-    return 0
+    return data
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """Measured whole-step peaks against ``symbolic memory --json`` (the planner's total), run in a child process.
 
+``test_measure.py`` runs it once for all its tests (``collect``): the measurements of
+``measure_child.py``, these planner cases and, with peft and bitsandbytes installed, every
+measurement of ``finetune_child.py``.
+
 For each case it measures two AdamW or SGD steps with real PyTorch on the CPU
 (``crosscheck.measure_point``: ``measure.step_peak`` with the phases marked) and runs the
 command a user would run, ``symbolic memory CONFIG --activations pytorch --device cpu ... --json``,
@@ -36,7 +40,8 @@ CASES = [
     ("llama-3-8b", LLAMA, 1, 32, "bf16", "eager", "sgd-momentum", "", "cross-entropy"),
     ("llama-3-8b", LLAMA, 2, 32, "bf16-mixed", "sdpa", "adamw", "", "cross-entropy"),
     ("mlp", {}, 128, 0, "fp32", "", "adamw", "", "cross-entropy"),  # article A's sizes, 2048/4096/10
-    ("mlp-nobias", {}, 128, 0, "bf16", "", "sgd-momentum", "", "mse"),
+    # bf16 matmuls have no fast CPU kernel (50 s at B = 128); the formulas are exact at any B
+    ("mlp-nobias", {}, 8, 0, "bf16", "", "sgd-momentum", "", "mse"),
 ]
 LAYERS = 2
 # LoRA and QLoRA, measured with peft (and bitsandbytes) by ``finetune_child.measure_case``: its case names
@@ -92,13 +97,23 @@ def cases(folder: Path) -> list[dict]:
     return results
 
 
-def lora_cases(folder: Path) -> list[dict]:
-    """peft's LoRA/QLoRA steps (``finetune_child``) against the planner with the same options."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("finetune_child", ROOT / "tests" / "finetune_child.py")
+def _child(name: str):  # noqa: ANN202
+    """``tests/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / f"{name}.py")
     child = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(child)
+    return child
+
+
+def finetune_child():  # noqa: ANN201
+    """``tests/finetune_child.py`` as a module (its cases, sizes and measurements)."""
+    return _child("finetune_child")
+
+
+def lora_cases(folder: Path, finetune: dict[str, dict]) -> list[dict]:
+    """peft's LoRA/QLoRA steps (``finetune_child``'s measurements, ``finetune``) against the planner
+    with the same options."""
+    child = finetune_child()
     from symbolic import crosscheck
 
     results = []
@@ -108,7 +123,7 @@ def lora_cases(folder: Path) -> list[dict]:
         path = folder / f"lora-{name}" / "config.json"
         path.parent.mkdir()
         path.write_text(json.dumps(crosscheck._with_layers(target.config, child.LAYERS)))  # noqa: SLF001
-        measured = child.measure_case(name)
+        measured = finetune[name]
         extra = ["--no-use-cache", "--lora-rank", str(child.RANK)]  # crosscheck.build turns the cache off
         for key, value in options.items():
             flag = "--" + key.replace("_", "-")
@@ -125,6 +140,21 @@ def lora_cases(folder: Path) -> list[dict]:
     return results
 
 
+def collect() -> dict:
+    """``{"measure": ..., "cases": [...]}``: ``measure_child``'s measurements and this file's planner
+    cases; with peft and bitsandbytes also ``"finetune"``: every case of ``finetune_child``
+    (``measure_all``), three of which join ``"cases"`` as LoRA planner cases. One process for all
+    three sets: torch, transformers and peft are imported once."""
+    data: dict = {"measure": _child("measure_child").collect()}
+    with tempfile.TemporaryDirectory() as folder:
+        found = cases(Path(folder))
+        data["cases"] = found
+        if importlib.util.find_spec("peft") is not None and importlib.util.find_spec("bitsandbytes") is not None:
+            data["finetune"] = finetune_child().measure_all()
+            found += lora_cases(Path(folder), data["finetune"])
+    return data
+
+
 def main() -> int:
     try:
         import torch  # noqa: F401
@@ -134,11 +164,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     torch.set_num_threads(1)
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as folder:
-        found = cases(Path(folder))
-        if importlib.util.find_spec("peft") is not None and importlib.util.find_spec("bitsandbytes") is not None:
-            found += lora_cases(Path(folder))
-        data = {"cases": found}
+    data = collect()
     data["seconds"] = time.perf_counter() - start
     json.dump(data, sys.stdout)
     return 0

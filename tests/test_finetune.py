@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
+from helpers import run
 
 from symbolic.errors import UserError
 from symbolic.library import lora
@@ -108,12 +107,11 @@ def test_parallel_layouts_refused(llama):
         finetune.state_terms(llama, r, N)
 
 
-def test_cli_reports_lora_and_refuses_unknown_targets():
-    run = [sys.executable, "-m", "symbolic", "memory", "llama-3-8b", "--mode", "train", "--lora-rank", "16",
-           "--qlora", "--json"]
-    proc = subprocess.run(run, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+def test_cli_reports_lora_and_refuses_unknown_targets(capsys):
+    argv = ["memory", "llama-3-8b", "--mode", "train", "--lora-rank", "16", "--qlora", "--json"]
+    code, out, err = run(capsys, *argv)  # the command line in this process (no interpreter start-up)
+    assert code == 0, err
+    data = json.loads(out)
     assert data["terms"]["adapter_weights"] == 4 * 6_815_744
-    proc = subprocess.run(run[:-1] + ["--lora-targets", "c_fc"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    code, _, err = run(capsys, *argv[:-1], "--lora-targets", "c_fc")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err

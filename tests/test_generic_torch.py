@@ -1,10 +1,10 @@
 """The generic torch path (issue 12): any transformers model type counted from its real module tree.
 
 Counts are compared with ``hf_reference.py`` (its own plain build and count), formulas with
-hand-derived ones, caches with the hand formula 2·L·a_kv·d_head bytes per element and token. Torch
-runs in child processes (``generic_child.py``) so the test process never imports it. The
-coverage survey over every causal-LM type transformers 5.24 knows is ``test_generic_survey.py``, the
-presets through both paths ``test_generic_presets.py`` (each its own unit of parallel work).
+hand-derived ones, caches with the hand formula 2·L·a_kv·d_head bytes per element and token, every
+preset with its family table, and the coverage survey runs over every causal-LM type transformers
+5.24 knows. Torch runs in one child process (``generic_child.py``, a pool of two) that does all of
+it at once, so the test process never imports torch and no analysis is done twice.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 import sympy
 from helpers import run, torch_child
 
+from symbolic import architectures
 from symbolic.architectures import generic
 from symbolic.cli import generic_params
 from symbolic.symbols import H, L, V, a, a_kv, d_ff, d_head, n_pos
@@ -33,8 +34,20 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.fin
 # sliding/full attention, and xLSTM (whose FFN width is rounded up: a size not in the fields).
 TYPES = ("qwen3_next", "falcon_h1", "mamba", "jamba", "exaone4", "xlstm", "deepseek_v32")
 # caches measured other than by a plain meta prefill: XLM fills a cache it is given, X-MOD needs a default
-# language, JetMoE's forward cannot run on meta and runs on the CPU cut, OpenAI GPT keeps no cache
-CACHE_TYPES = ("xlm", "xmod", "jetmoe", "openai-gpt")
+# language, JetMoE's forward cannot run on meta and runs on the CPU cut, OpenAI GPT keeps no cache. XLM, X-MOD
+# and JetMoE prefill on the CPU, so they are small configs of those types (the same code paths, at a fraction of
+# the default sizes' bfloat16 arithmetic); JetMoE's vocabulary and experts put its weights above
+# generic_cache.CPU_LIMIT, so that it still runs cut, as its default config does.
+CACHE_CONFIGS = {
+    "xlm": {"model_type": "xlm", "emb_dim": 256, "n_layers": 2, "n_heads": 4, "vocab_size": 1000},
+    "xmod": {"model_type": "xmod", "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 256, "vocab_size": 1000},
+    "jetmoe": {"model_type": "jetmoe", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 8,
+               "num_key_value_heads": 4, "kv_channels": 32, "intermediate_size": 20000, "num_local_experts": 64,
+               "vocab_size": 2_000_000},
+    "openai-gpt": {"model_type": "openai-gpt"},
+}
+CACHE_TYPES = tuple(CACHE_CONFIGS)
 USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6,
         "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "sliding_window": 64,
         "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "architectures": ["Exaone4ForCausalLM"]}
@@ -46,18 +59,41 @@ def generic_run() -> dict:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
-    caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba", *CACHE_TYPES)} | {"user": USER}
-    return torch_child("generic_child.py", {"params": configs, "cache": caches, "forward": ["openai-gpt"],
-                                       "presets": ["gpt2", "llama-3-8b", "mixtral-8x7b"]})
+    caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba")} | CACHE_CONFIGS | {"user": USER}
+    return torch_child("generic_child.py", {"survey": True, "params": configs, "cache": caches,
+                                            "forward": ["openai-gpt"], "presets": list(architectures.preset_names()),
+                                            "reference": configs})
 
 
 @pytest.fixture(scope="module")
-def reference() -> dict:
-    """transformers' own counts, built the plain way in another child."""
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
-    return torch_child("hf_reference.py", configs)["counts"]
+def reference(generic_run) -> dict:
+    """transformers' own counts, built the plain way (``hf_reference.count``, in the same child)."""
+    return generic_run["reference"]
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_every_causal_lm_type_transformers_builds(generic_run) -> None:
+    """The coverage survey (``benchmarks/generic_coverage.py``'s rows): every causal-LM type at its default config."""
+    result = generic_run["survey"]
+    c = result["coverage"]
+    assert c["types"] == len(generic.causal_lm_types()) == len(result["rows"]) >= 190
+    assert c["built"] >= 0.9 * c["types"]
+    assert c["exact"] == c["built"]  # every buildable type: the formula at its values is the plain count
+    assert c["verified_pct"] >= 75.0
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_both_paths_agree_on_every_preset(generic_run) -> None:
+    """Every preset through both paths: the generic torch path's count equals the family table's."""
+    names = list(architectures.preset_names())
+    got = generic_run["presets"]
+    for name in names:
+        table = architectures.load(name)
+        assert got[name]["total"] == got[name]["formula_total"] == table.param_count(), name
+        if table.is_moe and got[name]["active"] is not None:
+            assert got[name]["active"] == table.active_param_count(), name
 
 
 @pytest.mark.torch
@@ -125,11 +161,11 @@ def test_caches_measured_other_than_by_a_meta_prefill(generic_run) -> None:
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
     caches = generic_run["cache"]
-    # XLM (n_layers 12, emb_dim 2048) and X-MOD (12 layers, hidden 768): keys and values of every layer, bf16
-    assert caches["xlm"]["per_token"] == 2 * 12 * 2048 * 2 and caches["xlm"]["class"] == "EncoderDecoderCache"
-    assert caches["xmod"]["per_token"] == 2 * 12 * 768 * 2
-    # JetMoE (12 layers, 16 KV heads of kv_channels 128), measured with vocabulary, FFN and experts cut
-    assert caches["jetmoe"]["per_token"] == 2 * 12 * 16 * 128 * 2 and caches["jetmoe"]["per_sequence"] == 0
+    # XLM (n_layers 2, emb_dim 256) and X-MOD (2 layers, hidden 128): keys and values of every layer, bf16
+    assert caches["xlm"]["per_token"] == 2 * 2 * 256 * 2 and caches["xlm"]["class"] == "EncoderDecoderCache"
+    assert caches["xmod"]["per_token"] == 2 * 2 * 128 * 2
+    # JetMoE (2 layers, 4 KV heads of kv_channels 32), measured with vocabulary, FFN and experts cut
+    assert caches["jetmoe"]["per_token"] == 2 * 2 * 4 * 32 * 2 and caches["jetmoe"]["per_sequence"] == 0
     assert "num_local_experts" in caches["jetmoe"]["note"] and "two cuts give the same cache" in caches["jetmoe"]["note"]
     assert all(caches[t]["verified"] and "error" not in caches[t] for t in CACHE_TYPES)
     # OpenAI GPT: transformers' own forward takes no cache argument and returns no cache, so 0 bytes, said so

@@ -22,6 +22,24 @@ needs_tex = pytest.mark.skipif(shutil.which("pdflatex") is None,
                                reason="pdflatex is not installed (scripts/system-deps.sh installs texlive-latex-base)")
 
 
+@pytest.fixture(scope="module")
+def library_snippets():
+    """``symbolic latex`` of every library formula for a form, width and environment, made once per module.
+
+    Module-scoped, so the module runs on one worker (see tests/conftest.py): the width estimates
+    (ziamath typesetting, cached in ``latex_layout.width``) are then measured once, not per worker.
+    """
+    made: dict[tuple[str, str | None, str | None], list[str]] = {}
+
+    def get(form: str, width: str | None = None, env: str | None = None) -> list[str]:
+        if (form, width, env) not in made:
+            made[form, width, env] = [snippet(symbolic.formula(key), form, width=width, env=env)
+                                      for key in symbolic.keys()]
+        return made[form, width, env]
+
+    return get
+
+
 def compile_overfull(tmp_path: Path, snippets: list[str], box: str | None = None) -> list[tuple[float, str]]:
     """Compile the snippets in a two-column article (each in a minipage ``box`` wide, if given);
     each overfull box as (points too wide, its snippet's header)."""
@@ -54,19 +72,17 @@ def test_overfull_boxes_are_detected(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["terms", "composed", "expanded"])
 @pytest.mark.parametrize("env", [None, "multline", "align", "split"])
-def test_every_formula_fits_a_column(tmp_path, form, env):
-    snippets = [snippet(symbolic.formula(key), form, width="\\columnwidth", env=env) for key in symbolic.keys()]
-    found = compile_overfull(tmp_path, snippets)
+def test_every_formula_fits_a_column(tmp_path, library_snippets, form, env):
+    found = compile_overfull(tmp_path, library_snippets(form, "\\columnwidth", env))
     assert not [f for f in found if f[0] > 1.0], found
 
 
 @needs_tex
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["terms", "composed"])
-def test_every_formula_fits_six_centimetres(tmp_path, form):
+def test_every_formula_fits_six_centimetres(tmp_path, library_snippets, form):
     """A narrower measure than any journal's column: each equation in a 6 cm minipage."""
-    snippets = [snippet(symbolic.formula(key), form, width="6cm") for key in symbolic.keys()]
-    assert not [f for f in compile_overfull(tmp_path, snippets, "6cm") if f[0] > 1.0]
+    assert not [f for f in compile_overfull(tmp_path, library_snippets(form, "6cm"), "6cm") if f[0] > 1.0]
     plain = [snippet(symbolic.formula(key), form) for key in ("llm.peak", "time.step")]
     assert len([f for f in compile_overfull(tmp_path, plain, "6cm") if f[0] > 1.0]) == 2  # the box does bind
 

@@ -1,8 +1,8 @@
 """Layers that differ (issue 12): dense and MoE layers, sliding and full attention, latent attention,
 the KV cache per layer kind, expert parallelism, and the current families' presets.
 
-No torch here: ``test_architectures_torch.py`` and ``test_cache_torch.py`` compare the same
-counts and cache bytes with the real ``transformers`` models. The numbers below are either
+No torch here: ``test_architectures_torch.py`` compares the same counts and cache bytes with the
+real ``transformers`` models. The numbers below are either
 worked by hand from the formula (shown in the comment) or the published figures the presets'
 ``_source`` names (rounded as published).
 """

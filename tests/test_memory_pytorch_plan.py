@@ -123,9 +123,22 @@ def test_zero_offload_and_custom_terms() -> None:
     assert extra.total == plan.total + 3 * 2048
 
 
-def test_fit_questions() -> None:
-    options = dict(activations="pytorch", precision="bf16", attn="sdpa", device="cuda")
-    batch = planning.fit_batch("gpt2", "l4", seq=1024, **options)
+OPTIONS = dict(activations="pytorch", precision="bf16", attn="sdpa", device="cuda")  # the defaults, given
+
+
+@pytest.fixture(scope="module")
+def gpt2_l4_batch() -> planning.Answer:
+    """The largest GPT-2 batch on an L4 at seq 1024, solved once for the planner and the CLI test.
+
+    Module-scoped, so this module runs on one worker (tests/conftest.py), where the planner's
+    per-process caches serve all of its tests.
+    """
+    return planning.fit_batch("gpt2", "l4", seq=1024, **OPTIONS)
+
+
+def test_fit_questions(gpt2_l4_batch) -> None:
+    options = OPTIONS
+    batch = gpt2_l4_batch
     assert batch.status == "ok" and batch.plan.total <= batch.gpu.bytes < batch.next_total
     seq = planning.fit_seq("llama-3-8b", "h100-80gb", zero=3, dp=8, **{**options, "attn": "eager"})
     assert seq.status == "ok" and seq.plan.total <= seq.gpu.bytes < seq.next_total
@@ -167,11 +180,11 @@ def test_memory_with_gpu_formula_term_and_set(capsys) -> None:
     assert set(SAVED) <= set(data["formula"]["terms"])
 
 
-def test_fit_for_batch_seq_and_gpus(capsys) -> None:
+def test_fit_for_batch_seq_and_gpus(capsys, gpt2_l4_batch) -> None:
     code, out, _ = run(capsys, "fit", "gpt2", "--gpu", "l4", "--for", "batch", "--seq", "1024",
                        "--activations", "pytorch", "--json")
     data = json.loads(out)
-    expected = planning.fit_batch("gpt2", "l4", seq=1024, activations="pytorch")
+    expected = gpt2_l4_batch  # the defaults (bf16, sdpa, cuda; test_defaults_and_dropout) given explicitly
     assert code == 0 and data["value"] == expected.value and data["options"]["activations"] == "pytorch"
     code, out, _ = run(capsys, "fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "seq", "--activations", "pytorch",
                        "--attn", "eager", "--zero", "3", "--dp", "8")

@@ -26,6 +26,9 @@ from symbolic.errors import InputFileError, OutputError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 NULL, ZERO, FULL = (1, 3), (1, 5), (1, 7)  # Linux major/minor numbers of /dev/null, /dev/zero, /dev/full
+# the smallest example report (its LaTeX is still far bigger than a pipe's buffer): the tests here are about
+# where a document goes, and it builds in a fraction of the default report's time
+MLP_SPEC = ROOT / "reports" / "article-a-mlp.toml"
 FAST = 30  # seconds: anything that used to hang or fill memory must answer well within this
 
 
@@ -65,13 +68,14 @@ def test_a_full_device_is_an_error_not_success(tmp_path):
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
-def test_cli_output_to_devices_exit_codes(tmp_path):
+def test_cli_output_to_devices_exit_codes(tmp_path, capsys):
+    # in-process: the CSV goes to a path the user named, not to the process's own stdout
     null, full = chardev(tmp_path, "null", NULL), chardev(tmp_path, "full", FULL)
     sweep = ["sweep", "mlp.total", "--example", "--grid", "B=1..3"]
-    ok = cli(*sweep, "--csv", str(null))
-    assert ok.returncode == 0 and stat.S_ISCHR(os.stat(null).st_mode), ok.stderr
-    bad = cli(*sweep, "--csv", str(full))
-    assert bad.returncode == 2 and "No space left on device" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+    code, _, err = run(capsys, *sweep, "--csv", str(null))
+    assert code == 0 and stat.S_ISCHR(os.stat(null).st_mode), err
+    code, _, err = run(capsys, *sweep, "--csv", str(full))
+    assert code == 2 and "No space left on device" in err and err.count("\n") == 1, err
     assert stat.S_ISCHR(os.stat(full).st_mode)
 
 
@@ -127,14 +131,14 @@ def test_descriptor_alias_shares_the_redirected_file(tmp_path):
 
 
 def test_dash_writes_documents_to_stdout(capsys):
-    code, out, err = run(capsys, "report", "--tex", "-", "-q")
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "--tex", "-", "-q")
     assert code == 0, err
     assert out.startswith("\\documentclass") and out.rstrip().endswith("\\end{document}")
     code, _, err = run(capsys, "report", "--tex", "-", "--html", "-")
     assert code == 2 and "both write to stdout" in err
 
 
-@pytest.mark.parametrize("argv", [["list"], ["latex", "mlp.total"], ["report", "--tex", "-", "-q"]])
+@pytest.mark.parametrize("argv", [["list"], ["latex", "mlp.total"], ["report", str(MLP_SPEC), "--tex", "-", "-q"]])
 def test_full_stdout_is_an_error(tmp_path, argv):
     full = chardev(tmp_path, "full", FULL)  # big outputs fail while printing, small ones at the final flush
     with open(full, "wb") as stdout:
@@ -149,12 +153,22 @@ def test_fifo_as_config_or_spec_is_refused_at_once(tmp_path):
     fifo, gpu = tmp_path / "config.json", tmp_path / "gpu.toml"
     os.mkfifo(fifo)
     os.mkfifo(gpu)
-    for argv in (["params", str(fifo)], ["report", str(fifo), "--tex", str(tmp_path / "r.tex")],
-                 ["fit", "gpt2", "--for", "batch", "--gpu", str(gpu)]):
-        start = time.monotonic()
-        proc = cli(*argv)
-        assert proc.returncode == 2 and "FIFO" in proc.stderr, (argv, proc.stderr)
-        assert time.monotonic() - start < FAST
+    argvs = [["params", str(fifo)], ["report", str(fifo), "--tex", str(tmp_path / "r.tex")],
+             ["fit", "gpt2", "--for", "batch", "--gpu", str(gpu)]]
+    # one child runs the three commands (a read that blocks is then killed by the timeout, not hung on)
+    child = ("import contextlib, io, json, sys, time\nfrom symbolic.cli import main\nfor argv in json.load(sys.stdin):\n"
+             "    err, start = io.StringIO(), time.monotonic()\n"
+             "    with contextlib.redirect_stderr(err):\n        code = main(argv)\n"
+             "    print(json.dumps([code, err.getvalue(), time.monotonic() - start]), flush=True)\n")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", child], input=json.dumps(argvs), capture_output=True, text=True,
+                          timeout=FAST * len(argvs), cwd=ROOT)
+    answers = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert proc.returncode == 0 and len(answers) == len(argvs), proc.stderr
+    for argv, (code, err, seconds) in zip(argvs, answers):
+        assert code == 2 and "FIFO" in err, (argv, err)
+        assert seconds < FAST
+    assert time.monotonic() - start < FAST * len(argvs)
 
 
 def test_endless_device_as_config_is_refused(tmp_path):

@@ -1,24 +1,39 @@
-"""The example reports committed in reports/ say what the current formulas build: same text (every
-number), same page count, same title; and a build is byte-for-byte reproducible in one environment.
+"""The example reports in reports/, each built once for this module (a build takes seconds):
+
+- the committed PDFs say what the current formulas build: same text (every number), same page
+  count, same title; a build is byte-for-byte reproducible, in one process and from a fresh one;
+- the built PDF's text carries the engine's numbers and every heading, the HTML is self-contained
+  and the LaTeX compiles (the checks of what a built report shows share these builds, so that no
+  report is built twice for them).
 
 The committed bytes are not compared: a new WeasyPrint or matplotlib release changes them (font
 subsets, path rounding) without any change in what the report says. A difference in the text means
 a formula, a citation or a template changed without `make examples`.
 """
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import sympy
 
+import symbolic
+from symbolic import algebra, planning
 from symbolic.report import Outputs, build
+from symbolic.units import format_bytes
 
-REPORTS = Path(__file__).resolve().parent.parent / "reports"
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "reports"
 NUMBER = re.compile(r"[-+]?\d[\d,.]*")
-pytestmark = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None,
-                                reason="pdftotext/pdfinfo are not installed (scripts/system-deps.sh installs poppler-utils)")
+HEADINGS = ("Summary", "Does it fit?", "Notes", "Model and regime", "Notation", "Hand calculations", "Breakdown",
+            "Memory against batch size", "Memory against sequence length", "Sensitivity",
+            "Where the sources disagree", "Sources", "Errata")
+needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None,
+                                   reason="pdftotext/pdfinfo are not installed (scripts/system-deps.sh installs poppler-utils)")
 
 
 def _words(pdf: Path) -> list[str]:
@@ -32,21 +47,40 @@ def _info(pdf: Path) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
 
 
+def pdftext(path: Path) -> str:
+    out = subprocess.run(["pdftotext", "-layout", str(path), "-"], capture_output=True, check=True)
+    return out.stdout.decode("utf-8", errors="replace")
+
+
+def row(text: str, start: str) -> str:
+    """The first line of ``text`` that starts with ``start`` (after spaces)."""
+    return next(line for line in text.splitlines() if line.strip().startswith(start))
+
+
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory):
-    """A fresh build of an example spec, made once for the module (each build takes seconds)."""
+    """A fresh build (PDF, HTML and LaTeX) of an example spec, made once for the module; gives the PDF's path."""
     folder = tmp_path_factory.mktemp("fresh")
     built: dict[Path, Path] = {}
 
     def get(spec: Path) -> Path:
         if spec not in built:
-            built[spec] = folder / f"{spec.stem}.pdf"
-            build(spec, Outputs(pdf=built[spec]))
+            pdf, html, tex = (folder / f"{spec.stem}.{ext}" for ext in ("pdf", "html", "tex"))
+            outputs = build(spec, Outputs(pdf=pdf, html=html, tex=tex))
+            assert outputs.written == [html, pdf, tex]
+            built[spec] = pdf
         return built[spec]
 
     return get
 
 
+@pytest.fixture
+def gpt2(fresh) -> Path:
+    """The folder of the GPT-2 article-B example's fresh build (gpt2-article-b.pdf, .html, .tex)."""
+    return fresh(REPORTS / "gpt2-article-b.toml").parent
+
+
+@needs_poppler
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", sorted(REPORTS.glob("*.toml")), ids=lambda p: p.stem)
 def test_committed_pdf_is_current(spec, fresh):
@@ -63,6 +97,7 @@ def test_committed_pdf_is_current(spec, fresh):
     assert new_info["Title"] == old_info["Title"] and new_info["Title"], stale
 
 
+@needs_poppler
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["llama-3-8b-h100", "mixtral-serving-long-context"])
 def test_two_builds_are_byte_identical(name, tmp_path, fresh):
@@ -72,6 +107,7 @@ def test_two_builds_are_byte_identical(name, tmp_path, fresh):
     assert first.read_bytes() == second.read_bytes(), f"two builds of {name} differ: something in it is not reproducible"
 
 
+@needs_poppler
 def test_the_comparison_sees_a_changed_number():
     """The text check is not vacuous: two committed reports differ in their numbers, and one report's words
     include the numbers a reader checks."""
@@ -79,3 +115,100 @@ def test_the_comparison_sees_a_changed_number():
     assert [w for w in a if NUMBER.search(w)] != [w for w in b if NUMBER.search(w)]
     assert sum(bool(NUMBER.search(w)) for w in b) > 100 and "Llama-3-8B" in " ".join(b)
     assert _info(REPORTS / "llama-3-8b-h100.pdf")["Title"].startswith("Llama-3-8B")
+
+
+@needs_poppler
+def test_pdf_text_has_headings_and_engine_numbers(gpt2):
+    text = pdftext(gpt2 / "gpt2-article-b.pdf")
+    for heading in HEADINGS:
+        assert heading in text, heading
+    f = symbolic.formula("llm.peak")
+    point = dict(H=768, L=12, V=50000, d_ff=3072, B=8, S=1024, D=1024)
+    total = f.evaluate(point).total
+    assert f"{int(total):,}" in text and format_bytes(total) in text
+    n = symbolic.formula("llm.params").evaluate(H=768, L=12, V=50000, d_ff=3072).total
+    assert f"{int(n):,}" in text
+    for name, capacity in (("RTX 4090 (24 GiB)", 24 * 2**30), ("A100 40GB", 40 * 2**30), ("H100 80GB", 80 * 2**30)):
+        line = row(text, name)
+        batch = f.solve("B", capacity, {k: v for k, v in point.items() if k != "B"}).value
+        S, D = symbolic.symbol("S"), symbolic.symbol("D")
+        expr = f.subs({k: v for k, v in point.items() if k not in ("S", "D")}).xreplace({D: S})
+        context = algebra.solve_max(expr, S, sympy.Integer(capacity)).value
+        assert re.search(rf"\b{batch:,}\b.*\b{context:,}$", line.strip()), line
+        assert "yes" in line and format_bytes(capacity - total) in line
+    # the article's figures and errata are in the report
+    assert "4,722,432" in text and "123,383,808" in text
+
+
+@needs_poppler
+def test_pdf_sensitivities_agree_with_the_engine(gpt2):
+    text = pdftext(gpt2 / "gpt2-article-b.pdf")
+    f = symbolic.formula("llm.peak")
+    S, D = symbolic.symbol("S"), symbolic.symbol("D")
+    expr = f.composed().xreplace({D: S})
+    point = {symbolic.symbol(k): v for k, v in dict(H=768, L=12, V=50000, d_ff=3072, B=8, S=1024).items()}
+    total = expr.xreplace(point)
+    for name in ("S", "B", "V", "H", "L"):
+        x = symbolic.symbol(name)
+        elasticity = sympy.diff(expr, x).xreplace(point) * point[x] / total
+        assert f"{float(elasticity):.4f}" in text, name
+
+
+def test_html_is_self_contained(gpt2):
+    html = (gpt2 / "gpt2-article-b.html").read_text(encoding="utf-8")
+    assert "<style>" in html and "<svg" in html and 'src="data:image/svg+xml;base64,' in html
+    assert "http://" not in html.replace("http://www.w3.org", "") and "file:" not in html
+    assert "<title>M_{\\mathrm{peak}} = 4 N + 8 N" in html  # LaTeX source kept as the SVG title
+
+
+@pytest.mark.slow
+def test_latex_output_compiles(gpt2, tmp_path):
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (scripts/system-deps.sh installs texlive-latex-base)")
+    shutil.copy(gpt2 / "gpt2-article-b.tex", tmp_path / "r.tex")
+    for _ in range(2):  # longtable settles its column widths on the second run
+        result = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "r.tex"],
+                                cwd=tmp_path, capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stdout.decode("utf-8", "replace")[-3000:]
+    log = (tmp_path / "r.log").read_text(encoding="utf-8", errors="replace")
+    assert "Overfull \\hbox" not in log
+    if shutil.which("pdftotext"):
+        text = pdftext(tmp_path / "r.pdf")
+        assert "7,530,364,928" in text and "Hand calculations" in text
+
+
+@needs_poppler
+def test_pdf_is_byte_identical_across_builds(tmp_path, fresh):
+    """The module's build and one by a fresh interpreter with another hash seed give the same bytes."""
+    spec = REPORTS / "article-a-mlp.toml"
+    shutil.copy(fresh(spec), tmp_path / "a.pdf")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "symbolic", "report", str(spec), "-q", "-o", str(tmp_path / "b.pdf")],
+                   check=True, env=env, cwd=tmp_path, capture_output=True)
+    a, b = (tmp_path / "a.pdf").read_bytes(), (tmp_path / "b.pdf").read_bytes()
+    assert a == b
+    assert b"CreationDate" not in a and b"ModDate" not in a
+
+
+@needs_poppler
+def test_real_model_report_agrees_with_the_planner(fresh):
+    text = pdftext(fresh(REPORTS / "llama-3-8b-h100.toml"))
+    options = dict(batch=1, seq=4096, precision="bf16", optimizer="adam-8bit", recompute="full", flash=True)
+    plan = planning.plan("llama-3-8b", mode="train", **options)
+    assert f"{plan.total:,}" in text and format_bytes(plan.total) in text
+    assert "8,030,261,248" in text
+    for gpu in ("h100-80gb", "a100-80gb"):
+        line = row(text, gpu)
+        batch = planning.fit_batch("llama-3-8b", gpu, mode="train", **{k: v for k, v in options.items() if k != "batch"})
+        seq = planning.fit_seq("llama-3-8b", gpu, mode="train", **{k: v for k, v in options.items() if k != "seq"})
+        assert re.search(rf"yes .*\b{batch.value:,}\s+{seq.value:,}\s+1$", line.strip()), line
+    fewest = planning.fit_gpus("llama-3-8b", "rtx-4090", mode="train", over="dp",
+                               **{k: v for k, v in options.items()})
+    assert f"{fewest.gpus} (dp {fewest.value}, ZeRO-3)" in row(text, "rtx-4090")
+    for heading in ("Bytes per parameter: 16, 18 or 20?", "Activations: article B against Korthikanti et al.",
+                    "Rules of thumb against the formula", *HEADINGS[:2], *HEADINGS[4:-1]):
+        assert heading in text, heading
+    for key in ("states.zero2020", "states.megatron", "states.deepspeed"):
+        f = symbolic.formula(key)
+        per = f.evaluate({"N": 1}).total
+        assert f"{per} bytes per parameter" in text, key

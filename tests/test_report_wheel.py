@@ -95,11 +95,13 @@ def test_sdist_carries_docs_and_example_reports(tmp_path):
 
 
 def test_a_missing_renderer_is_a_one_line_error(capsys, monkeypatch, tmp_path):
-    """WeasyPrint is a dependency; an environment that lacks it gets one line saying how to repair it."""
+    """WeasyPrint is a dependency; an environment that lacks it gets one line saying how to repair it, at once."""
     from helpers import run
 
     monkeypatch.setitem(sys.modules, "weasyprint", None)  # `import weasyprint` now raises ImportError
     monkeypatch.setitem(sys.modules, "weasyprint.urls", None)
+    monkeypatch.setattr("symbolic.report.context.build",  # found missing before the work, not after it
+                        lambda *a, **k: pytest.fail("typeset the report before finding WeasyPrint missing"))
     code, out, err = run(capsys, "report", str(ROOT / "reports" / "article-a-mlp.toml"), "-q",
                          "-o", str(tmp_path / "x.pdf"))
     lines = [line for line in err.splitlines() if line.startswith("symbolic: error:")]

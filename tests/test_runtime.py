@@ -193,6 +193,7 @@ def _gpt2(device: str, layers: int, hidden: int, vocab: int = 50257):
 
     config = transformers.GPT2Config(n_layer=layers, n_embd=hidden, n_head=hidden // 64, vocab_size=vocab,
                                      n_positions=1024, attn_implementation="eager")
+    torch.set_num_threads(1)  # a tiny CPU model: more threads only spin (CPU time) on a shared machine
     torch.manual_seed(0)
     with torch.device(device):
         return transformers.GPT2LMHeadModel(config)

@@ -34,6 +34,7 @@ def _counted(model_type: str, batch: int, seq: int, train: bool) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
     config_cls, model_cls, cfg = CASES[model_type]
+    torch.set_num_threads(1)  # tiny models: more threads only spin (CPU time) on a shared machine
     torch.manual_seed(0)
     model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**cfg, attn_implementation="eager"))
     ids = torch.randint(0, 100, (batch, seq))

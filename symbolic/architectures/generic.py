@@ -7,8 +7,10 @@ rebuilt, and each parameter tensor's instance count and dimensions are fitted as
 fields (``H·d_ff``, ``a·d_head``, ``H/a``) or, where a product does not fit, as a common factor
 times a sum of products (fused QKV: ``H·(1 + 2·a_kv/a)``; fields of equal summands are told apart
 by doubling two at once). Probes run on a copy with ``PROBE_LAYERS`` layers (fast to build, a
-multiple of the usual layer patterns); the formula must then give every tensor of the real config
-and of an independent point (every field it uses doubled at once), each a real build.
+multiple of the usual layer patterns), or ``SMALL_LAYERS`` when every layer is alike; for a layer
+pattern, fields that only change tensor dimensions are probed on a copy with fewer layers that
+still holds every kind of layer. The formula must then give every tensor of the real config and of
+an independent point (every field it uses doubled at once), each a real build.
 A tensor whose size does not follow from the fields keeps its number, with a note saying so;
 the formula evaluated at ``values`` is always the exact total. Field values are read as
 integers and symbols built from them directly: no config string is ever parsed.
@@ -114,18 +116,27 @@ def _auto_names(module: str, name: str) -> dict[str, str]:
 Shapes = dict[str, tuple[int, ...]]
 
 
+_QUIET_DEPTH = [0]  # nested _quiet() calls (a probe inside an analysis) leave the outer one's settings
+
+
 @contextlib.contextmanager
 def _quiet() -> Any:
-    """Silence transformers' warnings and prints while probing."""
+    """Silence transformers' warnings and prints while probing (once for nested uses: each
+    verbosity change clears every logger's cache, a noticeable share of a small probe)."""
+    if _QUIET_DEPTH[0]:
+        yield
+        return
     import transformers
 
     level = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
+    _QUIET_DEPTH[0] += 1
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
+        _QUIET_DEPTH[0] -= 1
         transformers.logging.set_verbosity(level)
 
 
@@ -306,11 +317,22 @@ def _per_layer(target: dict[str, Any], old: int, new: int) -> None:
                 target[key] = v * (new // old)
 
 
-def _set(data: dict[str, Any], path: Path, value: int, old: int) -> dict[str, Any]:
-    """A copy of ``data`` with one field changed; per-layer lists of length ``old`` follow it."""
+def _copy(value: Any) -> Any:
+    """A deep copy of a config dict's JSON-like values (several times faster than ``copy.deepcopy``)."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, (str, int, float, bool, type(None))):
+        return value
     import copy
 
-    out = copy.deepcopy(data)
+    return copy.deepcopy(value)
+
+
+def _set(data: dict[str, Any], path: Path, value: int, old: int) -> dict[str, Any]:
+    """A copy of ``data`` with one field changed; per-layer lists of length ``old`` follow it."""
+    out = _copy(data)
     target = out
     for key in path[:-1]:
         target = target[key]
@@ -537,6 +559,14 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
     """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
         raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
+    with _quiet():  # once around every probe
+        spec = _analyse(data, name, architecture)
+    if progress:
+        progress(f"{spec.model_type}: {spec.total} parameters, {len(spec.unexplained)} measured terms")
+    return spec
+
+
+def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> GenericModel:
     model, config = built_model(config_object(data), architecture)
     cls = type(model)
     real_shapes = {n: tuple(int(s) for s in p.shape) for n, p in model.named_parameters()}
@@ -564,14 +594,14 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
         base_shapes = probe(real_data)
         if base_shapes != real_shapes:
             base_shapes = None
+    small: tuple[dict[str, Any], Shapes] | None = None
     if base_shapes is not None:
-        base_data, base_shapes = _fewer_layers(base_data, base_shapes, probe)
+        base_data, base_shapes, small = _fewer_layers(base_data, base_shapes, probe)
     exprs: dict[Unit, sympy.Expr | None] = {u: None for u in real_units}
     verified = False
     if base_shapes is not None:
         base_fields = int_fields(base_data)
-        base_units = units(base_shapes)
-        found, verified = _fit_units(base_units, base_data, base_fields, sym, probe)
+        found, verified = _fit_units(base_shapes, base_data, base_fields, sym, probe, small)
         for u, (count, shape) in real_units.items():  # every expression must give the real config's size
             expr = found.get(u)
             exprs[u] = expr if expr is not None and _evaluate(expr, real_point) == count * _numel(shape) else None
@@ -585,8 +615,6 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
                         architecture=cls.__name__, total=total, terms=terms, values=values, fields=paths,
                         active=active, active_terms=active_terms, unexplained=tuple(unexplained),
                         verified=verified and not unexplained, notes=tuple(notes))
-    if progress:
-        progress(f"{spec.model_type}: {total} parameters, {len(unexplained)} measured terms")
     return spec
 
 
@@ -594,6 +622,7 @@ PROBE_LAYERS = 24  # a multiple of the usual layer patterns (every 2nd, 3rd, 4th
 
 
 SMALL_LAYERS = 4  # the probe base of a model whose layers are all alike
+DIMS_LAYERS = (4, 8, 12)  # candidate layer counts of a patterned model's base for probing tensor dimensions
 
 
 def _shrink(data: dict[str, Any], fields: Mapping[Path, int], layers: int = PROBE_LAYERS) -> dict[str, Any]:
@@ -605,54 +634,63 @@ def _shrink(data: dict[str, Any], fields: Mapping[Path, int], layers: int = PROB
     return out
 
 
-def _fewer_layers(data: dict[str, Any], shapes_at: Shapes,
-                  probe: Callable[[dict[str, Any]], Shapes | None]) -> tuple[dict[str, Any], Shapes]:
-    """The probe base with SMALL_LAYERS layers when every layer is alike.
+def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict[str, Any]], Shapes | None]
+                  ) -> tuple[dict[str, Any], Shapes, tuple[dict[str, Any], Shapes] | None]:
+    """(probe base, its shapes, a smaller base for the dimensions of a patterned model or None).
 
-    Every probe rebuilds the model, and a build costs about its layer count. The smaller base is
-    taken only when one layer-count field changes, from n to m, and every parameter group either
-    stays (embeddings, head) or is in every layer (n instances, then m). Any layer pattern (every
-    2nd MoE, the first k dense, attention every 8th) keeps the base: a pattern found at few layers
-    may hold there only.
+    Every probe rebuilds the model, and a build costs about its layer count. When one layer-count
+    field changes, from n to m, and every parameter group either stays (embeddings, head) or is in
+    every layer (n instances, then m), the SMALL_LAYERS-layer copy is the base. Any layer pattern
+    (every 2nd MoE, the first k dense, attention every 8th) keeps the base, because a pattern
+    found at few layers may hold there only; its instance counts are fitted there. A copy with
+    fewer layers (DIMS_LAYERS) that holds every parameter group with the same shapes is returned
+    beside it: fields that change only tensor dimensions there are probed on it (``_fit_units``).
     """
     fields = int_fields(data)
-    small = _shrink(data, fields, SMALL_LAYERS)
-    small_fields = int_fields(small)
-    changed = [(v, small_fields[p]) for p, v in fields.items() if small_fields.get(p) != v]
-    if len(changed) != 1:
-        return data, shapes_at
-    n, m = changed[0]
-    got = probe(small)
-    if got is None:
-        return data, shapes_at
-    big, few = units(shapes_at), units(got)
-    alike = set(big) == set(few) and all(
-        big[u][1] == few[u][1] and (big[u][0] == few[u][0] or (big[u][0], few[u][0]) == (n, m)) for u in big)
-    return (small, got) if alike else (data, shapes_at)
+    big = units(shapes_at)
+    for layers in sorted({SMALL_LAYERS, *DIMS_LAYERS}):
+        small = _shrink(data, fields, layers)
+        if small == data:
+            break  # no layer count above this one
+        got = probe(small)
+        if got is None:
+            continue
+        few = units(got)
+        if set(big) != set(few) or any(big[u][1] != few[u][1] for u in big):
+            continue  # some layer kind (or its first-seen order) is missing at this many layers
+        small_fields = int_fields(small)
+        changed = [(v, small_fields[p]) for p, v in fields.items() if small_fields.get(p) != v]
+        if layers == SMALL_LAYERS and len(changed) == 1 and all(
+                big[u][0] == few[u][0] or (big[u][0], few[u][0]) == changed[0] for u in big):
+            return small, got, None
+        return data, shapes_at, (small, got)
+    return data, shapes_at, None
 
 
-def _fit_units(base_units: Mapping[Unit, tuple[int, tuple[int, ...]]], base_data: dict[str, Any],
+def _fit_units(base_shapes: Shapes, base_data: dict[str, Any],
                fields: Mapping[Path, int], sym: Mapping[Path, sympy.Symbol],
-               probe: Callable[[dict[str, Any]], Shapes | None]) -> tuple[dict[Unit, sympy.Expr | None], bool]:
-    """Each unit's size as an expression in fields (None where none fits), and whether a joint probe agrees."""
+               probe: Callable[[dict[str, Any]], Shapes | None],
+               small: tuple[dict[str, Any], Shapes] | None = None) -> tuple[dict[Unit, sympy.Expr | None], bool]:
+    """Each unit's size as an expression in fields (None where none fits), and whether a joint probe agrees.
+
+    With ``small`` (a base with fewer layers and the same parameter groups and shapes, from
+    ``_fewer_layers``), a change of fields is probed there first: when it changes tensor dimensions
+    and no instance count, those dimensions are the base's answer and the base itself is not
+    rebuilt. Layer counts, and fields that change no dimension or some count there (a layer
+    pattern's period), are probed at the base; those that change nothing on ``small`` are probed
+    there together first, and one by one only if the joint build differs from the base.
+    """
+    base_units = units(base_shapes)
     base_q = _quantities(base_units)
-    doubled: dict[Path, dict[tuple[Unit, int], int] | None] = {}
-    quadrupled: dict[Path, dict[tuple[Unit, int], int] | None] = {}
-    for path, v in fields.items():
-        got = probe(_set(base_data, path, 2 * v, v))
-        doubled[path] = None if got is None else _quantities(units(got))
-    for path in _needs_quadruple(base_q, doubled):
-        v = fields[path]
-        got = probe(_set(base_data, path, 4 * v, v))
-        quadrupled[path] = None if got is None else _quantities(units(got))
+    respond = _responder(base_q, base_data, fields, probe, small)
+    doubled = _doubled(base_q, base_shapes, base_data, fields, probe, respond)
+    quadrupled = {path: respond({path: 4}) for path in _needs_quadruple(base_q, doubled)}
     pairs: dict[frozenset[Path], dict[tuple[Unit, int], int] | None] = {}
 
     def pair(p1: Path, p2: Path) -> dict[tuple[Unit, int], int] | None:
         key = frozenset((p1, p2))
         if key not in pairs:
-            d = _set(_set(base_data, p1, 2 * fields[p1], fields[p1]), p2, 2 * fields[p2], fields[p2])
-            got = probe(d)
-            pairs[key] = None if got is None else _quantities(units(got))
+            pairs[key] = respond({p1: 2, p2: 2})
         return pairs[key]
 
     fitted = _fit(base_q, doubled, quadrupled, fields, sym, pair)
@@ -666,6 +704,57 @@ def _fit_units(base_units: Mapping[Unit, tuple[int, tuple[int, ...]]], base_data
     if wrong is None:
         return exprs, False
     return {u: (None if u in wrong else e) for u, e in exprs.items()}, True
+
+
+Quantities = dict[tuple[Unit, int], int]
+UNCHANGED = "unchanged"  # what a probe on the small base says when a change of fields alters no tensor there
+
+
+def _scaled(data: dict[str, Any], values: Mapping[Path, int], change: Mapping[Path, int]) -> dict[str, Any]:
+    """A copy of ``data`` with each field of ``change`` multiplied by its factor."""
+    for path, factor in change.items():
+        data = _set(data, path, factor * values[path], values[path])
+    return data
+
+
+def _responder(base_q: Quantities, base_data: dict[str, Any], fields: Mapping[Path, int],
+               probe: Callable[[dict[str, Any]], Shapes | None], small: tuple[dict[str, Any], Shapes] | None,
+               ) -> Callable[..., Quantities | str | None]:
+    """fields -> factor, to the base's quantities with those fields scaled (None: it does not build).
+
+    With ``defer=True`` a change that alters nothing on the small base gives ``UNCHANGED`` instead
+    of a rebuild of the base (the caller probes such fields together).
+    """
+    small_data, small_shapes = small if small else ({}, {})
+    small_q = _quantities(units(small_shapes))
+    small_fields = int_fields(small_data)
+
+    def respond(change: Mapping[Path, int], defer: bool = False) -> Quantities | str | None:
+        if small and all(KNOWN.get(p[-1]) is not L and small_fields.get(p) == fields[p] for p in change):
+            got = probe(_scaled(small_data, small_fields, change))
+            q = None if got is None else _quantities(units(got))
+            if defer and got == small_shapes:
+                return UNCHANGED
+            if q is not None and q.keys() == small_q.keys() and any(q[k] != small_q[k] for k in q) and all(
+                    q[k] == small_q[k] for k in q if k[1] == -1):
+                return {k: (v if k[1] == -1 else q[k]) for k, v in base_q.items()}
+        got = probe(_scaled(base_data, fields, change))
+        return None if got is None else _quantities(units(got))
+
+    return respond
+
+
+def _doubled(base_q: Quantities, base_shapes: Shapes, base_data: dict[str, Any], fields: Mapping[Path, int],
+             probe: Callable[[dict[str, Any]], Shapes | None],
+             respond: Callable[..., Quantities | str | None]) -> dict[Path, Quantities | None]:
+    """Each field's doubling, as the base's quantities; fields inert on the small base are first rebuilt together."""
+    found = {path: respond({path: 2}, defer=True) for path in fields}
+    inert = [p for p, q in found.items() if q == UNCHANGED]
+    if inert:  # the same parameters, name by name, with all of them doubled: none of them sizes anything
+        together = probe(_scaled(base_data, fields, {p: 2 for p in inert})) == base_shapes
+        for p in inert:
+            found[p] = dict(base_q) if together else respond({p: 2})
+    return found  # type: ignore[return-value]
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -15,6 +15,7 @@ whose forward takes no cache argument and returns none (OpenAI GPT) keeps 0 byte
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -110,20 +111,26 @@ class NoCache(GenericError):
     """The model's output holds no cache object."""
 
 
+_GIVEN_CACHE: weakref.WeakSet[Any] = weakref.WeakSet()  # models that fill a cache they are given (XLM)
+
+
 def _prefill(model: Any, batch: int, seq: int) -> tuple[int, str]:
     import torch
 
     device = next(model.parameters()).device
     ids = torch.zeros((batch, seq), dtype=torch.long, device=device)
-    with _quiet(), torch.no_grad():
-        out = model(input_ids=ids, use_cache=True)
-        cache = next((out[k] for k in CACHE_KEYS if k in out and out[k] is not None), None)
+    cache = None
+    if model not in _GIVEN_CACHE:
+        with _quiet(), torch.no_grad():
+            out = model(input_ids=ids, use_cache=True)
+            cache = next((out[k] for k in CACHE_KEYS if k in out and out[k] is not None), None)
     if cache is None and "cache" in _forward_args(model):  # XLM fills a cache it is given, returns none
         from transformers import DynamicCache, EncoderDecoderCache
 
         cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
         with _quiet(), torch.no_grad():
             model(input_ids=ids, use_cache=True, cache=cache)
+        _GIVEN_CACHE.add(model)  # later prefills of this model go straight to a given cache
     if cache is None:
         raise NoCache("the model returned no cache object")
     return cache_bytes_of(cache), type(cache).__name__

@@ -7,7 +7,7 @@ term is written in fields, and whether the formula held at an independent point.
 
 from __future__ import annotations
 
-from .generic import GenericError, _first_line, _quiet, analyse
+from .generic import GenericError, _first_line, _quiet, default_model
 
 
 def survey_type(model_type: str) -> dict[str, object]:
@@ -21,7 +21,7 @@ def survey_type(model_type: str) -> dict[str, object]:
         return row
     row["built"] = True
     try:
-        m = analyse({"model_type": model_type}, name=model_type)
+        m = default_model(model_type)  # cached: a caller may want the same analysis again
     except GenericError as err:
         row["error"] = str(err)
         return row

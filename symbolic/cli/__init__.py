@@ -111,6 +111,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_BUILT: dict[Callable[[], argparse.ArgumentParser], argparse.ArgumentParser] = {}
+
+
+def _parser() -> argparse.ArgumentParser:
+    """``build_parser()``, built once per process: in-process callers (the REPL, tests) run many commands.
+
+    Parsing leaves no state in the parser (``Parser`` records the words of each parse afresh), so
+    one parser serves every call. Keyed by the builder, so a replaced ``build_parser`` is called.
+    """
+    builder = build_parser
+    parser = _BUILT.get(builder)
+    if parser is None:
+        parser = builder()
+        _BUILT.clear()
+        _BUILT[builder] = parser
+    return parser
+
+
+def _current(handler: Callable[[argparse.Namespace], int | None]) -> Callable[[argparse.Namespace], int | None]:
+    """The command module's handler as it is now (as a freshly built parser would hold it)."""
+    module = sys.modules.get(getattr(handler, "__module__", None) or "")
+    name = getattr(handler, "__qualname__", "")
+    if module is None or not name.isidentifier():  # a lambda, a method or a local function: as given
+        return handler
+    return getattr(module, name, handler)
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     for name in SIGNALS:  # a second signal while cleaning up must not interrupt the cleanup
         if hasattr(signal, name):
@@ -200,9 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(words: list[str]) -> int:
     try:
-        parser = build_parser()
-        args = parser.parse_args(words)
-        handler: Callable[[argparse.Namespace], int | None] = args.handler
+        args = _parser().parse_args(words)
+        handler: Callable[[argparse.Namespace], int | None] = _current(args.handler)
         code = handler(args) or 0
         sys.stdout.flush()  # a full disk or closed pipe on stdout is an error, not success
         return code

@@ -1,7 +1,7 @@
 """LoRA and QLoRA fine-tuning as terms: adapters, a frozen or 4-bit base, what autograd then saves.
 
 Measured with peft 0.21.2, bitsandbytes 0.50.2, transformers 5.24.0 and torch 2.13.0 on the
-CPU (``tests/test_finetune_torch.py`` reproduces every figure from these formulas):
+CPU (``tests/test_measure.py`` reproduces every figure from these formulas):
 
 - **Targets** as peft resolves ``target_modules``: a module matches a name when its full name is
   that name or ends with ``"." + name``; ``"all-linear"`` is every ``nn.Linear``/``Conv1D`` but the
@@ -395,7 +395,7 @@ def checkpointed(model: act.SavedModel) -> act.SavedModel:
     the layers keep (Llama's rotary cos and sin); GPT-2's eager attention mask, B·S² in the dtype,
     is a checkpoint input too. ``enable_input_require_grads`` makes layer 0's
     input need a gradient, so nothing else changes with LoRA. Measured on the CPU
-    (``tests/test_finetune_torch.py``).
+    (``tests/test_measure.py``).
     """
     s = model.setup
     kept = [t for t in model.formula.terms if not t.expr.has(L) and t.key not in CHECKPOINT_DROPPED]

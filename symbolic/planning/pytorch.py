@@ -186,6 +186,26 @@ def _adjusted(regime: Regime) -> bool:
     return finetune.active(regime) or regime.recompute == "full"
 
 
+_AT_WIDTHS: dict[tuple[sympy.Basic, frozenset[tuple[sympy.Basic, sympy.Basic]]], sympy.Expr] = {}
+
+
+def _at_widths(expr: object, widths: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """``expr`` with the model's widths put in, remembered per process.
+
+    Every plan of one model (another batch, sequence, ZeRO stage, the planner's layouts, a fit's
+    steps) puts the same widths into mostly the same step terms, and with a max inside SymPy
+    compares its arguments again on every rebuild; expressions are immutable, so one answer serves.
+    """
+    expr = sympy.sympify(expr)
+    key = (expr, frozenset(widths.items()))
+    found = _AT_WIDTHS.get(key)
+    if found is None:
+        if len(_AT_WIDTHS) >= 4096:
+            _AT_WIDTHS.clear()
+        found = _AT_WIDTHS[key] = expr.xreplace(widths)
+    return found
+
+
 def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, params: sympy.Expr,
            values: dict[str, object], notes_out: list[str]) -> Layout:
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
@@ -202,7 +222,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
             if term.key == "saved":
                 out += grouped
                 continue
-            out.append(term.replace(key=RENAMED.get(term.key, term.key), expr=sympy.sympify(term.expr).xreplace(widths)))
+            out.append(term.replace(key=RENAMED.get(term.key, term.key), expr=_at_widths(term.expr, widths)))
         return out
 
     resident = mine(step.resident)

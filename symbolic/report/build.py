@@ -51,6 +51,8 @@ def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates:
     for target in (outputs.pdf, outputs.html, outputs.tex):
         if target is not None:
             write.target_kind(target)  # a missing folder, a folder or a socket is refused before the work
+    if outputs.pdf is not None:
+        render.require_pdf_renderer()  # so is a missing WeasyPrint (ImportError), not after seconds of typesetting
     say(f"computing {report_spec.model.name} ({report_spec.formulas} formulas)")
     with render.frozen_heap():  # the collector skips what was loaded before (see frozen_heap)
         scenario = adapter.scenario_for(report_spec)

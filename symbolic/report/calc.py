@@ -42,8 +42,9 @@ class Line:
     body: str
 
 
-def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], float], limit: float) -> list[Line]:
-    """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit``."""
+def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], float], limit: float,
+          tolerance: float | None = None) -> list[Line]:
+    """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit`` (see ``wrap``)."""
     values = {**evaluation.values, **evaluation.derived}
     symbolic = [printing.latex(t.expr) for t in formula.terms]
     numbers = [printing.latex_with_numbers(worked(t.expr, values), values) for t in formula.terms]
@@ -52,7 +53,7 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
     for label, pieces in (("symbolic", symbolic), ("substituted", numbers)):
         # a term that is itself a sum (e.g. an allowance of 5 % of several tensors) may break between its parts
         parts = [part for piece in pieces for part in split_sum(piece)]
-        rows = [row for wrapped in wrap(parts, measure, limit) for row in split_max(wrapped, measure, limit)]
+        rows = [row for wrapped in wrap(parts, measure, limit, tolerance) for row in split_max(wrapped, measure, limit)]
         for index, body in enumerate(rows):
             out.append(Line(label if index == 0 else "", lhs if not out else "", "=" if index == 0 else "", body))
     exact = sympy.Rational(evaluation.total).is_Integer
@@ -90,17 +91,37 @@ def worked(expr: sympy.Expr, values: dict) -> sympy.Expr:
     return expr.xreplace(mapping) if mapping else expr
 
 
-def wrap(pieces: list[str], measure: Callable[[str], float], limit: float) -> list[str]:
-    """Join terms with + (or −) into lines no wider than ``limit`` where a term allows it."""
+def wrap(pieces: list[str], measure: Callable[[str], float], limit: float,
+         tolerance: float | None = None) -> list[str]:
+    """Join terms with + (or −) into lines no wider than ``limit`` where a term allows it.
+
+    With ``tolerance`` (px), a candidate line's width is the width of the line so far plus that of
+    the next term typeset alone after a sign (``{} + term``, less the empty group): a row of math
+    is laid out left to right, so the sum equals the joined line's width (to the 0.001 px of the
+    SVG's rounding, on every calculation of the example reports). Only a candidate within
+    ``tolerance`` of ``limit`` is typeset whole, so the sum decides nothing a full measurement
+    would decide otherwise, and a long sum costs one typesetting per term instead of one per prefix.
+    Without it every candidate is measured (cheap estimates need no shortcut).
+    """
     rows: list[str] = []
     current = ""
+    width: float | None = None  # of current, once an estimate needs it
     for piece in pieces:
-        joined = _join(current, piece) if current else piece
-        if current and measure(joined) > limit:
-            rows.append(current)
+        if not current:
             current = piece
+            continue
+        joined = _join(current, piece)
+        if tolerance is None:
+            wide = measure(joined)
         else:
-            current = joined
+            wide = (measure(current) if width is None else width) + measure(_continued(piece)) - measure("{}")
+            if abs(wide - limit) <= tolerance:
+                wide = measure(joined)
+        if wide > limit:
+            rows.append(current)
+            current, width = piece, None
+        else:
+            current, width = joined, wide
     rows.append(current)
     return [row if i == 0 else _continued(row) for i, row in enumerate(rows)]
 

@@ -277,7 +277,7 @@ def _calculation(formula: Formula, ev: Evaluation, ts: Typesetter, main: bool = 
     The result line repeats the formula's name and gives the result as text (exact count, IEC
     size), so that it lines up with the lines above and can be searched and copied in the PDF.
     """
-    lines = calc.lines(formula, ev, ts.measure, CALC_WIDTH_PX)
+    lines = calc.lines(formula, ev, ts.measure, CALC_WIDTH_PX, ts.tolerance)
     result_line = (f"{count(ev.total)} bytes = {format_bytes(ev.total)}" if formula.unit == "bytes"
                    else f"{count(ev.total)} {UNIT_NAMES[formula.unit]}")
     out = []

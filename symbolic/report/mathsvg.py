@@ -49,6 +49,9 @@ def _ziamath():  # noqa: ANN202 - the module object
         import ziamath
 
     ziamath.config.svg2 = False
+    from . import zialayout
+
+    zialayout.install(ziamath)
     return ziamath
 
 

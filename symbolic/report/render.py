@@ -209,12 +209,20 @@ def url_fetcher() -> Any:
     return fetch
 
 
+def require_pdf_renderer() -> None:
+    """Import WeasyPrint now (ImportError if it is missing), so that a PDF build fails before its work."""
+    import weasyprint  # noqa: F401
+
+
 def html_to_pdf(html: str) -> bytes:
     """PDF bytes from the report's HTML; no dates in the metadata, a content-derived identifier."""
     import logging
 
     import weasyprint
 
+    from . import pdfpaths
+
+    pdfpaths.install()  # the same bytes, each glyph outline parsed once (see pdfpaths)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     identifier = hashlib.sha256(html.encode("utf-8")).hexdigest()[:32].encode("ascii")
     with frozen_heap():
@@ -223,4 +231,4 @@ def html_to_pdf(html: str) -> bytes:
 
 
 __all__ = ["TexCode", "allowed_path", "frozen_heap", "html_environment", "html_to_pdf", "render_html", "render_tex",
-           "tex_environment", "url_fetcher"]
+           "require_pdf_renderer", "tex_environment", "url_fetcher"]

@@ -20,12 +20,14 @@ FIT = r"\dimexpr\linewidth-1em\relax"  # room for a term in a table cell, leavin
 FIT_SHARE = 0.6  # a cell formula's term wider than this share of the cell (estimated) may be shrunk in TeX
 MIN_POINTS = 6.0  # the smallest size a table cell's formula is shrunk to, so that it fits its column
 CALC_WIDTH_PX = 470.0  # the math column of a calculation on A4 with the report's margins
+WRAP_TOLERANCE_PX = 4.0  # a line this close to its limit by the sum of its terms' widths is typeset whole
 
 
 class Typesetter:
     """LaTeX only (for the .tex output): widths are estimated from the source."""
 
     svg = False
+    tolerance: float | None = None  # estimates are cheap: calc.wrap measures every candidate line
 
     def math(self, latex: str, points: float = BODY_POINTS) -> dict[str, Any]:
         return {"latex": TexCode(latex), "svg": Markup(""), "tex": TexCode(f"${latex}$") if latex else TexCode("")}
@@ -47,7 +49,7 @@ class Typesetter:
         if math:  # in table cells TeX may break a long formula inside plain parentheses, not \left( \right)
             tex += self._tex_cell_math(math, points, width)
         if math and width and self.svg and self.width(math, points) > width:
-            lines = calc.wrap(calc.split_sum(math), lambda part: self.width(part, points), width)
+            lines = calc.wrap(calc.split_sum(math), lambda part: self.width(part, points), width, self.tolerance)
             piece["svg"] = Markup("<br>").join(self.math(line, self._fitting(line, points, width))["svg"]
                                                for line in lines)
         return {"text": words, "svg": piece["svg"], "tex": TexCode(tex)}
@@ -83,6 +85,7 @@ class SvgTypesetter(Typesetter):
     """LaTeX plus ziamath SVG (for HTML and PDF); widths measured from the typeset formula."""
 
     svg = True
+    tolerance = WRAP_TOLERANCE_PX
 
     def math(self, latex: str, points: float = BODY_POINTS) -> dict[str, Any]:
         from . import mathsvg
