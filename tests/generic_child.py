@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for kind, name, result in done:
         if kind == "survey":
-            rows.append(result.get("row", {"model_type": name, "built": False, "error": result.get("error")}))
+            # survey_type reports what transformers cannot build; any other exception is a bug of the survey
+            rows.append(result.get("row", {"model_type": name, "built": False, "harness_error": result.get("error")}))
             if result.get("params") is not None:
                 out["params"][name] = result["params"]
         else:

@@ -34,7 +34,7 @@ def recorded(monkeypatch):
     import weasyprint.svg as wsvg
 
     if not pdfpaths.install():
-        pytest.skip(f"pdfpaths applies to WeasyPrint {pdfpaths.VERSION}x only")
+        pytest.skip(f"pdfpaths applies to WeasyPrint {pdfpaths.VERSION} only")
     pdfpaths.recorded.cache_clear()
     return wsvg.TAGS["path"]
 

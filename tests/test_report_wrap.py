@@ -47,3 +47,21 @@ def test_summed_width_of_a_run_is_its_typeset_width():
 
 def test_only_typesetters_that_measure_use_the_tolerance():
     assert Typesetter.tolerance is None and SvgTypesetter.tolerance == WRAP_TOLERANCE_PX > 0
+
+
+def test_rows_that_the_summed_widths_let_grow_too_wide_are_wrapped_again():
+    """A measure that is not additive (wider than its parts, as glyph overhang could make it): no row
+    wider than the limit comes back, and the lines are those of measuring every candidate."""
+    pieces = [f"x_{{{i}}}" for i in range(30)]
+
+    def measure(latex: str) -> float:
+        return float(len(latex)) ** 1.25
+
+    limit = 60.0
+    fast = calc.wrap(pieces, measure, limit, tolerance=0.5)
+    assert fast == calc.wrap(pieces, measure, limit)
+    rows = [row.removeprefix("{} + ") for row in fast]  # continuation lines carry their sign after "{}"
+    assert len(rows) > 1 and all(measure(row) <= limit for row in rows)
+    # and the shortcut alone would have let a row grow too wide: the fallback is what keeps it inside
+    summed = measure(pieces[0]) + sum(measure(calc._continued(p)) - measure("{}") for p in pieces[1:4])
+    assert summed <= limit < measure(" + ".join(pieces[:4]))

@@ -9,8 +9,9 @@ times a sum of products (fused QKV: ``H·(1 + 2·a_kv/a)``; fields of equal summ
 by doubling two at once). Probes run on a copy with ``PROBE_LAYERS`` layers (fast to build, a
 multiple of the usual layer patterns), or ``SMALL_LAYERS`` when every layer is alike; for a layer
 pattern, fields that only change tensor dimensions are probed on a copy with fewer layers that
-still holds every kind of layer. The formula must then give every tensor of the real config and of
-an independent point (every field it uses doubled at once), each a real build.
+has every parameter group with the same shapes. The formula must then give every tensor of the
+real config and of an independent point (every field it uses doubled at once), each a real build;
+that check, not the copy, is what a verified formula rests on.
 A tensor whose size does not follow from the fields keeps its number, with a note saying so;
 the formula evaluated at ``values`` is always the exact total. Field values are read as
 integers and symbols built from them directly: no config string is ever parsed.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -116,27 +118,28 @@ def _auto_names(module: str, name: str) -> dict[str, str]:
 Shapes = dict[str, tuple[int, ...]]
 
 
-_QUIET_DEPTH = [0]  # nested _quiet() calls (a probe inside an analysis) leave the outer one's settings
+_QUIET = threading.local()  # per thread: how deep in _quiet() calls (a probe inside an analysis) it is
 
 
 @contextlib.contextmanager
 def _quiet() -> Any:
     """Silence transformers' warnings and prints while probing (once for nested uses: each
     verbosity change clears every logger's cache, a noticeable share of a small probe)."""
-    if _QUIET_DEPTH[0]:
+    depth = getattr(_QUIET, "depth", 0)
+    if depth:
         yield
         return
     import transformers
 
     level = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
-    _QUIET_DEPTH[0] += 1
+    _QUIET.depth = depth + 1
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        _QUIET_DEPTH[0] -= 1
+        _QUIET.depth = depth
         transformers.logging.set_verbosity(level)
 
 
@@ -645,6 +648,9 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
     found at few layers may hold there only; its instance counts are fitted there. A copy with
     fewer layers (DIMS_LAYERS) that holds every parameter group with the same shapes is returned
     beside it: fields that change only tensor dimensions there are probed on it (``_fit_units``).
+    Two kinds of layer whose tensors share names and shapes look alike on such a copy even when it
+    lacks one of them; a field that then changes only the missing kind is answered wrongly there,
+    and the joint check at an independent point (``_verify``) leaves that tensor unexplained.
     """
     fields = int_fields(data)
     big = units(shapes_at)

@@ -29,7 +29,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         flags = ("--dtype", "--precision") if name == "dtype" else (f"--{name}",)
         p.add_argument(*flags, dest=name, default=default,
                        help=HELP.get(name, f"comma-separated values (default {default})"))
-    p.add_argument("--set", action="append", default=[], metavar="KEY=N",
+    p.add_argument("--set", action="append", default=None, metavar="KEY=N",
                    help="override a whole-number config field, e.g. vocab_size=8192 (repeatable)")
     p.add_argument("--dropout", choices=("config", "off"), default="config",
                    help="keep the config's dropout probabilities or set them all to 0")
@@ -81,7 +81,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     grid = val.Grid(batch=_ints(args.batch, "batch"), seq=_ints(args.seq, "seq"), layers=_ints(args.layers, "layers"),
                     dtype=_words(args.dtype, "dtype", val.DTYPES), attn=_words(args.attn, "attn", ("eager", "sdpa")))
-    overrides = val.parse_overrides(args.set)
+    overrides = val.parse_overrides(args.set or [])
     if args.device == "cuda":
         import torch
 

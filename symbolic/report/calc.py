@@ -101,14 +101,18 @@ def wrap(pieces: list[str], measure: Callable[[str], float], limit: float,
     SVG's rounding, on every calculation of the example reports). Only a candidate within
     ``tolerance`` of ``limit`` is typeset whole, so the sum decides nothing a full measurement
     would decide otherwise, and a long sum costs one typesetting per term instead of one per prefix.
-    Without it every candidate is measured (cheap estimates need no shortcut).
+    Each finished row is measured whole (it is typeset for the page anyway); if one is wider than
+    ``limit`` after all, every candidate is measured instead. Without ``tolerance`` every candidate
+    is measured (cheap estimates need no shortcut).
     """
     rows: list[str] = []
+    firsts: list[str] = []  # each row's first piece
     current = ""
     width: float | None = None  # of current, once an estimate needs it
     for piece in pieces:
         if not current:
             current = piece
+            firsts.append(piece)
             continue
         joined = _join(current, piece)
         if tolerance is None:
@@ -120,9 +124,13 @@ def wrap(pieces: list[str], measure: Callable[[str], float], limit: float,
         if wide > limit:
             rows.append(current)
             current, width = piece, None
+            firsts.append(piece)
         else:
             current, width = joined, wide
     rows.append(current)
+    # the summed widths drifted past the limit (a row of many terms): measure every candidate instead
+    if tolerance is not None and any(row != first and measure(row) > limit for row, first in zip(rows, firsts)):
+        return wrap(pieces, measure, limit)
     return [row if i == 0 else _continued(row) for i, row in enumerate(rows)]
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-VERSION = "70."  # the WeasyPrint release whose svg.path.path this was checked against
+VERSION = "70.0"  # the WeasyPrint release whose svg.path.path this was checked against
 MAX_PATHS = 4_000  # recorded d texts kept: the default report has 1,014 (6.6 MB); at most about 26 MB
 _PLAIN = re.compile(r"[MmLlHhVvCcSsQqTtAaZz0-9.eE+\-,\s]*")
 _recorded: dict[str, tuple[list[bytes], list[Any]]] = {}
@@ -36,7 +36,7 @@ def install() -> bool:
     import weasyprint
     import weasyprint.svg as wsvg
 
-    if not weasyprint.__version__.startswith(VERSION) or "path" not in wsvg.TAGS:
+    if weasyprint.__version__ != VERSION or "path" not in wsvg.TAGS:
         return False
     draw = wsvg.TAGS["path"]
     if getattr(draw, "_symbolic_recorded", False):

@@ -1,0 +1,93 @@
+"""The generic path's probing shortcuts (``_fewer_layers``, ``_fit_units``), without torch: a fake model.
+
+A layer pattern's fields that only change tensor dimensions are probed on a copy with fewer layers,
+and fields that change nothing there are rebuilt at the base together; the formulas must be the ones
+probing every field at the base gives, with fewer builds of the base.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from symbolic.architectures import generic
+
+BASE = {"num_hidden_layers": 24, "hidden_size": 64, "intermediate_size": 176, "vocab_size": 1000,
+        "attn_period": 8, "attn_offset": 3, "max_position_embeddings": 2048, "num_labels_like": 5}
+
+
+def fake_shapes(d: dict) -> dict[str, tuple[int, ...]] | None:
+    """Attention every ``attn_period``-th layer from ``attn_offset``, an MLP elsewhere, a norm everywhere;
+    ``num_labels_like`` builds only at its own value (a field whose change the model refuses)."""
+    layers, h, f, p, off = (d[k] for k in ("num_hidden_layers", "hidden_size", "intermediate_size", "attn_period",
+                                           "attn_offset"))
+    if d["num_labels_like"] != 5 or off >= p:
+        return None
+    out: dict[str, tuple[int, ...]] = {"embed.weight": (d["vocab_size"], h)}
+    for i in range(layers):
+        if i % p == off:
+            out[f"layers.{i}.attn.weight"] = (h, h)
+        else:
+            out[f"layers.{i}.mlp.weight"] = (f, h)
+        out[f"layers.{i}.norm.weight"] = (h,)
+    return out
+
+
+def _fit(data: dict, shortcut: bool) -> tuple[dict, bool, list[int]]:
+    builds: list[int] = []
+
+    def probe(d: dict) -> dict | None:
+        got = fake_shapes(d)
+        builds.append(d["num_hidden_layers"])
+        return got
+
+    base_shapes = probe(data)
+    base_data, base_shapes, small = generic._fewer_layers(data, base_shapes, probe)  # noqa: SLF001
+    fields = generic.int_fields(base_data)
+    sym = generic.symbols_for(list(generic.int_fields(data)))
+    exprs, verified = generic._fit_units(base_shapes, base_data, fields, sym, probe,  # noqa: SLF001
+                                         small if shortcut else None)
+    return exprs, verified, builds
+
+
+@pytest.mark.parametrize("period, offset", [(2, 1), (8, 3), (6, 5)])
+def test_shortcuts_give_the_formulas_of_probing_every_field_at_the_base(period, offset) -> None:
+    data = BASE | {"attn_period": period, "attn_offset": offset}
+    fast, fast_verified, fast_builds = _fit(data, True)
+    slow, slow_verified, slow_builds = _fit(data, False)
+    assert fast == slow and fast_verified == slow_verified
+    if period == 2:  # every other layer: every count is a product of fields (L/2), so nothing is left as a number
+        assert all(e is not None for e in fast.values())
+    # the shortcut rebuilds the 24-layer base fewer times (layer counts and the pattern's fields only)
+    assert fast_builds.count(24) < slow_builds.count(24)
+    # at the real sizes the formula is the count of every tensor
+    point = {generic.symbols_for(list(generic.int_fields(data)))[p]: v for p, v in generic.int_fields(data).items()}
+    shapes = fake_shapes(data)
+    units = generic.units(shapes)
+    found = {u: generic._evaluate(e, point) for u, e in fast.items() if e is not None}  # noqa: SLF001
+    assert found and found == {u: c * generic._numel(s) for u, (c, s) in units.items() if u in found}  # noqa: SLF001
+
+
+def test_a_pattern_field_inert_on_the_small_copy_is_probed_at_the_base() -> None:
+    """Doubling the period (8 -> 16) keeps layer 3 the only attention layer of an 8-layer copy, but moves
+    layer 11's at 24 layers: its effect on the instance counts comes from a build of the base."""
+    data = BASE | {"attn_period": 8, "attn_offset": 3}
+    builds: list[dict] = []
+
+    def probe(d: dict) -> dict | None:
+        builds.append(d)
+        return fake_shapes(d)
+
+    base_data, base_shapes, small = generic._fewer_layers(data, probe(data), probe)  # noqa: SLF001
+    assert small is not None and small[0]["num_hidden_layers"] < 24
+    doubled_period = [d for d in builds if d["attn_period"] == 16 and d["num_hidden_layers"] == 24]
+    assert not doubled_period
+    generic._fit_units(base_shapes, base_data, generic.int_fields(base_data),  # noqa: SLF001
+                       generic.symbols_for(list(generic.int_fields(data))), probe, small)
+    assert [d for d in builds if d["attn_period"] == 16 and d["num_hidden_layers"] == 24]
+
+
+def test_no_smaller_copy_when_a_kind_of_layer_is_missing_there() -> None:
+    """Attention only from layer 13 on (offset 13 of 16): no copy of 4, 8 or 12 layers holds it."""
+    data = BASE | {"attn_period": 16, "attn_offset": 13}
+    _, _, small = generic._fewer_layers(data, fake_shapes(data), fake_shapes)  # noqa: SLF001
+    assert small is None
