@@ -18,11 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tiny_models import GPT2, LLAMA  # this folder: sys.path[0] of a child script and of the tests
+
 SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
-GPT2 = {"n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 128}
-LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
-         "vocab_size": 512, "max_position_embeddings": 128}
 SIZES = {"gpt2": GPT2, "llama-3-8b": LLAMA}
 BATCH, SEQ, LAYERS, RANK = 2, 32, 2, 4
 # name: (model, dtype, attn, dropout of the config, lora options); rank None: no LoRA (frozen embeddings)

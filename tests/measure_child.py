@@ -15,13 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+from tiny_models import GPT2, LLAMA  # this folder: sys.path[0] of a child script and of the tests
+
 SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 
-# tiny models: hidden 64, vocabulary 512, one or two layers (seconds on a CPU)
-GPT2 = {"n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 128}
-LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
-         "vocab_size": 512, "max_position_embeddings": 128}
+# the tiny models (tiny_models.py), one or two layers: seconds on a CPU
 MLP = {"d_in": 64, "d_h": 128, "n_out": 10}
 CASES = [
     # name, overrides, dropout, grid, options (optimizer, foreach, use_cache, masks, loss)

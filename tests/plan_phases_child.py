@@ -23,13 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tiny_models import GPT2, LLAMA  # this folder: sys.path[0] of a child script and of the tests
+
 SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 
-# tiny models: hidden 64, vocabulary 512, two layers (seconds on a CPU)
-GPT2 = {"n_embd": 64, "n_head": 4, "vocab_size": 512, "n_positions": 128}
-LLAMA = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 176,
-         "vocab_size": 512, "max_position_embeddings": 128}
+# the tiny models (tiny_models.py), two layers: seconds on a CPU
 # name, overrides, batch, seq, precision, attn, optimizer, dropout masks ("" = the device's), loss
 CASES = [
     ("gpt2", GPT2, 2, 32, "fp32", "eager", "adamw", "", "cross-entropy"),
