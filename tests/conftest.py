@@ -29,6 +29,7 @@ settings.load_profile("deterministic")
 
 HAVE_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 SHARED_SCOPES = ("module", "package", "session")
+TORCH_GROUP = "torch-in-process"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -78,15 +79,52 @@ def shared_fixture_modules(root: Path) -> frozenset[str]:
     return frozenset(found)
 
 
+def _marks_torch(decorator: ast.expr) -> bool:
+    """Whether a decorator (or a ``pytestmark`` entry) is ``pytest.mark.torch`` or ``pytest.mark.imports_torch``."""
+    return isinstance(decorator, ast.Attribute) and decorator.attr in ("torch", "imports_torch") and \
+        isinstance(decorator.value, ast.Attribute) and decorator.value.attr == "mark"
+
+
+def _module_marks_torch(tree: ast.Module) -> bool:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            if any(_marks_torch(v) for v in values):
+                return True
+    return False
+
+
+@functools.cache
+def in_process_torch(root: Path) -> frozenset[str]:
+    """Node ids (without parameters) of the ``torch`` and ``imports_torch`` tests of modules without a shared fixture."""
+    grouped = shared_fixture_modules(root)
+    found = set()
+    for path in sorted((root / "tests").glob("test_*.py")):
+        name = path.relative_to(root).as_posix()
+        if name in grouped:
+            continue  # their torch runs in a child process, once for the module
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        every = _module_marks_torch(tree)
+        scopes = [("", tree.body)] + [(f"{c.name}::", c.body) for c in tree.body if isinstance(c, ast.ClassDef)]
+        for prefix, body in scopes:
+            for node in body:
+                if isinstance(node, ast.FunctionDef) and node.name.startswith("test") and (
+                        every or any(_marks_torch(d) for d in node.decorator_list)):
+                    found.add(f"{name}::{prefix}{node.name}")
+    return frozenset(found)
+
+
 if importlib.util.find_spec("xdist") is not None:  # the hook exists only with pytest-xdist installed
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-        """``--dist loadgroup``: one test at a time, one worker per module with shared fixtures."""
+        """``--dist loadgroup``: one test at a time, one worker per module with shared fixtures, and one
+        for the tests that import torch in the test process."""
         if config.getvalue("dist") != "loadgroup":
             return None
         from xdist.scheduler import LoadGroupScheduling
 
         grouped = shared_fixture_modules(Path(config.rootpath))
+        torch_tests = in_process_torch(Path(config.rootpath))
 
         class ModuleFixtureScheduling(LoadGroupScheduling):
             def _split_scope(self, nodeid: str) -> str:
@@ -94,6 +132,8 @@ if importlib.util.find_spec("xdist") is not None:  # the hook exists only with p
                 if scope != nodeid:  # an explicit xdist_group
                     return scope
                 path = nodeid.split("::", 1)[0]
-                return path if path in grouped else nodeid
+                if path in grouped:
+                    return path
+                return TORCH_GROUP if nodeid.split("[", 1)[0] in torch_tests else nodeid
 
         return ModuleFixtureScheduling(config, log)  # type: ignore[arg-type]

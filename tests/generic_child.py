@@ -9,7 +9,9 @@ Reads one JSON request on stdin, with any of these keys, and writes one JSON obj
 - ``cache`` ({name: config}): the measured cache formula;
 - ``forward`` ([type, ...]): a plain forward's argument and output names;
 - ``presets`` ([name, ...]): ``params`` of each preset's config;
-- ``reference`` ({name: config}): transformers' own plain build and count (``hf_reference.count``).
+- ``reference`` ({name: config}): transformers' own plain build and count (``hf_reference.count``);
+- ``cli`` ({name: [argument, ...]}): the command line run on those arguments, as ``{"code", "out", "err"}``
+  (``symbolic.cli.main`` in a process that has already imported torch, instead of a fresh interpreter each).
 
 Every piece of work is one task of a pool of ``--jobs`` processes (default 2), the longest first, so
 that the survey's 196 types and the rest share the cores; a surveyed type's ``params`` come from the
@@ -83,6 +85,21 @@ def reference(config: dict) -> dict:
     return count(config)
 
 
+def command_line(argv: list[str]) -> dict:
+    import contextlib
+    import io
+
+    from symbolic.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
+
+
 def survey(model_type: str, with_params: bool) -> dict:
     from symbolic.architectures import generic_survey
 
@@ -94,7 +111,8 @@ def run(task: tuple) -> tuple:
     """One task: (kind, name, argument) -> (kind, name, result or {"error"})."""
     kind, name, arg = task
     work = {"params": lambda: params(name, arg), "cache": lambda: cache(arg), "forward": lambda: plain_forward(name),
-            "presets": lambda: preset(name), "reference": lambda: reference(arg), "survey": lambda: survey(name, arg)}
+            "presets": lambda: preset(name), "reference": lambda: reference(arg), "survey": lambda: survey(name, arg),
+            "cli": lambda: command_line(arg)}
     try:
         return kind, name, work[kind]()
     except Exception as err:  # reported by the test that asked
@@ -110,6 +128,7 @@ def tasks(request: dict) -> list[tuple]:
                and c["model_type"] == name and name in surveyed}
     out = [("cache", n, c) for n, c in request.get("cache", {}).items()]
     out += [("params", n, c) for n, c in request.get("params", {}).items() if n not in default]
+    out += [("cli", n, argv) for n, argv in request.get("cli", {}).items()]
     out += [("presets", n, None) for n in request.get("presets", [])]
     out += [("reference", n, c) for n, c in request.get("reference", {}).items()]
     out += [("forward", t, None) for t in request.get("forward", [])]
@@ -131,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     work = tasks(request)
     with Pool(args.jobs) as pool:
         done = pool.map(run, work, chunksize=1)
-    out: dict = {key: {} for key in ("params", "cache", "forward", "presets", "reference")}
+    out: dict = {key: {} for key in ("params", "cache", "forward", "presets", "reference", "cli")}
     rows = []
     for kind, name, result in done:
         if kind == "survey":

@@ -79,6 +79,7 @@ config_value = st.one_of(st.integers(-5, 10**6), st.integers(), st.floats(allow_
 
 
 @pytest.mark.slow
+@pytest.mark.imports_torch  # a type without a family table goes the generic torch path where torch is installed
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.sampled_from(CONFIG_KEYS), config_value, max_size=10),
        st.sampled_from([["params"], ["memory"], ["memory", "--mode", "infer"]]))

@@ -4,14 +4,15 @@ Counts are compared with ``hf_reference.py`` (its own plain build and count), fo
 hand-derived ones, caches with the hand formula 2·L·a_kv·d_head bytes per element and token, every
 preset with its family table, and the coverage survey runs over every causal-LM type transformers
 5.24 knows. Torch runs in one child process (``generic_child.py``, a pool of two) that does all of
-it at once, so the test process never imports torch and no analysis is done twice.
+it at once, so the test process never imports torch and no analysis is done twice. The command
+lines of a generic config (``symbolic params``, ``symbolic memory``) run there too, through
+``symbolic.cli.main``: a fresh interpreter for each would import torch and transformers again.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -54,15 +55,24 @@ USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, 
 
 
 @pytest.fixture(scope="module")
-def generic_run() -> dict:
+def generic_run(tmp_path_factory) -> dict:
     """One child process for every check of this module (the module runs on one worker: tests/conftest.py)."""
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
     caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba")} | CACHE_CONFIGS | {"user": USER}
+    path = tmp_path_factory.mktemp("cli") / "config.json"
+    path.write_text(json.dumps(USER), encoding="utf-8")
     return torch_child("generic_child.py", {"survey": True, "params": configs, "cache": caches,
                                             "forward": ["openai-gpt"], "presets": list(architectures.preset_names()),
-                                            "reference": configs})
+                                            "reference": configs, "cli": command_lines(str(path))})
+
+
+def command_lines(path: str) -> dict[str, list[str]]:
+    """The command lines of a generic model's config file that the child runs (``symbolic.cli.main`` there)."""
+    memory = ["memory", path]
+    return {"params": ["params", path, "--json"], "memory": memory, "infer": memory + [
+        "--mode", "infer", "--batch", "2", "--seq", "100", "--json"]}
 
 
 @pytest.fixture(scope="module")
@@ -214,36 +224,25 @@ def test_models_lists_how_each_type_is_covered(capsys) -> None:
 
 
 @pytest.mark.torch
-def test_generic_params_cli_json(tmp_path, reference) -> None:
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(USER), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "symbolic", "params", str(path), "--json"], capture_output=True,
-                          text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+def test_generic_params_cli_json(generic_run, reference) -> None:
+    proc = generic_run["cli"]["params"]
+    assert proc["code"] == 0, proc["err"]
+    data = json.loads(proc["out"])
     assert data["coverage"] == "generic" and data["total"] == reference["user"]["total"]
     assert sum(data["components"].values()) == data["total"] and data["verified"] is True
     assert data["values"]["H"] == 512 and data["formula"].startswith("N = ")
 
 
 @pytest.mark.torch
-def test_memory_infer_of_a_generic_model_gives_cache_bytes(tmp_path, reference) -> None:
-    if not HAS_TORCH:
-        pytest.skip("torch and transformers are not installed")
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(USER), encoding="utf-8")
-    command = [sys.executable, "-m", "symbolic", "memory", str(path)]
-    proc = subprocess.run(command + ["--mode", "infer", "--batch", "2", "--seq", "100", "--json"],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)
+def test_memory_infer_of_a_generic_model_gives_cache_bytes(generic_run, reference) -> None:
+    proc = generic_run["cli"]["infer"]
+    assert proc["code"] == 0, proc["err"]
+    data = json.loads(proc["out"])
     # keys and values of 2 KV heads of 512/8 = 64 dims, bf16: the full layer for 100 tokens, the 5 sliding
     # layers for their window less one (63), for B = 2
     per_layer = 2 * 2 * 64 * 2
     assert data["cache_bytes"] == 2 * (100 * per_layer + 5 * 63 * per_layer) and data["coverage"] == "generic"
     assert data["terms"]["weights"] == 2 * reference["user"]["total"]
     assert data["total_bytes"] == data["terms"]["weights"] + data["cache_bytes"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--mode infer" in proc.stderr
+    proc = generic_run["cli"]["memory"]
+    assert proc["code"] == 2 and proc["out"] == "" and proc["err"].count("\n") == 1 and "--mode infer" in proc["err"]

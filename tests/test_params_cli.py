@@ -106,6 +106,7 @@ def _bad(tmp_path: Path, text: str) -> str:
     (["params", "T5"], "UNKNOWN_TYPE"),
     (["params", "NEGATIVE"], "num_hidden_layers must be positive, got -2"),
 ])
+@pytest.mark.imports_torch  # an unknown model_type is looked up in transformers where it is installed
 def test_params_errors_are_one_line_exit_2(capsys, tmp_path: Path, argv: list[str], fragment: str) -> None:
     files = {"BAD_JSON": '{"model_type": "gpt2",, }', "T5": '{"model_type": "no_such_type"}',
              "NEGATIVE": '{"model_type": "llama", "num_hidden_layers": -2}'}

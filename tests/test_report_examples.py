@@ -4,7 +4,10 @@
   count, same title; a build is byte-for-byte reproducible, in one process and from a fresh one;
 - the built PDF's text carries the engine's numbers and every heading, the HTML is self-contained
   and the LaTeX compiles (the checks of what a built report shows share these builds, so that no
-  report is built twice for them).
+  report is built twice for them);
+- the default report builds from an installed wheel, in a fresh virtual environment outside the
+  checkout (``wheel_env.py``), with another hash seed: the same bytes as this module's build of its
+  specification.
 
 The committed bytes are not compared: a new WeasyPrint or matplotlib release changes them (font
 subsets, path rounding) without any change in what the report says. A difference in the text means
@@ -15,15 +18,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import sympy
+from wheel_env import install_wheel, wheel_metadata
 
 import symbolic
 from symbolic import algebra, planning
 from symbolic.report import Outputs, build
+from symbolic.report.build import default_spec
 from symbolic.units import format_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,15 +181,51 @@ def test_latex_output_compiles(gpt2, tmp_path):
         assert "7,530,364,928" in text and "Hand calculations" in text
 
 
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict:
+    """The wheel installed into a new venv, and the default report it builds outside the checkout (a fresh
+    interpreter with PYTHONHASHSEED=12345): the wheel, where ``import symbolic`` came from, the run, its folder."""
+    folder = tmp_path_factory.mktemp("wheel")
+    env = install_wheel(folder)
+    work = folder / "work"
+    work.mkdir()
+    where = subprocess.run([str(env.bin / "python"), "-c", "import symbolic, symbolic.report.render as r; "
+                            "print(symbolic.__file__); print(r.TEMPLATES)"],
+                           check=True, capture_output=True, text=True, cwd=work).stdout.split()
+    result = subprocess.run([str(env.bin / "symbolic"), "report", "-o", "out.pdf", "--tex", "out.tex"],
+                            capture_output=True, text=True, cwd=work, timeout=300,
+                            env={**os.environ, "PYTHONHASHSEED": "12345"})
+    return {"env": env, "where": where, "result": result, "work": work}
+
+
+@pytest.mark.slow
+def test_report_from_installed_wheel(installed):
+    if shutil.which("pdftotext") is None:
+        pytest.skip("pdftotext is not installed (scripts/system-deps.sh installs poppler-utils)")
+    env, work, result = installed["env"], installed["work"], installed["result"]
+    meta = wheel_metadata(env.wheel)
+    assert meta["Name"] == "symbolic-memory" and meta["License-Expression"] == "MIT"
+    plain = [r.split(";")[0].split(">")[0].strip() for r in meta.get_all("Requires-Dist") if "extra ==" not in r]
+    assert {"weasyprint", "ziamath", "matplotlib", "sympy", "jinja2"} <= set(plain), plain  # no extra needed
+    assert "torch" not in plain and "report" in meta.get_all("Provides-Extra")  # '.[report]' still resolves
+    assert meta.get_all("Classifier") and meta["Keywords"]
+    assert all(path.startswith(str(env.purelib)) for path in installed["where"]), installed["where"]
+    assert result.returncode == 0, result.stderr
+    assert "symbolic report:" in result.stderr  # progress on the terminal
+    text = subprocess.run(["pdftotext", "out.pdf", "-"], capture_output=True, text=True, cwd=work).stdout
+    assert "Llama-3-8B full fine-tuning on one H100" in text and "Hand calculations" in text
+    assert (work / "out.tex").read_text().startswith("\\documentclass")
+
+
 @needs_poppler
-def test_pdf_is_byte_identical_across_builds(tmp_path, fresh):
-    """The module's build and one by a fresh interpreter with another hash seed give the same bytes."""
-    spec = REPORTS / "article-a-mlp.toml"
-    shutil.copy(fresh(spec), tmp_path / "a.pdf")
-    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "symbolic", "report", str(spec), "-q", "-o", str(tmp_path / "b.pdf")],
-                   check=True, env=env, cwd=tmp_path, capture_output=True)
-    a, b = (tmp_path / "a.pdf").read_bytes(), (tmp_path / "b.pdf").read_bytes()
+@pytest.mark.slow
+def test_pdf_is_byte_identical_across_builds(installed, fresh):
+    """The module's build of the default specification and the installed wheel's (a fresh interpreter with
+    another hash seed, outside the checkout) give the same bytes."""
+    assert installed["result"].returncode == 0, installed["result"].stderr
+    spec = REPORTS / "llama-3-8b-h100.toml"
+    assert default_spec().read_bytes() == spec.read_bytes()  # what `symbolic report` builds without a spec
+    a, b = fresh(spec).read_bytes(), (installed["work"] / "out.pdf").read_bytes()
     assert a == b
     assert b"CreationDate" not in a and b"ModDate" not in a
 
