@@ -14,7 +14,6 @@ subsets, path rounding) without any change in what the report says. A difference
 a formula, a citation or a template changed without `make examples`.
 """
 
-import os
 import re
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import sympy
-from wheel_env import install_wheel, wheel_metadata
+from wheel_env import clean_environment, install_wheel, wheel_metadata
 
 import symbolic
 from symbolic import algebra, planning
@@ -191,10 +190,10 @@ def installed(tmp_path_factory) -> dict:
     work.mkdir()
     where = subprocess.run([str(env.bin / "python"), "-c", "import symbolic, symbolic.report.render as r; "
                             "print(symbolic.__file__); print(r.TEMPLATES)"],
-                           check=True, capture_output=True, text=True, cwd=work).stdout.split()
+                           check=True, capture_output=True, text=True, cwd=work, env=clean_environment()).stdout.split()
     result = subprocess.run([str(env.bin / "symbolic"), "report", "-o", "out.pdf", "--tex", "out.tex"],
                             capture_output=True, text=True, cwd=work, timeout=300,
-                            env={**os.environ, "PYTHONHASHSEED": "12345"})
+                            env={**clean_environment(), "PYTHONHASHSEED": "12345"})
     return {"env": env, "where": where, "result": result, "work": work}
 
 

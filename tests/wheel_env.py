@@ -9,6 +9,7 @@ symbolic is not active there (``.pth`` files in an appended folder are not proce
 from __future__ import annotations
 
 import email
+import os
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,12 @@ def wheel_metadata(wheel: Path) -> email.message.Message:
         return email.message_from_bytes(archive.read(name))
 
 
+def clean_environment() -> dict[str, str]:
+    """This process's environment without PYTHONPATH: a checkout on it would stand in for the wheel
+    (pip would find the editable install's metadata there and skip installing the wheel)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 @dataclass(frozen=True)
 class Installed:
     wheel: Path
@@ -49,14 +56,15 @@ def install_wheel(folder: Path) -> Installed:
     """Build the wheel from a clean copy of the sources and install it into a new venv, all under ``folder``."""
     source, wheels, env_dir = folder / "src", folder / "wheels", folder / "venv"
     copy_sources(source)
+    env = clean_environment()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(source)], check=True, capture_output=True, cwd=folder)
+                    str(source)], check=True, capture_output=True, cwd=folder, env=env)
     wheel = next(wheels.glob("symbolic_memory-*.whl"))
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  check=True, capture_output=True, text=True).stdout.strip())
+                                  check=True, capture_output=True, text=True, env=env).stdout.strip())
     (purelib / "project-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q",
-                    str(wheel)], check=True, capture_output=True, cwd=folder)
+                    str(wheel)], check=True, capture_output=True, cwd=folder, env=env)
     return Installed(wheel=wheel, bin=env_dir / "bin", purelib=purelib)

@@ -1,0 +1,57 @@
+"""The parallel scheduler's grouping (tests/conftest.py): a test that imports torch in the test process
+is marked so, and the marked tests of the modules without a shared fixture go to one worker together."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import conftest
+
+ROOT = Path(__file__).resolve().parent.parent
+HEAVY = {"torch", "transformers"}
+
+
+def _imports_heavy(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Import) and any(a.name.split(".")[0] in HEAVY for a in sub.names):
+            return True
+        if isinstance(sub, ast.ImportFrom) and (sub.module or "").split(".")[0] in HEAVY:
+            return True
+    return False
+
+
+def _direct_torch_tests(path: Path) -> set[str]:
+    """Tests of a file that import torch or transformers themselves or through a helper function of the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    helpers = {f.name for f in tree.body if isinstance(f, ast.FunctionDef) and _imports_heavy(f)}
+    name = path.relative_to(ROOT).as_posix()
+    found = set()
+    for f in tree.body:
+        if isinstance(f, ast.FunctionDef) and f.name.startswith("test"):
+            calls = {c.func.id for c in ast.walk(f) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            if _imports_heavy(f) or calls & helpers:
+                found.add(f"{name}::{f.name}")
+    return found
+
+
+def test_tests_importing_torch_in_process_are_grouped() -> None:
+    grouped = conftest.shared_fixture_modules(ROOT)
+    marked = conftest.in_process_torch(ROOT)
+    direct = set()
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        if path.relative_to(ROOT).as_posix() not in grouped:
+            direct |= _direct_torch_tests(path)
+    assert direct, "the check found no test that imports torch: it would pass on anything"
+    assert direct <= marked, sorted(direct - marked)  # mark them @pytest.mark.torch or @pytest.mark.imports_torch
+
+
+def test_only_modules_without_a_child_are_in_the_torch_group() -> None:
+    grouped = conftest.shared_fixture_modules(ROOT)
+    marked = conftest.in_process_torch(ROOT)
+    assert "tests/test_generic_torch.py" in grouped and "tests/test_architectures_torch.py" in grouped
+    assert not any(t.split("::")[0] in grouped for t in marked)
+    # marked on the function, by the module's pytestmark, and with imports_torch (a test that also runs without torch)
+    assert {"tests/test_runtime.py::test_meta_device_trace_is_the_cpu_trace",
+            "tests/test_time_torch.py::test_training_flops_are_three_forwards_as_pytorch_counts",
+            "tests/test_fuzz_cli.py::test_any_config_file_gives_output_or_a_one_line_error"} <= marked
