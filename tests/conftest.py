@@ -30,6 +30,10 @@ settings.load_profile("deterministic")
 HAVE_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 SHARED_SCOPES = ("module", "package", "session")
 TORCH_GROUP = "torch-in-process"
+# The longest modules with a shared fixture, started first so that neither runs alone at the end: the
+# generic child (the survey of every causal-LM type, about 100 s on a worker) and the example reports
+# (five builds, two rebuilds and the installed wheel's, about 80 s).
+LONGEST = ("tests/test_generic_torch.py", "tests/test_report_examples.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -45,16 +49,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _long_first(items: list[pytest.Item], grouped: frozenset[str]) -> None:
-    """Modules with shared fixtures (a child process, a PDF), then ``slow`` tests, then the rest.
+    """Modules with shared fixtures (``LONGEST`` first), then ``slow`` tests, then the rest.
 
-    The scheduler hands work out in collection order; starting the longest units first keeps
-    one of them from running alone at the end. The sort is stable, so the order stays the same
-    from run to run.
+    The scheduler hands units out in the order their first test is collected; starting the
+    longest units first keeps one of them from running alone at the end. The sort is stable, so
+    the order stays the same from run to run.
     """
-    def rank(item: pytest.Item) -> int:
-        if item.nodeid.split("::", 1)[0] in grouped:
-            return 0
-        return 1 if item.get_closest_marker("slow") is not None else 2
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        if path in grouped:
+            return 0, LONGEST.index(path) if path in LONGEST else len(LONGEST)
+        return (1 if item.get_closest_marker("slow") is not None else 2), 0
 
     items.sort(key=rank)
 
@@ -81,11 +86,12 @@ def shared_fixture_modules(root: Path) -> frozenset[str]:
 
 def _marks_torch(decorator: ast.expr) -> bool:
     """Whether a decorator (or a ``pytestmark`` entry) is ``pytest.mark.torch`` or ``pytest.mark.imports_torch``."""
-    return isinstance(decorator, ast.Attribute) and decorator.attr in ("torch", "imports_torch") and \
-        isinstance(decorator.value, ast.Attribute) and decorator.value.attr == "mark"
+    return (isinstance(decorator, ast.Attribute) and decorator.attr in ("torch", "imports_torch")
+            and isinstance(decorator.value, ast.Attribute) and decorator.value.attr == "mark")
 
 
 def _module_marks_torch(tree: ast.Module) -> bool:
+    """Whether the module's ``pytestmark`` (one mark or a list) includes one of those marks."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
             values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
@@ -96,9 +102,14 @@ def _module_marks_torch(tree: ast.Module) -> bool:
 
 @functools.cache
 def in_process_torch(root: Path) -> frozenset[str]:
-    """Node ids (without parameters) of the ``torch`` and ``imports_torch`` tests of modules without a shared fixture."""
+    """Node ids (without parameters) of the ``torch`` and ``imports_torch`` tests of modules without a shared fixture.
+
+    The marks are read as written in the test files: on a test function or method, or in a
+    module-level ``pytestmark``; a mark given any other way (on a class, through an alias) is not
+    seen, and that test is scheduled on its own.
+    """
     grouped = shared_fixture_modules(root)
-    found = set()
+    found: set[str] = set()
     for path in sorted((root / "tests").glob("test_*.py")):
         name = path.relative_to(root).as_posix()
         if name in grouped:
@@ -114,6 +125,14 @@ def in_process_torch(root: Path) -> frozenset[str]:
     return frozenset(found)
 
 
+def scope_of(nodeid: str, grouped: frozenset[str], torch_tests: frozenset[str]) -> str:
+    """The scheduling unit of a test: its module (a shared fixture), the torch group, or the test itself."""
+    path = nodeid.split("::", 1)[0]
+    if path in grouped:
+        return path
+    return TORCH_GROUP if nodeid.split("[", 1)[0] in torch_tests else nodeid
+
+
 if importlib.util.find_spec("xdist") is not None:  # the hook exists only with pytest-xdist installed
 
     def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
@@ -125,15 +144,13 @@ if importlib.util.find_spec("xdist") is not None:  # the hook exists only with p
 
         grouped = shared_fixture_modules(Path(config.rootpath))
         torch_tests = in_process_torch(Path(config.rootpath))
+        config.option.loadscopereorder = False  # keep _long_first's order, not xdist's largest-unit-first
 
         class ModuleFixtureScheduling(LoadGroupScheduling):
             def _split_scope(self, nodeid: str) -> str:
                 scope = super()._split_scope(nodeid)
                 if scope != nodeid:  # an explicit xdist_group
                     return scope
-                path = nodeid.split("::", 1)[0]
-                if path in grouped:
-                    return path
-                return TORCH_GROUP if nodeid.split("[", 1)[0] in torch_tests else nodeid
+                return scope_of(nodeid, grouped, torch_tests)
 
         return ModuleFixtureScheduling(config, log)  # type: ignore[arg-type]

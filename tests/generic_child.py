@@ -11,7 +11,8 @@ Reads one JSON request on stdin, with any of these keys, and writes one JSON obj
 - ``presets`` ([name, ...]): ``params`` of each preset's config;
 - ``reference`` ({name: config}): transformers' own plain build and count (``hf_reference.count``);
 - ``cli`` ({name: [argument, ...]}): the command line run on those arguments, as ``{"code", "out", "err"}``
-  (``symbolic.cli.main`` in a process that has already imported torch, instead of a fresh interpreter each).
+  (``command_line``: ``symbolic.cli.main`` in a pool worker, which has imported torch and may have run
+  other tasks, instead of a fresh interpreter that imports torch and transformers again).
 
 Every piece of work is one task of a pool of ``--jobs`` processes (default 2), the longest first, so
 that the survey's 196 types and the rest share the cores; a surveyed type's ``params`` come from the
@@ -86,18 +87,41 @@ def reference(config: dict) -> dict:
 
 
 def command_line(argv: list[str]) -> dict:
-    import contextlib
-    import io
+    """``symbolic.cli.main(argv)``: its exit status and everything written to file descriptors 1 and 2.
+
+    Captured at the descriptors, as a subprocess's output would be, so that what a logging handler
+    bound to the real stderr writes is seen too; an exit is mapped as the interpreter maps it.
+    """
+    import os
+    import tempfile
 
     from symbolic.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
         try:
-            code = main(list(argv))
-        except SystemExit as exit_:  # argparse's own errors
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
+            try:
+                code = main(list(argv))
+            except SystemExit as exit_:  # as the interpreter maps it: None is 0, any other object a message and 1
+                code = exit_.code
+                if code is not None and not isinstance(code, int):
+                    print(code, file=sys.stderr)
+                    code = 1
+            code = code or 0
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+        out.seek(0)
+        err.seek(0)
+        return {"code": code, "out": out.read().decode("utf-8", "replace"), "err": err.read().decode("utf-8", "replace")}
 
 
 def survey(model_type: str, with_params: bool) -> dict:

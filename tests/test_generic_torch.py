@@ -4,15 +4,17 @@ Counts are compared with ``hf_reference.py`` (its own plain build and count), fo
 hand-derived ones, caches with the hand formula 2·L·a_kv·d_head bytes per element and token, every
 preset with its family table, and the coverage survey runs over every causal-LM type transformers
 5.24 knows. Torch runs in one child process (``generic_child.py``, a pool of two) that does all of
-it at once, so the test process never imports torch and no analysis is done twice. The command
-lines of a generic config (``symbolic params``, ``symbolic memory``) run there too, through
-``symbolic.cli.main``: a fresh interpreter for each would import torch and transformers again.
+it at once, so the test process never imports torch, and a surveyed type's params reuse its survey
+analysis. The command lines that analyse a generic config (``symbolic params``, ``symbolic memory
+--mode infer``) run there too, through ``symbolic.cli.main``: a fresh interpreter for each would
+import torch and transformers again.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,7 +29,6 @@ from symbolic.symbols import H, L, V, a, a_kv, d_ff, d_head, n_pos
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
-SKIP = 77
 HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.find_spec("transformers") is not None
 
 # Model types without a family table, at their transformers default configs (real sizes: the meta
@@ -55,7 +56,7 @@ USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, 
 
 
 @pytest.fixture(scope="module")
-def generic_run(tmp_path_factory) -> dict:
+def generic_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """One child process for every check of this module (the module runs on one worker: tests/conftest.py)."""
     if not HAS_TORCH:
         pytest.skip("torch and transformers are not installed")
@@ -70,9 +71,10 @@ def generic_run(tmp_path_factory) -> dict:
 
 def command_lines(path: str) -> dict[str, list[str]]:
     """The command lines of a generic model's config file that the child runs (``symbolic.cli.main`` there)."""
-    memory = ["memory", path]
-    return {"params": ["params", path, "--json"], "memory": memory, "infer": memory + [
-        "--mode", "infer", "--batch", "2", "--seq", "100", "--json"]}
+    return {
+        "params": ["params", path, "--json"],
+        "infer": ["memory", path, "--mode", "infer", "--batch", "2", "--seq", "100", "--json"],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +228,7 @@ def test_models_lists_how_each_type_is_covered(capsys) -> None:
 @pytest.mark.torch
 def test_generic_params_cli_json(generic_run, reference) -> None:
     proc = generic_run["cli"]["params"]
-    assert proc["code"] == 0, proc["err"]
+    assert "error" not in proc and proc["code"] == 0, proc
     data = json.loads(proc["out"])
     assert data["coverage"] == "generic" and data["total"] == reference["user"]["total"]
     assert sum(data["components"].values()) == data["total"] and data["verified"] is True
@@ -234,9 +236,9 @@ def test_generic_params_cli_json(generic_run, reference) -> None:
 
 
 @pytest.mark.torch
-def test_memory_infer_of_a_generic_model_gives_cache_bytes(generic_run, reference) -> None:
+def test_memory_infer_of_a_generic_model_gives_cache_bytes(generic_run, reference, tmp_path) -> None:
     proc = generic_run["cli"]["infer"]
-    assert proc["code"] == 0, proc["err"]
+    assert "error" not in proc and proc["code"] == 0, proc
     data = json.loads(proc["out"])
     # keys and values of 2 KV heads of 512/8 = 64 dims, bf16: the full layer for 100 tokens, the 5 sliding
     # layers for their window less one (63), for B = 2
@@ -244,5 +246,10 @@ def test_memory_infer_of_a_generic_model_gives_cache_bytes(generic_run, referenc
     assert data["cache_bytes"] == 2 * (100 * per_layer + 5 * 63 * per_layer) and data["coverage"] == "generic"
     assert data["terms"]["weights"] == 2 * reference["user"]["total"]
     assert data["total_bytes"] == data["terms"]["weights"] + data["cache_bytes"]
-    proc = generic_run["cli"]["memory"]
-    assert proc["code"] == 2 and proc["out"] == "" and proc["err"].count("\n") == 1 and "--mode infer" in proc["err"]
+    # without --mode infer it stops before the analysis (no torch import): a fresh interpreter, as a user runs it
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(USER), encoding="utf-8")
+    plain = subprocess.run([sys.executable, "-m", "symbolic", "memory", str(path)], capture_output=True, text=True,
+                           timeout=600, cwd=ROOT)
+    assert plain.returncode == 2 and plain.stdout == "" and plain.stderr.count("\n") == 1, plain.stderr
+    assert "--mode infer" in plain.stderr

@@ -181,9 +181,10 @@ def test_latex_output_compiles(gpt2, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> dict:
+def installed(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The wheel installed into a new venv, and the default report it builds outside the checkout (a fresh
-    interpreter with PYTHONHASHSEED=12345): the wheel, where ``import symbolic`` came from, the run, its folder."""
+    interpreter with PYTHONHASHSEED=12345): ``env`` (``wheel_env.Installed``), ``where`` (the files
+    ``import symbolic`` and its templates came from), ``result`` (the report's run) and ``work`` (its folder)."""
     folder = tmp_path_factory.mktemp("wheel")
     env = install_wheel(folder)
     work = folder / "work"
@@ -197,10 +198,9 @@ def installed(tmp_path_factory) -> dict:
     return {"env": env, "where": where, "result": result, "work": work}
 
 
+@needs_poppler
 @pytest.mark.slow
 def test_report_from_installed_wheel(installed):
-    if shutil.which("pdftotext") is None:
-        pytest.skip("pdftotext is not installed (scripts/system-deps.sh installs poppler-utils)")
     env, work, result = installed["env"], installed["work"], installed["result"]
     meta = wheel_metadata(env.wheel)
     assert meta["Name"] == "symbolic-memory" and meta["License-Expression"] == "MIT"
@@ -220,7 +220,8 @@ def test_report_from_installed_wheel(installed):
 @pytest.mark.slow
 def test_pdf_is_byte_identical_across_builds(installed, fresh):
     """The module's build of the default specification and the installed wheel's (a fresh interpreter with
-    another hash seed, outside the checkout) give the same bytes."""
+    another hash seed, outside the checkout) give the same bytes. A difference comes from one of the
+    two: build the spec with ``PYTHONHASHSEED`` set from the checkout to tell which."""
     assert installed["result"].returncode == 0, installed["result"].stderr
     spec = REPORTS / "llama-3-8b-h100.toml"
     assert default_spec().read_bytes() == spec.read_bytes()  # what `symbolic report` builds without a spec

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from wheel_env import copy_sources
+from wheel_env import clean_environment, copy_sources
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +21,7 @@ def test_sdist_carries_docs_and_example_reports(tmp_path):
     source, dist = tmp_path / "src", tmp_path / "dist"
     copy_sources(source, pictures=True)
     subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(dist), str(source)],
-                   check=True, capture_output=True, cwd=tmp_path)
+                   check=True, capture_output=True, cwd=tmp_path, env=clean_environment())
     sdist = next(dist.glob("symbolic_memory-*.tar.gz"))
     with tarfile.open(sdist) as archive:
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}

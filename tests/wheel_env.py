@@ -34,6 +34,7 @@ def copy_sources(target: Path, *, pictures: bool = False) -> None:
 
 
 def wheel_metadata(wheel: Path) -> email.message.Message:
+    """The wheel's METADATA (name, licence, requirements, extras, classifiers)."""
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         return email.message_from_bytes(archive.read(name))
@@ -41,12 +42,14 @@ def wheel_metadata(wheel: Path) -> email.message.Message:
 
 def clean_environment() -> dict[str, str]:
     """This process's environment without PYTHONPATH: a checkout on it would stand in for the wheel
-    (pip would find the editable install's metadata there and skip installing the wheel)."""
+    (pip would find the checkout's ``symbolic_memory.egg-info`` there and skip installing the wheel)."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 @dataclass(frozen=True)
 class Installed:
+    """A wheel and the venv it is installed in."""
+
     wheel: Path
     bin: Path  # the venv's bin folder
     purelib: Path  # where the venv installs packages
