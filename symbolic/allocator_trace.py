@@ -64,8 +64,9 @@ def training_trace(module: Any, inputs: Any, loss_fn: Callable[[Any, Any], Any],
     device count: on the meta device, as on a GPU, AdamW's step counters stay on the CPU.
     """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
+
+    from .measure import tracking_mode
 
     first = next(iter(module.parameters()), None)
     rec = _Recorder(first.device if first is not None else None)
@@ -76,18 +77,7 @@ def training_trace(module: Any, inputs: Any, loss_fn: Callable[[Any, Any], Any],
             rec.track(t)
     opt = (optimizer or (lambda params: torch.optim.AdamW(params, lr=1e-4)))(module.parameters())
 
-    class _Track(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            out = func(*args, **(kwargs or {}))
-            if isinstance(out, torch.Tensor):  # most operators: one tensor, no tree to flatten
-                rec.track(out)
-                return out
-            for t in tree_flatten(out)[0]:
-                if isinstance(t, torch.Tensor):
-                    rec.track(t)
-            return out
-
-    with _Track():
+    with tracking_mode(rec.track):
         for _ in range(steps):
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(module, inputs)

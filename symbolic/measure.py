@@ -313,12 +313,16 @@ class _LiveBytes:
 
 def _dispatch_mode(live: _LiveBytes) -> Any:
     """A TorchDispatchMode that registers the storage of every operator output."""
+    return tracking_mode(live.track)
+
+
+def tracking_mode(track: Callable[[Any], None]) -> Any:
+    """A TorchDispatchMode that hands every tensor an ATen operator outputs to ``track``."""
     torch = require_torch()
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_flatten
 
     tensor = torch.Tensor
-    track = live.track
 
     class _Track(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001

@@ -256,12 +256,17 @@ def test_qlora_storage_is_bitsandbytes(measured, tmp_path):
     assert sympy.Integer(base.xreplace({pypeak.N: n}).xreplace(at)) == measured["llama-qlora"]["storage_bytes"]
 
 
+def _finetune_step(shape: planmodel.ModelShape, r: regime.Regime) -> object:
+    """The step of ``peak_pytorch`` built from the fine-tuning arguments alone (``finetune.step_arguments``)."""
+    kwargs = finetune.step_arguments(shape, r)
+    saved = kwargs["saved_override"]
+    return pypeak.step(saved.family, saved.setup, **kwargs)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_step_peak_within_one_percent(measured, name, tmp_path):
     shape, r = _plan_inputs(name, tmp_path)
-    kwargs = finetune.step_arguments(shape, r)
-    saved = kwargs["saved_override"]
-    step = pypeak.step(saved.family, saved.setup, **kwargs)
+    step = _finetune_step(shape, r)
     values = _values(shape, N=measured[name]["parameters"])
     expr = step.peak()
     predicted = expr.xreplace({s: values[s.name] for s in expr.free_symbols})
@@ -302,9 +307,7 @@ def test_checkpointed_saved_bytes_reproduce_transformers(measured, name, tmp_pat
 def test_checkpointed_lora_step_peak_within_one_percent(measured, name, tmp_path):
     """The step's phases plus the recompute phase (``finetune.extra_phases``) against the measured peak."""
     shape, r = _checkpointed(name, tmp_path)
-    kwargs = finetune.step_arguments(shape, r)
-    saved = kwargs["saved_override"]
-    step = pypeak.step(saved.family, saved.setup, **kwargs)
+    step = _finetune_step(shape, r)
     values = _values(shape, N=measured[name]["parameters"])
     extra = finetune.extra_phases(shape, r, step)
     assert "recompute" in extra

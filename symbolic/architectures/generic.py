@@ -800,13 +800,8 @@ def _verify(exprs: Mapping[Unit, sympy.Expr | None], fields: Mapping[Path, int],
     used = {s for e in exprs.values() if e is not None for s in e.free_symbols}
     if not used:
         return set()
-    d = base_data
-    point = {s: fields[by_symbol[s]] for s in sym.values()}
-    for s in used:
-        path = by_symbol[s]
-        d = _set(d, path, 2 * fields[path], fields[path])
-        point[s] = 2 * fields[path]
-    got = probe(d)
+    point = {s: fields[by_symbol[s]] * (2 if s in used else 1) for s in sym.values()}
+    got = probe(_scaled(base_data, fields, {by_symbol[s]: 2 for s in used}))
     if got is None:
         return None
     measured = {u: c * _numel(s) for u, (c, s) in units(got).items()}
