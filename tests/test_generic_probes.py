@@ -91,3 +91,26 @@ def test_no_smaller_copy_when_a_kind_of_layer_is_missing_there() -> None:
     data = BASE | {"attn_period": 16, "attn_offset": 13}
     _, _, small = generic._fewer_layers(data, fake_shapes(data), fake_shapes)  # noqa: SLF001
     assert small is None
+
+
+@pytest.mark.torch
+def test_a_probe_build_skips_the_derived_generation_config_and_restores_transformers() -> None:
+    """``shapes`` builds with transformers' default GenerationConfig (one derived from the config is a copy of
+    it per probe) and puts ``from_model_config`` back, also after an error; the shapes are the plain build's."""
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers import GenerationConfig
+
+    before = GenerationConfig.__dict__["from_model_config"]
+    config = transformers.AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=64,
+                                               bos_token_id=5, eos_token_id=6)
+    cls = transformers.GPT2LMHeadModel
+    plain = generic.build(config, cls)
+    assert generic.shapes(config, cls) == {n: tuple(p.shape) for n, p in plain.named_parameters()}
+    assert GenerationConfig.__dict__["from_model_config"] is before
+    with generic._no_generation_config():
+        probed = generic.build(config, cls)
+    assert (plain.generation_config.bos_token_id, probed.generation_config.bos_token_id) == (5, None)
+    with pytest.raises(RuntimeError), generic._no_generation_config():
+        raise RuntimeError("a failed build")
+    assert GenerationConfig.__dict__["from_model_config"] is before

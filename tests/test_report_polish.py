@@ -17,10 +17,10 @@ import pytest
 import sympy
 
 from symbolic import planning, printing
-from symbolic.report import adapter, context, planned, plots, render, spec
+from symbolic.report import adapter, context, planned, plots, render, spec, texescape
 from symbolic.report.mathsvg import MARGIN, for_ziamath, px, width
 from symbolic.report.texescape import CHUNK, breakable
-from symbolic.report.typeset import Typesetter
+from symbolic.report.typeset import Typesetter, html_words
 from symbolic.symbols import S
 
 needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None,
@@ -156,6 +156,26 @@ def test_long_words_stay_inside_the_pdf_page(long_notes):
     right_margin = 17 / 25.4 * 72  # report.css @page margin
     for x_max, page_width, word in words:
         assert x_max <= page_width - right_margin + 1, (word[:40], x_max)
+
+
+def test_only_long_words_are_runs_that_may_break_anywhere():
+    """A cell's HTML runs: words over LONG_WORD characters alone (span.long), the rest as they were."""
+    text = f"pool segments and\tfragmentation  {LONG_URL} allowance {LONG_WORD}"
+    runs = html_words(text)
+    assert "".join(r["text"] for r in runs) == text
+    assert [r["text"] for r in runs if r["long"]] == [LONG_URL, LONG_WORD]
+    assert all(len(w) <= texescape.LONG_WORD for r in runs if not r["long"] for w in r["text"].split())
+    assert html_words("fragmentation allowance") == [{"text": "fragmentation allowance", "long": False}]
+    assert html_words("") == [{"text": "", "long": False}]
+
+
+def test_a_prose_cells_long_words_are_spans_of_their_own(long_notes):
+    page = (long_notes / "r.html").read_text(encoding="utf-8")
+    row = next(r for r in page.split("<tr") if html.escape(LONG_URL) in r and "<td" in r)
+    assert f'<span class="long">{LONG_WORD}</span> <span class="long">{html.escape(LONG_URL)}</span>' in row
+    css = (render.TEMPLATES / "report.css").read_text(encoding="utf-8")
+    assert re.search(r"table\.terms td:nth-child\(5\) \.long[^{]*\{ overflow-wrap: anywhere; \}", css)
+    assert "td { overflow-wrap: break-word; }" in css  # ordinary words in a table break only between words
 
 
 @pytest.mark.slow

@@ -215,6 +215,28 @@ def _keep(tensor: Any, *args: Any, **kwargs: Any) -> Any:
     return tensor
 
 
+@contextlib.contextmanager
+def _no_generation_config() -> Iterator[None]:
+    """A built model gets transformers' default ``GenerationConfig`` instead of one derived from its config.
+
+    For a probe that only reads parameter shapes: deriving it copies the whole config, about a
+    tenth of a small meta build. ``NotImplementedError`` is the fallback ``PreTrainedModel``
+    itself takes (a plain ``generation_config_class()``).
+    """
+    from transformers import GenerationConfig
+
+    saved = GenerationConfig.__dict__["from_model_config"]
+    GenerationConfig.from_model_config = classmethod(_not_derived)
+    try:
+        yield
+    finally:
+        GenerationConfig.from_model_config = saved
+
+
+def _not_derived(cls: Any, config: Any) -> Any:
+    raise NotImplementedError("a shape probe needs no generation config")
+
+
 def _built(make: Callable[[], Any], config: Any) -> tuple[Any, Any]:
     try:
         model = make()
@@ -234,7 +256,8 @@ def build(config: Any, cls: Any) -> Any:
 
 def shapes(config: Any, cls: Any) -> Shapes:
     """Name -> shape of every parameter tensor (tied tensors once, as ``model.parameters()``)."""
-    model = build(config, cls)
+    with _no_generation_config():
+        model = build(config, cls)
     return {name: tuple(int(s) for s in p.shape) for name, p in model.named_parameters()}
 
 
@@ -579,7 +602,7 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     def probe(d: dict[str, Any]) -> Shapes | None:
         try:
             with _quiet():
-                cfg = config_class.from_dict(d)
+                cfg = config_class(**d)  # from_dict without keyword arguments, less its log line's repr of cfg
             return shapes(cfg, cls)
         except Exception:
             return None

@@ -2,11 +2,13 @@
 
 A math piece is a plain dict: ``latex`` (the source), ``svg`` (inline SVG markup for HTML and
 PDF, empty when not typesetting) and ``tex`` (``$...$`` for the LaTeX template). Table cells are
-dicts with ``text``, ``svg`` and ``tex``, so templates print them without deciding anything.
+dicts with ``text``, ``words`` (the text as runs, long words apart: ``html_words``), ``svg`` and
+``tex``, so templates print them without deciding anything.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from markupsafe import Markup
@@ -14,6 +16,7 @@ from markupsafe import Markup
 from . import calc
 from .texescape import LONG_WORD, TexCode, breakable
 
+_SPACES = re.compile(r"(\s+)")
 BODY_POINTS = 9.5
 CALC_POINTS = 10.0
 FIT = r"\dimexpr\linewidth-1em\relax"  # room for a term in a table cell, leaving space for its sign
@@ -52,7 +55,7 @@ class Typesetter:
             lines = calc.wrap(calc.split_sum(math), lambda part: self.width(part, points), width, self.tolerance)
             piece["svg"] = Markup("<br>").join(self.math(line, self._fitting(line, points, width))["svg"]
                                                for line in lines)
-        return {"text": words, "svg": piece["svg"], "tex": TexCode(tex)}
+        return {"text": words, "words": html_words(words), "svg": piece["svg"], "tex": TexCode(tex)}
 
     def _tex_cell_math(self, latex: str, points: float, width: float | None) -> TexCode:
         """``$latex$`` for a table cell: TeX breaks it between terms; a term too long to break is shrunk to fit.
@@ -104,3 +107,25 @@ class SvgTypesetter(Typesetter):
         from . import mathsvg
 
         return mathsvg.width(latex, points)
+
+
+def html_words(text: str) -> list[dict[str, Any]]:
+    """``text`` as runs for HTML: ``long`` runs are single words over ``LONG_WORD`` characters.
+
+    The stylesheet lets only those break anywhere in a prose column; the rest breaks between
+    words. A column's narrowest width is then its longest ordinary word, and WeasyPrint measures
+    it a word at a time instead of a character at a time (most of a report's table layout).
+    """
+    runs: list[dict[str, Any]] = []
+    plain = ""
+    for piece in _SPACES.split(text):
+        if len(piece) > LONG_WORD and not piece.isspace():
+            if plain:
+                runs.append({"text": plain, "long": False})
+                plain = ""
+            runs.append({"text": piece, "long": True})
+        else:
+            plain += piece
+    if plain or not runs:
+        runs.append({"text": plain, "long": False})
+    return runs
