@@ -93,10 +93,12 @@ def test_no_smaller_copy_when_a_kind_of_layer_is_missing_there() -> None:
     assert small is None
 
 
+
 @pytest.mark.torch
 def test_a_probe_build_skips_the_derived_generation_config_and_restores_transformers() -> None:
-    """``shapes`` builds with transformers' default GenerationConfig (one derived from the config is a copy of
-    it per probe) and puts ``from_model_config`` back, also after an error; the shapes are the plain build's."""
+    """``shapes`` builds with a default GenerationConfig (one derived from the config is a copy of it per probe),
+    also for a model that derives one itself (SmolVLM, unguarded), and puts transformers back: after nested
+    uses and after an error. The shapes are the plain build's."""
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from transformers import GenerationConfig
@@ -104,13 +106,39 @@ def test_a_probe_build_skips_the_derived_generation_config_and_restores_transfor
     before = GenerationConfig.__dict__["from_model_config"]
     config = transformers.AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=64,
                                                bos_token_id=5, eos_token_id=6)
-    cls = transformers.GPT2LMHeadModel
-    plain = generic.build(config, cls)
-    assert generic.shapes(config, cls) == {n: tuple(p.shape) for n, p in plain.named_parameters()}
-    assert GenerationConfig.__dict__["from_model_config"] is before
-    with generic._no_generation_config():
-        probed = generic.build(config, cls)
-    assert (plain.generation_config.bos_token_id, probed.generation_config.bos_token_id) == (5, None)
+    vlm = transformers.SmolVLMConfig(
+        text_config={"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 128},
+        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "image_size": 32, "patch_size": 16})
+    for cfg, cls in ((config, transformers.GPT2LMHeadModel), (vlm, transformers.SmolVLMForConditionalGeneration)):
+        plain = generic.build(cfg, cls)
+        assert generic.shapes(cfg, cls) == {n: tuple(p.shape) for n, p in plain.named_parameters()}, cls.__name__
+        assert GenerationConfig.__dict__["from_model_config"] is before
+    with generic._no_generation_config(), generic._no_generation_config():
+        probed = generic.build(config, transformers.GPT2LMHeadModel)
+    derived = generic.build(config, transformers.GPT2LMHeadModel).generation_config
+    assert (derived.bos_token_id, probed.generation_config.bos_token_id) == (5, None)
+    assert GenerationConfig.__dict__["from_model_config"] is before and not generic._SWAPS
     with pytest.raises(RuntimeError), generic._no_generation_config():
         raise RuntimeError("a failed build")
-    assert GenerationConfig.__dict__["from_model_config"] is before
+    assert GenerationConfig.__dict__["from_model_config"] is before and not generic._SWAPS
+
+
+def test_swapped_attributes_come_back_when_the_last_user_leaves() -> None:
+    """Overlapping uses (two threads, or nested) restore the original once, also for an attribute the owner
+    only inherits (deleted again, not copied onto it)."""
+
+    class Base:
+        def greet(self) -> str:
+            return "base"
+
+    class Owner(Base):
+        size = 1
+
+    with generic._swapped(Owner, {"size": 2, "greet": lambda self: "swapped"}):
+        with generic._swapped(Owner, {"size": 3}):
+            assert Owner.size == 2  # the first entry's value holds until the last exit
+        assert Owner.size == 2 and Owner().greet() == "swapped"
+    assert Owner.size == 1 and Owner().greet() == "base" and "greet" not in vars(Owner)
+    assert not generic._SWAPS

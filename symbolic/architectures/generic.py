@@ -201,14 +201,8 @@ def _no_init() -> Iterator[None]:
     from torch.nn import init
 
     names = [n for n in dir(init) if n.endswith("_") and not n.startswith("_") and callable(getattr(init, n))]
-    saved = {n: getattr(init, n) for n in names}
-    try:
-        for n in names:
-            setattr(init, n, _keep)
+    with _swapped(init, dict.fromkeys(names, _keep)):
         yield
-    finally:
-        for n, f in saved.items():
-            setattr(init, n, f)
 
 
 def _keep(tensor: Any, *args: Any, **kwargs: Any) -> Any:
@@ -220,21 +214,52 @@ def _no_generation_config() -> Iterator[None]:
     """A built model gets transformers' default ``GenerationConfig`` instead of one derived from its config.
 
     For a probe that only reads parameter shapes: deriving it copies the whole config, about a
-    tenth of a small meta build. ``NotImplementedError`` is the fallback ``PreTrainedModel``
-    itself takes (a plain ``generation_config_class()``).
+    tenth of a small meta build. A plain ``GenerationConfig()`` is also what ``PreTrainedModel``
+    falls back to when a config cannot give one; models that derive one themselves get it too.
     """
     from transformers import GenerationConfig
 
-    saved = GenerationConfig.__dict__["from_model_config"]
-    GenerationConfig.from_model_config = classmethod(_not_derived)
+    with _swapped(GenerationConfig, {"from_model_config": classmethod(_default_generation_config)}):
+        yield
+
+
+def _default_generation_config(cls: Any, config: Any) -> Any:
+    return cls()
+
+
+_SWAP_LOCK = threading.Lock()
+_SWAPS: dict[tuple[int, str], list[Any]] = {}  # (id(owner), name) -> [users inside, original, owner (keeps the id)]
+_ABSENT = object()
+
+
+@contextlib.contextmanager
+def _swapped(owner: Any, replacements: Mapping[str, Any]) -> Iterator[None]:
+    """``owner``'s attributes replaced while any thread is inside: the first entry saves, the last exit restores.
+
+    Building on the meta device patches module and class attributes for the whole process; counted
+    per attribute, two threads that overlap cannot leave a replacement behind.
+    """
+    with _SWAP_LOCK:
+        for name, value in replacements.items():
+            entry = _SWAPS.get((id(owner), name))
+            if entry is None:
+                original = vars(owner).get(name, _ABSENT)  # own attribute only: an inherited one is deleted again
+                _SWAPS[(id(owner), name)] = entry = [0, original, owner]
+                setattr(owner, name, value)
+            entry[0] += 1
     try:
         yield
     finally:
-        GenerationConfig.from_model_config = saved
-
-
-def _not_derived(cls: Any, config: Any) -> Any:
-    raise NotImplementedError("a shape probe needs no generation config")
+        with _SWAP_LOCK:
+            for name in replacements:
+                entry = _SWAPS[(id(owner), name)]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _SWAPS[(id(owner), name)]
+                    if entry[1] is _ABSENT:
+                        delattr(owner, name)
+                    else:
+                        setattr(owner, name, entry[1])
 
 
 def _built(make: Callable[[], Any], config: Any) -> tuple[Any, Any]:
@@ -598,11 +623,12 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     real_shapes = {n: tuple(int(s) for s in p.shape) for n, p in model.named_parameters()}
     real_data = config.to_dict()
     config_class = type(config)
+    make_config = _config_maker(config_class)
 
     def probe(d: dict[str, Any]) -> Shapes | None:
         try:
             with _quiet():
-                cfg = config_class(**d)  # from_dict without keyword arguments, less its log line's repr of cfg
+                cfg = make_config(d)
             return shapes(cfg, cls)
         except Exception:
             return None
@@ -642,6 +668,21 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
                         active=active, active_terms=active_terms, unexplained=tuple(unexplained),
                         verified=verified and not unexplained, notes=tuple(notes))
     return spec
+
+
+def _config_maker(config_class: Any) -> Callable[[dict[str, Any]], Any]:
+    """``config_class.from_dict`` for a probe's dict: the class itself where ``from_dict`` is the base one.
+
+    The base ``from_dict`` without keyword arguments is ``cls(**d)`` plus a log line that formats
+    the whole config even when nothing is logged; a class that overrides it (timm's wrapper, which
+    maps ``num_classes`` to labels) keeps its own.
+    """
+    from transformers import PretrainedConfig
+
+    own = getattr(config_class.from_dict, "__func__", None)
+    if own is getattr(PretrainedConfig.from_dict, "__func__", object()):
+        return lambda d: config_class(**d)
+    return config_class.from_dict
 
 
 PROBE_LAYERS = 24  # a multiple of the usual layer patterns (every 2nd, 3rd, 4th, 6th, 8th layer)
