@@ -311,11 +311,6 @@ class _LiveBytes:
         self.peak_phase = self._phase
 
 
-def _dispatch_mode(live: _LiveBytes) -> Any:
-    """A TorchDispatchMode that registers the storage of every operator output."""
-    return tracking_mode(live.track)
-
-
 def tracking_mode(track: Callable[[Any], None]) -> Any:
     """A TorchDispatchMode that hands every tensor an ATen operator outputs to ``track``."""
     torch = require_torch()
@@ -425,7 +420,7 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
     per_step: list[int] = []
     phase = "setup"
     best = 0
-    with _dispatch_mode(live):
+    with tracking_mode(live.track):  # the storage of every operator output
         for _ in range(steps):
             live.reset_peak()
             one_step(live)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 
 _PLACEHOLDER = "\x00BS\x00"
 _SPECIALS = (
@@ -54,6 +55,7 @@ def escape(text: object) -> TexCode:
 LONG_WORD = 16  # characters: a longer word or URL gets break points
 CHUNK = 8  # at most this many characters between break points inside a long word
 _BREAK_AFTER = "/.-_?&=#:,;@+"
+_SPACES = re.compile(r"(\s+)")
 
 
 def breakable(text: object, long_word: int = LONG_WORD) -> TexCode:
@@ -67,12 +69,20 @@ def breakable(text: object, long_word: int = LONG_WORD) -> TexCode:
     if isinstance(text, TexCode):
         return text
     out = []
-    for token in re.split(r"(\s+)", " ".join(str(text).replace("\x00", "").splitlines())):
-        if len(token) <= long_word or token.isspace():
-            out.append(escape(token))
-        else:
-            out.append(r"\allowbreak{}".join(escape(piece) for piece in _pieces(token)))
+    for token, long in tokens(" ".join(str(text).replace("\x00", "").splitlines()), long_word):
+        out.append(r"\allowbreak{}".join(escape(piece) for piece in _pieces(token)) if long else escape(token))
     return TexCode("".join(out))
+
+
+def tokens(text: str, long_word: int = LONG_WORD) -> Iterator[tuple[str, bool]]:
+    """``text`` as words and the spaces between them, each with whether it is a word over ``long_word`` characters.
+
+    The one rule of what a long word is, for the LaTeX breaks (``breakable``) and the HTML runs
+    (``typeset.html_words``).
+    """
+    for token in _SPACES.split(text):
+        if token:
+            yield token, len(token) > long_word and not token.isspace()
 
 
 def _pieces(word: str) -> list[str]:

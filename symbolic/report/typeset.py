@@ -8,15 +8,13 @@ dicts with ``text``, ``words`` (the text as runs, long words apart: ``html_words
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from markupsafe import Markup
 
 from . import calc
-from .texescape import LONG_WORD, TexCode, breakable
+from .texescape import LONG_WORD, TexCode, breakable, tokens
 
-_SPACES = re.compile(r"(\s+)")
 BODY_POINTS = 9.5
 CALC_POINTS = 10.0
 FIT = r"\dimexpr\linewidth-1em\relax"  # room for a term in a table cell, leaving space for its sign
@@ -118,14 +116,14 @@ def html_words(text: str) -> list[dict[str, Any]]:
     """
     runs: list[dict[str, Any]] = []
     plain = ""
-    for piece in _SPACES.split(text):
-        if len(piece) > LONG_WORD and not piece.isspace():
+    for token, long in tokens(text):
+        if long:
             if plain:
                 runs.append({"text": plain, "long": False})
                 plain = ""
-            runs.append({"text": piece, "long": True})
+            runs.append({"text": token, "long": True})
         else:
-            plain += piece
+            plain += token
     if plain or not runs:
         runs.append({"text": plain, "long": False})
     return runs
