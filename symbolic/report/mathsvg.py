@@ -49,9 +49,12 @@ def _ziamath():  # noqa: ANN202 - the module object
         import ziamath
 
     ziamath.config.svg2 = False
-    from . import zialayout
+    import ziafont
+
+    from . import ziaglyphs, zialayout
 
     zialayout.install(ziamath)
+    ziaglyphs.install(ziafont)
     return ziamath
 
 
