@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import re
+
 import pytest
 from helpers import run
 
@@ -55,3 +58,6 @@ def test_html_report_has_the_plan_section(tmp_path, capsys) -> None:
     assert code == 0, err
     html = out.read_text()
     assert "Capacity plan: layout, time and cost" in html and "Alternatives that fit" in html
+    charts = [base64.b64decode(c).decode() for c in re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", html)]
+    # every chart, the plan's time-cost chart too, draws its glyphs in place (symbolic.report.svgglyphs)
+    assert len(charts) >= 5 and all("<metadata>" in c and 'href="#DejaVuSans' not in c for c in charts)

@@ -2,8 +2,9 @@
 
 Same data, same bytes: ``svg.hashsalt`` fixes the ids, ``svg.fonttype = 'path'`` draws glyphs as
 outlines from matplotlib's bundled DejaVu Sans (no dependence on installed fonts) and the
-``Date`` metadata is dropped. Colours follow the term's position so that the breakdown and the
-sweep charts agree.
+``Date`` metadata is dropped; each glyph is then drawn in place instead of through a ``<use>``
+(``svgglyphs.inline``: the same outlines, half the nodes for WeasyPrint). Colours follow the
+term's position so that the breakdown and the sweep charts agree.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from . import svgglyphs
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#bab0ac", "#86bcb6", "#d4a6c8", "#8cd17d", "#f1ce63", "#a0cbe8", "#ffbe7d")
@@ -74,7 +77,7 @@ def _svg(fig) -> str:  # noqa: ANN001
     text = buffer.getvalue()
     text = re.sub(r"<\?xml[^>]*>\s*", "", text)
     text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
-    return text
+    return svgglyphs.inline(text)
 
 
 def _context():  # noqa: ANN202
