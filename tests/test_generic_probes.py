@@ -93,7 +93,6 @@ def test_no_smaller_copy_when_a_kind_of_layer_is_missing_there() -> None:
     assert small is None
 
 
-
 @pytest.mark.torch
 def test_a_probe_build_skips_the_derived_generation_config_and_restores_transformers() -> None:
     """``shapes`` builds with a default GenerationConfig (one derived from the config is a copy of it per probe),

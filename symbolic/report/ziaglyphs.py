@@ -5,13 +5,13 @@ coordinates (an assembled glyph, ziamath 0.13's long brace or radical, as a ``<g
 paths): the same letter at another place is another text. WeasyPrint then parses each
 occurrence anew (``pdfpaths`` replays a text it has drawn before, and a report drew few twice),
 and the PDF's compression finds no repeats. Here a glyph's ``d`` is its outline at (0, 0), at its
-size, and ``transform="translate(x y)"`` puts it where ziafont would have: one text per glyph and
-size, parsed once per process, repeated byte for byte in the page streams (an assembled glyph's
-group is moved the same way). The outline is the
-same up to ziafont's rounding (a thousandth of a CSS pixel, now applied to the offset and the
-outline apart instead of to their sum); ``tests/test_report_ziaglyphs.py`` checks every point.
-Applied only to the ziafont version it was written against, and only to ziafont's plain
-``<path>`` output (``config.svg2`` off, as ``mathsvg`` sets it).
+size, and ``transform="translate(x y)"`` (on the group of an assembled glyph) puts it where
+ziafont would have: one text per glyph and size, parsed once per process, repeated byte for byte
+in the page streams. The outline is the same up to ziafont's rounding (a thousandth of a CSS
+pixel, now applied to the offset and the outline apart instead of to their sum);
+``tests/test_report_ziaglyphs.py`` checks every point. Applied only to the ziafont version it was
+written against, and only to ziafont's plain ``<path>`` output (``config.svg2`` off, as
+``mathsvg`` sets it).
 """
 
 from __future__ import annotations
