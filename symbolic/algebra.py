@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from . import display
+from . import display, extrema
 from .errors import UserError
 
 SEARCH_LIMIT = 2**62
@@ -91,7 +91,7 @@ def sensitivities(expr: sympy.Expr, point: Mapping[sympy.Symbol, sympy.Expr],
     stepped = expr.has(sympy.Max, sympy.Min)
     out = []
     for x in chosen:
-        one = expr.xreplace({s: v for s, v in point.items() if s != x}) if stepped else expr
+        one = extrema.substitute(expr, {s: v for s, v in point.items() if s != x}) if stepped else expr
         derivative = at_point(sympy.diff(one, x), point)
         if not derivative.is_number or derivative.has(sympy.Derivative, sympy.Subs) or derivative.is_finite is False:
             out.append(Sensitivity(x, None, None))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from . import algebra, display, printing, quantities
+from . import algebra, display, extrema, printing, quantities
 from . import symbols as symtab
 from . import values as vals
 from .algebra import Sensitivities, Sensitivity  # noqa: F401 (symbolic.Sensitivity is this name)
@@ -219,7 +219,7 @@ class Formula:
             hit = expr.free_symbols & table.keys()
             if not hit:
                 return expr
-            expr = expr.xreplace({s: table[s].expr for s in hit})
+            expr = extrema.substitute(expr, {s: table[s].expr for s in hit})
         raise FormulaError(f"formula {self.key!r}: definitions of "
                            f"{', '.join(s.name for s in symtab.ordered(hit))} refer to each other")
 
@@ -290,7 +290,7 @@ class Formula:
     def subs(self, values: Values | None = None, **kwargs: object) -> sympy.Expr:
         """The total with some symbols replaced by validated numbers (others stay symbolic)."""
         point = vals.bind({**(values or {}), **kwargs}, self.inputs, f"formula {self.key!r}")
-        return self.expr_for(point).xreplace(point)
+        return extrema.substitute(self.expr_for(point), point)
 
     def solve(self, symbol: sympy.Symbol | str, budget: object, values: Values | None = None,
               **kwargs: object) -> algebra.Solution:
@@ -300,7 +300,7 @@ class Formula:
         if x.name in {_name(k) for k in given}:
             raise FormulaError(f"{x.name} is what is solved for; do not also give it a value")
         point = vals.bind(given, self.inputs, f"formula {self.key!r}")
-        expr = self.expr_for([x, *point]).xreplace(point)
+        expr = extrema.substitute(self.expr_for([x, *point]), point)
         missing = expr.free_symbols - {x}
         if missing:
             names = ", ".join(s.name for s in symtab.ordered(missing))

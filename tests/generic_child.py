@@ -156,7 +156,7 @@ def tasks(request: dict) -> list[tuple]:
     out += [("presets", n, None) for n in request.get("presets", [])]
     out += [("reference", n, c) for n, c in request.get("reference", {}).items()]
     out += [("forward", t, None) for t in request.get("forward", [])]
-    out += [("survey", t, t in default) for t in sorted(surveyed, key=lambda t: t not in default)]
+    out += [("survey", t, t in default) for t in sorted(surveyed, key=lambda t: (t not in default, t))]
     return out
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 import sympy
 
+from .. import collector
 from .. import symbols as symtab
 from ..errors import UserError
 from ..formula import Formula
@@ -610,7 +611,7 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
     """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
         raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
-    with _quiet():  # once around every probe
+    with _quiet(), collector.paused():  # once around every probe; builds make no cycles to collect
         spec = _analyse(data, name, architecture)
     if progress:
         progress(f"{spec.model_type}: {spec.total} parameters, {len(spec.unexplained)} measured terms")

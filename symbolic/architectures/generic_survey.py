@@ -7,6 +7,7 @@ term is written in fields, and whether the formula held at an independent point.
 
 from __future__ import annotations
 
+from .. import collector
 from .generic import GenericError, _first_line, _quiet, default_model
 
 
@@ -35,7 +36,7 @@ def plain_count(model_type: str) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with _quiet(), torch.device("meta"):  # the reference count, built the plain way
+    with _quiet(), collector.paused(), torch.device("meta"):  # the reference count, built the plain way
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
     return sum(p.numel() for p in model.parameters())
 

@@ -44,22 +44,22 @@ counters, the loss scalar), and on CUDA the allocator's rounding to 512-byte blo
 workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
 (``library/runtime.py`` has them as terms of their own).
 
-The maxima are built by ``maximum``, not ``sympy.Max``: SymPy compares every pair of arguments
-through its assumption system (about 110 ms at import for the registered formulas), where for
-these polynomials in nonnegative symbols ``maximum`` makes the same proofs from the coefficients
-of each difference (about 10 ms); the expressions are identical (``tests/test_activations_pytorch.py``
-checks).
+The maxima are built by ``extrema.maximum``, not ``sympy.Max``: SymPy compares every pair of
+arguments through its assumption system (about 110 ms at import for the registered formulas),
+where for these polynomials in nonnegative symbols ``maximum`` makes the same proofs from the
+coefficients of each difference (about 10 ms); the expressions are identical
+(``tests/test_activations_pytorch.py`` checks).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import sympy
 
 from ..errors import UnknownNameError
+from ..extrema import maximum
 from ..formula import Formula
 from ..symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out, n_pos
 from ..term import Term
@@ -67,7 +67,6 @@ from . import activations_pytorch as act
 from .registry import register
 
 SRC = "pytorch"
-BIG = 1000  # a large size, for the sample points in _at_least
 
 
 @dataclass(frozen=True)
@@ -102,72 +101,6 @@ def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> l
     attn = [q * H, q, kv * H, kv, kv * H, kv] if bias else [q * H, kv * H, kv * H]
     layer = [*attn, H * q, H * d_ff, H * d_ff, d_ff * H, H, H]
     return [V * H, *layer, *layer, H, *([] if tied else [V * H])]
-
-
-def maximum(*args: sympy.Expr) -> sympy.Expr:
-    """``sympy.Max(*args)`` for polynomials in nonnegative symbols, without SymPy's slow search.
-
-    SymPy's Max drops an argument another one provably exceeds and keeps the rest, asking its
-    assumption system about every pair (about 110 ms for this module's registered formulas).
-    The same two proofs are made here directly on ``big − small``: expanded, it has no negative
-    coefficient; or, its terms' common monomial taken out, what is left is known to be
-    nonnegative (``d_ff·(H − 1)`` with H a positive integer). An inner Max or Min of
-    nonnegative arguments counts as one more nonnegative symbol. The arguments no other one
-    dominates are kept unevaluated (``evaluate=False``; SymPy orders them the same way). Only
-    true inequalities are used, so the value is ``sympy.Max``'s at every point, and on this
-    module's formulas the expression is identical (``tests/test_activations_pytorch.py``). With a
-    symbol not known to be nonnegative, or anything but polynomials, it is ``sympy.Max``.
-    """
-    flat = (y for x in map(sympy.sympify, args) for y in (x.args if isinstance(x, sympy.Max) else (x,)))
-    exprs = list(dict.fromkeys(flat))  # Max(Max(a, b), c) is Max(a, b, c), as SymPy flattens it
-    inner = set().union(*(x.atoms(sympy.Max, sympy.Min) for x in exprs))
-    stand_in = {m: sympy.Dummy(nonnegative=True) for m in inner}
-    plain = [x.xreplace(stand_in) for x in exprs]
-    gens = sorted(set().union(*(x.free_symbols for x in plain)), key=sympy.default_sort_key)
-    if len(exprs) < 2 or not gens or not all(s.is_nonnegative for s in gens) or not all(m.is_nonnegative for m in inner):
-        return sympy.Max(*exprs)
-    if not all(x.is_polynomial(*gens) for x in plain):
-        plain = _cleared(plain, gens)  # N/n_d, H/t: one positive monomial denominator for all
-        if plain is None:
-            return sympy.Max(*exprs)
-    polys: dict[sympy.Poly, sympy.Expr] = {}
-    for x, px in zip(exprs, plain):
-        polys.setdefault(sympy.Poly(px, *gens), x)  # equal polynomials: the first one stands for both
-    kept = [x for p, x in polys.items() if not any(q is not p and _at_least(q - p) for q in polys)]
-    return kept[0] if len(kept) == 1 else sympy.Max(*kept, evaluate=False)
-
-
-def _cleared(exprs: list[sympy.Expr], gens: list[sympy.Symbol]) -> list[sympy.Expr] | None:
-    """``exprs`` times one common denominator when every denominator is a product of powers of
-    positive symbols (so the order of the arguments is unchanged), else None."""
-    expanded = [sympy.expand(x) for x in exprs]
-    powers: dict[sympy.Expr, int] = {}
-    for x in expanded:
-        for term in sympy.Add.make_args(x):
-            for base, exp in term.as_powers_dict().items():
-                if exp.is_negative and not base.is_Number:
-                    if not (base.is_Symbol and base.is_positive and exp.is_integer):
-                        return None
-                    powers[base] = max(powers.get(base, 0), int(-exp))
-    common = sympy.Mul(*(b**e for b, e in powers.items()))
-    out = [sympy.expand(x * common) for x in expanded]
-    return out if all(x.is_polynomial(*gens) for x in out) else None
-
-
-def _at_least(gap: sympy.Poly) -> bool:
-    """Whether ``gap`` (= big − small, see ``maximum``) is proved ≥ 0 at nonnegative symbols."""
-    if all(c >= 0 for c in gap.coeffs()):
-        return True
-    _, rest = gap.terms_gcd()
-    # SymPy's proofs are sound: a cofactor negative somewhere is never proved nonnegative, and
-    # evaluating it at a few points is far cheaper than asking (most cofactors fail here)
-    low = [1 if g.is_integer and g.is_positive else 0 for g in rest.gens]
-    points = [low] + [[BIG if i == j else x for j, x in enumerate(low)] for i in range(len(low))]
-    points += [[x if i == j else BIG for j, x in enumerate(low)] for i in range(len(low))]
-    terms = rest.terms()
-    if any(sum(c * math.prod(x**e for x, e in zip(point, m)) for m, c in terms) < 0 for point in points):
-        return False
-    return rest.as_expr().is_nonnegative is True
 
 
 def adamw_cpu_temporaries(sizes: Sequence[sympy.Expr]) -> sympy.Expr:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import sympy
 
-from .. import printing
+from .. import extrema, printing
 from ..formula import Formula
 from ..library import activations_pytorch as pyacts
 from ..library import peak_pytorch as pypeak
@@ -100,7 +100,7 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         model_saved = finetune.saved_model(model, regime)
     base = model_saved.formula
     widths = model.widths()
-    terms = [t.replace(expr=t.expr.xreplace(widths)) for t in base.terms]
+    terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
     return SavedActivations(family, model_saved.setup, formula, note)
 
@@ -202,7 +202,7 @@ def _at_widths(expr: object, widths: dict[sympy.Symbol, sympy.Expr]) -> sympy.Ex
     if found is None:
         if len(_AT_WIDTHS) >= 4096:
             _AT_WIDTHS.clear()
-        found = _AT_WIDTHS[key] = expr.xreplace(widths)
+        found = _AT_WIDTHS[key] = extrema.substitute(expr, widths)
     return found
 
 

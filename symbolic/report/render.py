@@ -15,11 +15,8 @@ a byte-identical PDF.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import hashlib
 import mimetypes
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -28,6 +25,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
+from ..collector import frozen_heap
 from ..errors import UserError
 from .texescape import TexCode, escape
 
@@ -139,39 +137,6 @@ def render_tex(context: dict[str, Any], user_dir: Path | None = None) -> str:
 
 
 # --- PDF -----------------------------------------------------------------------------------------
-_frozen_depth = 0
-
-
-@contextlib.contextmanager
-def frozen_heap() -> Iterator[None]:
-    """Keep the objects that exist now out of the garbage collector's passes until the block ends.
-
-    A report is built in a process that already holds SymPy, the formula library and, once loaded,
-    matplotlib, ziamath and WeasyPrint: some 300,000 long-lived objects that every full collection
-    traverses again while ziamath and WeasyPrint allocate millions of short-lived ones (0.9 s of a
-    5 s ``symbolic report`` went to the collector). The outermost block collects once (so that
-    garbage left by earlier work, e.g. a previous report, is freed rather than frozen), then
-    ``gc.freeze()`` moves everything alive to the permanent generation; ``gc.unfreeze()`` puts it
-    back when the outermost block ends. A nested block freezes again, so it also skips what was
-    made since the outer one began. The output does not change. A caller that disabled the
-    collector or froze objects itself is left alone.
-    """
-    global _frozen_depth
-    if _frozen_depth == 0 and (not gc.isenabled() or gc.get_freeze_count()):
-        yield
-        return
-    if _frozen_depth == 0:
-        gc.collect()
-    gc.freeze()
-    _frozen_depth += 1
-    try:
-        yield
-    finally:
-        _frozen_depth -= 1
-        if _frozen_depth == 0:
-            gc.unfreeze()
-
-
 def allowed_path(url: str) -> Path:
     """The file a ``file:`` URL names, if it lies inside the templates folder; else FetchRefused."""
     parts = urlsplit(url)

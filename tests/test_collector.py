@@ -1,0 +1,92 @@
+"""``collector.paused``: no collector pass inside, and the collector left as it was found.
+
+(``collector.frozen_heap``, the report build's policy, is checked in ``test_report_gc.py``.)
+"""
+
+import gc
+import threading
+
+import pytest
+
+from symbolic import collector
+
+
+@pytest.fixture(autouse=True)
+def collector_restored():
+    enabled = gc.isenabled()
+    yield
+    if enabled:
+        gc.enable()
+
+
+def test_paused_turns_the_collector_off_then_on():
+    assert gc.isenabled()
+    with collector.paused():
+        assert not gc.isenabled()
+        with collector.paused():  # nested: still off, and the inner exit does not turn it on
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_paused_turns_it_back_on_after_an_error():
+    with pytest.raises(RuntimeError), collector.paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_paused_leaves_a_disabled_collector_disabled():
+    gc.disable()
+    with collector.paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def test_the_last_thread_out_turns_it_back_on():
+    inside, release = threading.Event(), threading.Event()
+
+    def work():
+        with collector.paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    assert inside.wait(10)
+    with collector.paused():
+        pass
+    assert not gc.isenabled()  # the other thread is still inside
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+
+
+def test_no_pass_runs_inside():
+    passes = []
+
+    def count(phase, info):
+        if phase == "start":
+            passes.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with collector.paused():
+            junk = [[i] for i in range(100_000)]  # far more allocations than the first generation's threshold
+            inside = len(passes)
+        del junk
+        outside = [[i] for i in range(100_000)]  # the same allocations with the collector on: it runs
+        del outside
+    finally:
+        gc.callbacks.remove(count)
+    assert inside == 0 and len(passes) > 0
+
+
+def test_the_generic_analysis_runs_paused(monkeypatch):
+    from symbolic.architectures import generic
+
+    seen = []
+    monkeypatch.setattr(generic, "torch_available", lambda: True)
+    monkeypatch.setattr(generic, "_analyse", lambda *args: seen.append(gc.isenabled()) or pytest.fail("stop"))
+    with pytest.raises(pytest.fail.Exception):
+        generic.analyse({"model_type": "llama"})
+    assert seen == [False] and gc.isenabled()
