@@ -40,13 +40,15 @@ def _fit(data: dict, shortcut: bool) -> tuple[dict, bool, list[int]]:
         builds.append(d["num_hidden_layers"])
         return got
 
-    base_shapes = probe(data)
-    base_data, base_shapes, small = generic._fewer_layers(data, base_shapes, probe)  # noqa: SLF001
-    fields = generic.int_fields(base_data)
     sym = generic.symbols_for(list(generic.int_fields(data)))
-    exprs, verified = generic._fit_units(base_shapes, base_data, fields, sym, probe,  # noqa: SLF001
-                                         small if shortcut else None)
-    return exprs, verified, builds
+    best = None
+    for base_data, base_shapes, small in generic._fewer_layers(data, probe(data), probe):  # noqa: SLF001
+        fit = generic._fit_units(base_shapes, base_data, generic.int_fields(base_data), sym, probe,  # noqa: SLF001
+                                 small if shortcut else None)
+        best = fit if best is None or generic._better(fit, best) else best  # noqa: SLF001
+        if fit[1] and None not in fit[0].values():
+            break
+    return *best, builds
 
 
 @pytest.mark.parametrize("period, offset", [(2, 1), (8, 3), (6, 5)])
@@ -67,6 +69,62 @@ def test_shortcuts_give_the_formulas_of_probing_every_field_at_the_base(period, 
     assert found and found == {u: c * generic._numel(s) for u, (c, s) in units.items() if u in found}  # noqa: SLF001
 
 
+FIRST_DENSE = {"num_hidden_layers": 24, "hidden_size": 64, "intermediate_size": 176, "vocab_size": 1000,
+               "first_k_dense": 3, "num_experts": 8}
+
+
+def first_dense_shapes(d: dict) -> dict[str, tuple[int, ...]]:
+    """The first ``first_k_dense`` layers with a dense MLP, the others with ``num_experts`` experts (DeepSeek's)."""
+    layers, h, f, k, e = (d[n] for n in ("num_hidden_layers", "hidden_size", "intermediate_size", "first_k_dense",
+                                         "num_experts"))
+    out: dict[str, tuple[int, ...]] = {"embed.weight": (d["vocab_size"], h)}
+    for i in range(layers):
+        out[f"layers.{i}.mlp.weight" if i < k else f"layers.{i}.experts.weight"] = (f, h) if i < k else (e, f, h)
+        out[f"layers.{i}.norm.weight"] = (h,)
+    return out
+
+
+def test_a_pattern_that_repeats_within_half_the_base_is_fitted_there() -> None:
+    """The first 3 layers dense: 1, 9 and 21 expert layers at 4, 12 and 24, on one line, so the 12-layer
+    copy is the base (the 24-layer one its fallback); it gives the whole base's formulas with cheaper builds."""
+    builds: list[int] = []
+
+    def probe(d: dict) -> dict:
+        builds.append(d["num_hidden_layers"])
+        return first_dense_shapes(d)
+
+    bases = generic._fewer_layers(FIRST_DENSE, probe(FIRST_DENSE), probe)  # noqa: SLF001
+    assert [b[0]["num_hidden_layers"] for b in bases] == [12, 24]
+    sym = generic.symbols_for(list(generic.int_fields(FIRST_DENSE)))
+    fits, cost = [], []
+    for data, shapes, small in bases:
+        builds.clear()
+        fits.append(generic._fit_units(shapes, data, generic.int_fields(data), sym, probe, small))  # noqa: SLF001
+        cost.append(sum(builds))  # a build costs about its layer count
+    half, whole = fits
+    assert half == whole and half[1] and None not in half[0].values()
+    assert cost[0] < 0.6 * cost[1]
+    H, L, V, d_ff = (sym[(n,)] for n in ("hidden_size", "num_hidden_layers", "vocab_size", "intermediate_size"))
+    k, e = sym[("first_k_dense",)], sym[("num_experts",)]
+    assert half[0][("layers.*.experts.weight", 0)] == e * d_ff * H * (L - k)
+    assert half[0][("layers.*.mlp.weight", 0)] == d_ff * H * k and half[0][("embed.weight", 0)] == V * H
+
+
+def test_a_period_the_half_cannot_hold_falls_back_to_the_whole_base() -> None:
+    """Attention every 2nd layer repeats within 12 layers, but the period doubled twice (8) does not fit
+    there: the half leaves the MLP's count unexplained and the whole base gives every formula."""
+    data = BASE | {"attn_period": 2, "attn_offset": 1}
+    bases = generic._fewer_layers(data, fake_shapes(data), fake_shapes)  # noqa: SLF001
+    assert [b[0]["num_hidden_layers"] for b in bases] == [12, 24]
+    sym = generic.symbols_for(list(generic.int_fields(data)))
+    half, whole = (generic._fit_units(shapes, d, generic.int_fields(d), sym, fake_shapes, small)  # noqa: SLF001
+                   for d, shapes, small in bases)
+    assert None in half[0].values() and None not in whole[0].values()
+    assert generic._better(whole, half) and not generic._better(half, whole)  # noqa: SLF001
+    exprs, verified, _ = _fit(data, True)
+    assert (exprs, verified) == whole
+
+
 def test_a_pattern_field_inert_on_the_small_copy_is_probed_at_the_base() -> None:
     """Doubling the period (8 -> 16) keeps layer 3 the only attention layer of an 8-layer copy, but moves
     layer 11's at 24 layers: its effect on the instance counts comes from a build of the base."""
@@ -77,7 +135,7 @@ def test_a_pattern_field_inert_on_the_small_copy_is_probed_at_the_base() -> None
         builds.append(d)
         return fake_shapes(d)
 
-    base_data, base_shapes, small = generic._fewer_layers(data, probe(data), probe)  # noqa: SLF001
+    [(base_data, base_shapes, small)] = generic._fewer_layers(data, probe(data), probe)  # noqa: SLF001
     assert small is not None and small[0]["num_hidden_layers"] < 24
     doubled_period = [d for d in builds if d["attn_period"] == 16 and d["num_hidden_layers"] == 24]
     assert not doubled_period
@@ -89,7 +147,7 @@ def test_a_pattern_field_inert_on_the_small_copy_is_probed_at_the_base() -> None
 def test_no_smaller_copy_when_a_kind_of_layer_is_missing_there() -> None:
     """Attention only from layer 13 on (offset 13 of 16): no copy of 4, 8 or 12 layers holds it."""
     data = BASE | {"attn_period": 16, "attn_offset": 13}
-    _, _, small = generic._fewer_layers(data, fake_shapes(data), fake_shapes)  # noqa: SLF001
+    [(_, _, small)] = generic._fewer_layers(data, fake_shapes(data), fake_shapes)  # noqa: SLF001
     assert small is None
 
 

@@ -7,7 +7,8 @@ rebuilt, and each parameter tensor's instance count and dimensions are fitted as
 fields (``H·d_ff``, ``a·d_head``, ``H/a``) or, where a product does not fit, as a common factor
 times a sum of products (fused QKV: ``H·(1 + 2·a_kv/a)``; fields of equal summands are told apart
 by doubling two at once). Probes run on a copy with ``PROBE_LAYERS`` layers (fast to build, a
-multiple of the usual layer patterns), or ``SMALL_LAYERS`` when every layer is alike; for a layer
+multiple of the usual layer patterns), or ``SMALL_LAYERS`` when every layer is alike, or
+``HALF_LAYERS`` when the pattern repeats within that half (the whole copy then a fallback); for a layer
 pattern, fields that only change tensor dimensions are probed on a copy with fewer layers that
 has every parameter group with the same shapes. The formula must then give every tensor of the
 real config and of an independent point (every field it uses doubled at once), each a real build;
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import re
 import threading
 import warnings
@@ -626,7 +628,15 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     config_class = type(config)
     make_config = _config_maker(config_class)
 
+    probed: dict[str, Shapes | None] = {}
+
     def probe(d: dict[str, Any]) -> Shapes | None:
+        key = json.dumps(d, sort_keys=True, default=repr)  # two routes to one config build it once
+        if key not in probed:
+            probed[key] = _probe(d)
+        return probed[key]
+
+    def _probe(d: dict[str, Any]) -> Shapes | None:
         try:
             with _quiet():
                 cfg = make_config(d)
@@ -647,17 +657,19 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
         base_shapes = probe(real_data)
         if base_shapes != real_shapes:
             base_shapes = None
-    small: tuple[dict[str, Any], Shapes] | None = None
-    if base_shapes is not None:
-        base_data, base_shapes, small = _fewer_layers(base_data, base_shapes, probe)
     exprs: dict[Unit, sympy.Expr | None] = {u: None for u in real_units}
     verified = False
     if base_shapes is not None:
-        base_fields = int_fields(base_data)
-        found, verified = _fit_units(base_shapes, base_data, base_fields, sym, probe, small)
-        for u, (count, shape) in real_units.items():  # every expression must give the real config's size
-            expr = found.get(u)
-            exprs[u] = expr if expr is not None and _evaluate(expr, real_point) == count * _numel(shape) else None
+        best: tuple[dict[Unit, sympy.Expr | None], bool] | None = None
+        for data_at, shapes_at, small in _fewer_layers(base_data, base_shapes, probe):
+            found, ok = _fit_units(shapes_at, data_at, int_fields(data_at), sym, probe, small)
+            # every expression must give the real config's size
+            fit = ({u: e if (e := found.get(u)) is not None and _evaluate(e, real_point) == c * _numel(shape) else None
+                    for u, (c, shape) in real_units.items()}, ok)
+            best = fit if best is None or _better(fit, best) else best
+            if ok and None not in fit[0].values():
+                break  # a base later in the list is only a fallback
+        exprs, verified = best  # type: ignore[misc]
     terms, unexplained = _terms(exprs, real_units)
     active, active_terms = _active(terms, sym, fields)
     used = {s for t in terms + active_terms for s in t.expr.free_symbols}
@@ -691,6 +703,7 @@ PROBE_LAYERS = 24  # a multiple of the usual layer patterns (every 2nd, 3rd, 4th
 
 SMALL_LAYERS = 4  # the probe base of a model whose layers are all alike
 DIMS_LAYERS = (4, 8, 12)  # candidate layer counts of a patterned model's base for probing tensor dimensions
+HALF_LAYERS = PROBE_LAYERS // 2  # a patterned model's base when its pattern repeats within it
 
 
 def _shrink(data: dict[str, Any], fields: Mapping[Path, int], layers: int = PROBE_LAYERS) -> dict[str, Any]:
@@ -702,20 +715,28 @@ def _shrink(data: dict[str, Any], fields: Mapping[Path, int], layers: int = PROB
     return out
 
 
+Base = tuple[dict[str, Any], Shapes, tuple[dict[str, Any], Shapes] | None]  # (config, shapes, smaller copy or None)
+
+
 def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict[str, Any]], Shapes | None]
-                  ) -> tuple[dict[str, Any], Shapes, tuple[dict[str, Any], Shapes] | None]:
-    """(probe base, its shapes, a smaller base for the dimensions of a patterned model or None).
+                  ) -> list[Base]:
+    """The probe bases to fit at, in order: each (config, its shapes, a smaller copy for the
+    dimensions of a patterned model or None); a later one is fitted only when an earlier one
+    leaves a tensor unexplained or fails its check (``_better`` picks).
 
     Every probe rebuilds the model, and a build costs about its layer count. When one layer-count
     field changes, from n to m, and every parameter group either stays (embeddings, head) or is in
     every layer (n instances, then m), the SMALL_LAYERS-layer copy is the base. Any layer pattern
-    (every 2nd MoE, the first k dense, attention every 8th) keeps the base, because a pattern
-    found at few layers may hold there only; its instance counts are fitted there. A copy with
-    fewer layers (DIMS_LAYERS) that holds every parameter group with the same shapes is returned
-    beside it: fields that change only tensor dimensions there are probed on it (``_fit_units``).
-    Two kinds of layer whose tensors share names and shapes look alike on such a copy even when it
-    lacks one of them; a field that then changes only the missing kind is answered wrongly there,
-    and the joint check at an independent point (``_verify``) leaves that tensor unexplained.
+    (every 2nd MoE, the first k dense, attention every 8th) keeps a base of PROBE_LAYERS layers,
+    because a pattern found at few layers may hold there only; its instance counts are fitted
+    there. That base is halved (``_repeating_half``) when the pattern repeats within its first
+    half, with the whole one as the fallback: a layer pattern's period field, doubled twice,
+    may need more layers than the half has (every 8th layer of 12). A copy with fewer layers (DIMS_LAYERS) that holds every parameter group with the same
+    shapes is returned beside the base: fields that change only tensor dimensions there are
+    probed on it (``_fit_units``). Two kinds of layer whose tensors share names and shapes look
+    alike on such a copy even when it lacks one of them; a field that then changes only the
+    missing kind is answered wrongly there, and the joint check at an independent point
+    (``_verify``) leaves that tensor unexplained.
     """
     fields = int_fields(data)
     big = units(shapes_at)
@@ -727,15 +748,68 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
         if got is None:
             continue
         few = units(got)
-        if set(big) != set(few) or any(big[u][1] != few[u][1] for u in big):
+        if not _same_groups(big, few):
             continue  # some layer kind (or its first-seen order) is missing at this many layers
-        small_fields = int_fields(small)
-        changed = [(v, small_fields[p]) for p, v in fields.items() if small_fields.get(p) != v]
+        changed = _changed(fields, small)
         if layers == SMALL_LAYERS and len(changed) == 1 and all(
                 big[u][0] == few[u][0] or (big[u][0], few[u][0]) == changed[0] for u in big):
-            return small, got, None
-        return data, shapes_at, (small, got)
-    return data, shapes_at, None
+            return [(small, got, None)]
+        whole: Base = (data, shapes_at, (small, got))
+        half = _repeating_half(data, fields, big, probe, layers, few) if layers < HALF_LAYERS else None
+        return [whole] if half is None else [(*half, (small, got)), whole]
+    return [(data, shapes_at, None)]
+
+
+def _better(fit: tuple[Mapping[Unit, sympy.Expr | None], bool], than: tuple[Mapping[Unit, sympy.Expr | None], bool]
+            ) -> bool:
+    """Whether a fit (expressions, checked at a second point) leaves fewer tensors unexplained, or as few and checks."""
+    missing = sum(e is None for e in fit[0].values())
+    other = sum(e is None for e in than[0].values())
+    return missing < other or (missing == other and fit[1] and not than[1])
+
+
+
+def _same_groups(big: Mapping[Unit, tuple[int, tuple[int, ...]]], few: Mapping[Unit, tuple[int, tuple[int, ...]]]
+                 ) -> bool:
+    """Whether two builds have the same parameter groups (name patterns, in order) with the same shapes."""
+    return set(big) == set(few) and all(big[u][1] == few[u][1] for u in big)
+
+
+def _changed(fields: Mapping[Path, int], copy: dict[str, Any]) -> list[tuple[int, int]]:
+    """(value, value in ``copy``) of every field that ``copy`` changes."""
+    copy_fields = int_fields(copy)
+    return [(v, copy_fields[p]) for p, v in fields.items() if copy_fields.get(p) != v]
+
+
+def _repeating_half(data: dict[str, Any], fields: Mapping[Path, int], big: Mapping[Unit, tuple[int, tuple[int, ...]]],
+                    probe: Callable[[dict[str, Any]], Shapes | None], layers: int,
+                    few: Mapping[Unit, tuple[int, tuple[int, ...]]]) -> tuple[dict[str, Any], Shapes] | None:
+    """The HALF_LAYERS-layer copy of a patterned base, when its instance counts are affine in the layers.
+
+    ``few`` are the groups of the copy with ``layers`` layers (fewer than HALF_LAYERS, with every
+    group and shape of the base). The pattern repeats within the half when one layer-count field
+    changes, the half's per-layer lists doubled are the base's (``layer_types`` of a period that
+    divides HALF_LAYERS, or none), and every group has the same shapes at HALF_LAYERS too, with
+    instance counts on one line through the three layer counts (the first 3 layers dense: 1, 9,
+    21 MoE layers at 4, 12, 24; attention every 2nd: 2, 6, 12; not attention every 8th from the
+    4th: 1, 1, 3). Its probes then cost about half, and its doubled layer count is the base it
+    replaces. The formulas found there still have to give the real config and the independent
+    point of ``_verify``.
+    """
+    half_data = _shrink(data, fields, HALF_LAYERS)
+    half_fields = int_fields(half_data)
+    changed = [p for p, v in fields.items() if half_fields.get(p) != v]
+    if len(changed) != 1 or _set(half_data, changed[0], fields[changed[0]], HALF_LAYERS) != data:
+        return None  # another field changes too, or the per-layer lists do not repeat their first half
+    half_shapes = probe(half_data)
+    if half_shapes is None:
+        return None
+    mid = units(half_shapes)
+    top = PROBE_LAYERS
+    if not _same_groups(big, mid) or any((big[u][0] - mid[u][0]) * (HALF_LAYERS - layers)
+                                         != (mid[u][0] - few[u][0]) * (top - HALF_LAYERS) for u in big):
+        return None
+    return half_data, half_shapes
 
 
 def _fit_units(base_shapes: Shapes, base_data: dict[str, Any],
