@@ -44,10 +44,11 @@ def step_phase_bytes(plan: planning.Plan) -> dict[str, int]:
     step = pytorch.step_model(plan.model, plan.regime, plan.saved)
     ev = plan.evaluate()
     point = {**ev.values, **ev.derived}
-    widths = plan.model.widths()
-    resident = sum(math.ceil(at_point(t.expr.xreplace(widths), point)) for t in step.resident)
-    return {name: resident + math.ceil(at_point(expr.xreplace(widths), point))
-            for name, expr in step.phase_extras().items()}
+    # the widths (d_head = H/a, ...) at the point, then every symbol at once: the same numbers as putting
+    # the widths in first, without SymPy rebuilding each phase's max over symbols
+    point = {**point, **{s: at_point(sympy.sympify(w), point) for s, w in plan.model.widths().items()}}
+    resident = sum(math.ceil(at_point(t.expr, point)) for t in step.resident)
+    return {name: resident + math.ceil(at_point(expr, point)) for name, expr in step.phase_extras().items()}
 
 
 def test_one_formula_in_b_and_s() -> None:
