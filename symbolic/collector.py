@@ -28,7 +28,7 @@ def frozen_heap() -> Iterator[None]:
     ``gc.freeze()`` moves everything alive to the permanent generation; ``gc.unfreeze()`` puts it
     back when the outermost block ends. A nested block freezes again, so it also skips what was
     made since the outer one began. A caller that disabled the collector or froze objects itself
-    is left alone.
+    is left alone. One thread at a time: the depth is a plain counter (a report build is).
     """
     global _frozen_depth
     if _frozen_depth == 0 and (not gc.isenabled() or gc.get_freeze_count()):
@@ -59,8 +59,10 @@ def paused() -> Iterator[None]:
     dicts, parameters) that reference counting frees; none is cyclic garbage. Yet the allocations
     trigger collections, and each full one traverses every object of a process that holds torch
     and transformers. Measured over a quarter of the coverage survey (49 model types): a quarter
-    of its CPU time (44.7 s -> 33.5 s), with the same peak memory. The few cycles made inside (a
-    few hundred objects per model type) are collected by the first pass after the block.
+    of its CPU time (44.7 s -> 33.5 s) at the same peak memory. The few cycles made inside (a few
+    hundred objects per model type) are collected by the first pass after the block. The switch
+    is the process's: other threads run without passes meanwhile too, and a ``gc.disable()`` by
+    another thread while one is inside is undone when the last one leaves (if it was on before).
     """
     global _paused, _resume
     with _pause_lock:

@@ -5,7 +5,10 @@ about every pair, each time a Max is built, and again each time one is rebuilt (
 putting N's formula in for N). The step peaks are such maxima, so the planner, ``Formula``'s
 expansions and every substitution into a peak spent most of their time there. ``maximum`` makes
 the same proofs from the coefficients of each difference and remembers its answers; ``substitute``
-is ``xreplace`` with every rebuilt Max made by ``maximum``.
+is ``xreplace`` with every rebuilt Max made by ``maximum``. Both give SymPy's value at every
+point; on the step peaks and the planner's formulas they give SymPy's very expression (the tests
+compare), but not always elsewhere: ``maximum`` may drop an argument SymPy cannot prove smaller
+(its cofactor proof is the stronger one), or keep one SymPy absorbs by a rule it lacks.
 """
 
 from __future__ import annotations
@@ -28,20 +31,23 @@ def maximum(*args: sympy.Expr) -> sympy.Expr:
     coefficient; or, its terms' common monomial taken out, what is left is known to be
     nonnegative (``d_ff·(H − 1)`` with H a positive integer). An inner Max or Min of
     nonnegative arguments counts as one more nonnegative symbol. The arguments no other one
-    dominates are kept unevaluated (``evaluate=False``; SymPy orders them the same way). Only
-    true inequalities are used, so the value is ``sympy.Max``'s at every point, and on the step
-    peaks the expression is identical (``tests/test_activations_pytorch.py``, ``tests/test_extrema.py``).
-    With a symbol not known to be nonnegative, or anything but polynomials, it is ``sympy.Max``.
-    Answers are remembered (expressions are immutable): a planner asks the same ones again for
-    every layout and plan of a model.
+    dominates are kept unevaluated (``evaluate=False``; SymPy orders them the same way); so is
+    a Min that has another argument among its own (``Max(S, Min(S, W))`` is S), as in SymPy.
+    Only true inequalities are used, so the value is ``sympy.Max``'s at every point, and on the
+    step peaks the expression is identical (``tests/test_activations_pytorch.py``,
+    ``tests/test_extrema.py``). With a symbol not known to be nonnegative, or anything but
+    polynomials, it is ``sympy.Max``. Answers are remembered (expressions are immutable): a
+    planner asks the same ones again for every layout and plan of a model. The arguments are
+    sympified first, so that 2 and 2.0 (equal, with one hash) are remembered apart.
     """
-    return _maximum(*args)
+    return _maximum(*map(sympy.sympify, args))
 
 
 @lru_cache(maxsize=4096)
 def _maximum(*args: sympy.Expr) -> sympy.Expr:
-    flat = (y for x in map(sympy.sympify, args) for y in (x.args if isinstance(x, sympy.Max) else (x,)))
+    flat = (y for x in args for y in (x.args if isinstance(x, sympy.Max) else (x,)))
     exprs = list(dict.fromkeys(flat))  # Max(Max(a, b), c) is Max(a, b, c), as SymPy flattens it
+    exprs = [x for x in exprs if not (isinstance(x, sympy.Min) and any(y in x.args for y in exprs))]
     inner = set().union(*(x.atoms(sympy.Max, sympy.Min) for x in exprs))
     stand_in = {m: sympy.Dummy(nonnegative=True) for m in inner}
     plain = [x.xreplace(stand_in) for x in exprs]
@@ -93,7 +99,11 @@ def _at_least(gap: sympy.Poly) -> bool:
 
 
 def substitute(expr: sympy.Basic, mapping: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
-    """``expr.xreplace(mapping)``, the same expression, with every Max it rebuilds made by ``maximum``."""
+    """``expr.xreplace(mapping)`` with every Max it rebuilds made by ``maximum`` (see the module docstring).
+
+    A node is rebuilt only when one of its arguments changed (``xreplace`` also rebuilds on a hit
+    that maps a node to itself: the same expression either way).
+    """
     if not mapping or not expr.has(sympy.Max):
         return expr.xreplace(mapping)
     return _replaced(expr, mapping)
@@ -102,7 +112,7 @@ def substitute(expr: sympy.Basic, mapping: Mapping[sympy.Basic, sympy.Basic]) ->
 def _replaced(expr: sympy.Basic, mapping: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Basic:
     if expr in mapping:
         return mapping[expr]
-    if not expr.args:
+    if not isinstance(expr, sympy.Basic) or not expr.args:
         return expr
     args = [_replaced(arg, mapping) for arg in expr.args]
     if all(new is old for new, old in zip(args, expr.args)):

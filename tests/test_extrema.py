@@ -78,3 +78,18 @@ def test_maximum_remembers_its_answers() -> None:
     args = (2 * H * d_ff + d_ff, H * d_ff + 2 * d_ff, H * B * S)
     first = extrema.maximum(*args)
     assert extrema.maximum(*args) is first and first == sympy.Max(*args)
+
+
+def test_equal_numbers_of_other_types_are_remembered_apart() -> None:
+    # 2 and 2.0 are equal with one hash: the answer for one must not be the other's
+    assert extrema.substitute(sympy.Max(H, B), {H: 2}) == sympy.Max(2, B)
+    floats = extrema.substitute(sympy.Max(H, B), {H: 2.0})
+    assert floats == sympy.Max(2.0, B) == sympy.Max(H, B).xreplace({H: 2.0}) and floats.has(sympy.Float)
+
+
+def test_a_min_under_its_own_argument_is_absorbed_as_sympy_does() -> None:
+    W = sympy.Symbol("W", positive=True, integer=True)
+    assert extrema.maximum(S, sympy.Min(S, W - 1)) == S == sympy.Max(S, sympy.Min(S, W - 1))
+    window = sympy.Max(S, sympy.Min(B, W - 1), evaluate=False)
+    assert extrema.substitute(window, {B: S}) == S == window.xreplace({B: S})
+

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
+import pickle
 import re
 import threading
 import warnings
@@ -628,10 +628,13 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     config_class = type(config)
     make_config = _config_maker(config_class)
 
-    probed: dict[str, Shapes | None] = {}
+    probed: dict[bytes, Shapes | None] = {}
 
     def probe(d: dict[str, Any]) -> Shapes | None:
-        key = json.dumps(d, sort_keys=True, default=repr)  # two routes to one config build it once
+        try:  # two routes to one config build it once (pickle tells 1 from "1" and 1.0, lists from tuples)
+            key = pickle.dumps(d, protocol=5)
+        except Exception:
+            return _probe(d)
         if key not in probed:
             probed[key] = _probe(d)
         return probed[key]
@@ -660,16 +663,7 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     exprs: dict[Unit, sympy.Expr | None] = {u: None for u in real_units}
     verified = False
     if base_shapes is not None:
-        best: tuple[dict[Unit, sympy.Expr | None], bool] | None = None
-        for data_at, shapes_at, small in _fewer_layers(base_data, base_shapes, probe):
-            found, ok = _fit_units(shapes_at, data_at, int_fields(data_at), sym, probe, small)
-            # every expression must give the real config's size
-            fit = ({u: e if (e := found.get(u)) is not None and _evaluate(e, real_point) == c * _numel(shape) else None
-                    for u, (c, shape) in real_units.items()}, ok)
-            best = fit if best is None or _better(fit, best) else best
-            if ok and None not in fit[0].values():
-                break  # a base later in the list is only a fallback
-        exprs, verified = best  # type: ignore[misc]
+        exprs, verified = _best_fit(_fewer_layers(base_data, base_shapes, probe), sym, probe, real_units, real_point)
     terms, unexplained = _terms(exprs, real_units)
     active, active_terms = _active(terms, sym, fields)
     used = {s for t in terms + active_terms for s in t.expr.free_symbols}
@@ -722,7 +716,7 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
                   ) -> list[Base]:
     """The probe bases to fit at, in order: each (config, its shapes, a smaller copy for the
     dimensions of a patterned model or None); a later one is fitted only when an earlier one
-    leaves a tensor unexplained or fails its check (``_better`` picks).
+    leaves a tensor unexplained or fails its check (``_best_fit`` picks).
 
     Every probe rebuilds the model, and a build costs about its layer count. When one layer-count
     field changes, from n to m, and every parameter group either stays (embeddings, head) or is in
@@ -760,12 +754,29 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
     return [(data, shapes_at, None)]
 
 
-def _better(fit: tuple[Mapping[Unit, sympy.Expr | None], bool], than: tuple[Mapping[Unit, sympy.Expr | None], bool]
-            ) -> bool:
-    """Whether a fit (expressions, checked at a second point) leaves fewer tensors unexplained, or as few and checks."""
-    missing = sum(e is None for e in fit[0].values())
-    other = sum(e is None for e in than[0].values())
-    return missing < other or (missing == other and fit[1] and not than[1])
+Fit = tuple[dict[Unit, sympy.Expr | None], bool]  # (each unit's expression or None, checked at a second point)
+
+
+def _best_fit(bases: list[Base], sym: Mapping[Path, sympy.Symbol], probe: Callable[[dict[str, Any]], Shapes | None],
+              real_units: Mapping[Unit, tuple[int, tuple[int, ...]]], real_point: Mapping[sympy.Symbol, int]) -> Fit:
+    """The fit at the first base that explains every tensor and checks, else at the last base (the
+    whole one) unless an earlier fit is as checked and leaves no more tensors unexplained.
+
+    Every expression must give the real config's size (``real_units`` at ``real_point``), or it is None.
+    """
+    fits: list[Fit] = []
+    for data_at, shapes_at, small in bases:
+        found, ok = _fit_units(shapes_at, data_at, int_fields(data_at), sym, probe, small)
+        fits.append(({u: e if (e := found.get(u)) is not None and _evaluate(e, real_point) == c * _numel(shape)
+                      else None for u, (c, shape) in real_units.items()}, ok))
+        if ok and None not in fits[-1][0].values():
+            return fits[-1]  # a base later in the list is only a fallback
+    return next(f for f in fits if _covers(f, fits[-1]))
+
+
+def _covers(fit: Fit, than: Fit) -> bool:
+    """Whether ``fit`` is checked wherever ``than`` is and leaves no more tensors unexplained."""
+    return fit[1] >= than[1] and sum(e is None for e in fit[0].values()) <= sum(e is None for e in than[0].values())
 
 
 
@@ -792,7 +803,7 @@ def _repeating_half(data: dict[str, Any], fields: Mapping[Path, int], big: Mappi
     divides HALF_LAYERS, or none), and every group has the same shapes at HALF_LAYERS too, with
     instance counts on one line through the three layer counts (the first 3 layers dense: 1, 9,
     21 MoE layers at 4, 12, 24; attention every 2nd: 2, 6, 12; not attention every 8th from the
-    4th: 1, 1, 3). Its probes then cost about half, and its doubled layer count is the base it
+    4th: 1, 2, 3). Its probes then cost about half, and its doubled layer count is the base it
     replaces. The formulas found there still have to give the real config and the independent
     point of ``_verify``.
     """
