@@ -133,10 +133,40 @@ def _fraction(expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr]:
     """(numerator, denominator) with whole coefficients; expr = numerator / denominator."""
     if _is_integer_poly(expr):
         return expr, sympy.Integer(1)
+    found = _over_monomials(expr)
+    if found is not None:
+        return found
     num, den = sympy.fraction(sympy.together(expr))
     if not (_is_integer_poly(num) and _is_integer_poly(den)):
         raise _NotExact(expr)
     return num, den
+
+
+def _over_monomials(expr: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``_fraction`` of a sum whose terms are whole over monomials (3·H·B/(2·t), N/n_d), or None.
+
+    The denominator is the least common multiple of the terms' (whole coefficient, symbols to
+    their highest powers) and each numerator is scaled to it: exact, and without ``together``'s
+    general search for common factors, the most of a planner's compilation.
+    """
+    parts = []
+    for term in sympy.Add.make_args(expr):
+        num, den = term.as_numer_denom()
+        coeff, rest = den.as_coeff_Mul()
+        powers = rest.as_powers_dict()
+        if not (coeff.is_Integer and coeff > 0 and _is_integer_poly(num)) or not all(
+                b.is_Symbol and e.is_Integer and e > 0 for b, e in powers.items() if b != 1):
+            return None
+        parts.append((num, int(coeff), {b: int(e) for b, e in powers.items() if b != 1}))
+    common = math.lcm(*(c for _, c, _ in parts))
+    highest: dict[sympy.Expr, int] = {}
+    for _, _, powers in parts:
+        for b, e in powers.items():
+            highest[b] = max(highest.get(b, 0), e)
+    den = sympy.Integer(common) * sympy.Mul(*(b**e for b, e in highest.items()))
+    num = sympy.Add(*(n * (common // c) * sympy.Mul(*(b**(e - powers.get(b, 0)) for b, e in highest.items()))
+                      for n, c, powers in parts))
+    return (num, den) if _is_integer_poly(num) else None
 
 
 def _integerise(expr: sympy.Expr) -> sympy.Expr:

@@ -226,3 +226,17 @@ def test_cache_and_forms():
     assert np.array_equal(expanded(values), f.compile()(values))
     with pytest.raises(ValueError, match="unknown form"):
         f.compile("factored")
+
+
+def test_sums_over_monomials_get_their_common_denominator_directly():
+    """``_fraction``'s shortcut: whole numerators over monomial denominators, as ``together`` would give
+    (the same fraction here); anything else (a sum in a denominator, a rational power) is left to it."""
+    from symbolic.symbols import n_d, t
+
+    expr = 3 * H * B / (2 * t) + N / n_d + 7 * S + H**2 / (t * n_d)
+    num, den = compiled._over_monomials(expr)  # noqa: SLF001
+    assert (num, den) == sympy.fraction(sympy.together(expr))
+    assert sympy.expand(num - den * expr) == 0 and den == 2 * n_d * t
+    assert compiled._over_monomials(H / (H + 1)) is None  # noqa: SLF001
+    assert compiled._over_monomials(H / sympy.sqrt(t)) is None  # noqa: SLF001
+    assert compiled._over_monomials(H / (2 * t) + sympy.Rational(1, 3)) == (3 * H + 2 * t, 6 * t)  # noqa: SLF001
