@@ -3,6 +3,7 @@
 (``collector.frozen_heap``, the report build's policy, is checked in ``test_report_gc.py``.)
 """
 
+import contextlib
 import gc
 import threading
 
@@ -86,6 +87,7 @@ def test_the_generic_analysis_runs_paused(monkeypatch):
 
     seen = []
     monkeypatch.setattr(generic, "torch_available", lambda: True)
+    monkeypatch.setattr(generic, "_quiet", contextlib.nullcontext)  # it imports transformers, absent without torch
     monkeypatch.setattr(generic, "_analyse", lambda *args: seen.append(gc.isenabled()) or pytest.fail("stop"))
     with pytest.raises(pytest.fail.Exception):
         generic.analyse({"model_type": "llama"})
