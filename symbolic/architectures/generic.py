@@ -725,12 +725,13 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
     because a pattern found at few layers may hold there only; its instance counts are fitted
     there. That base is halved (``_repeating_half``) when the pattern repeats within its first
     half, with the whole one as the fallback: a layer pattern's period field, doubled twice,
-    may need more layers than the half has (every 8th layer of 12). A copy with fewer layers (DIMS_LAYERS) that holds every parameter group with the same
-    shapes is returned beside the base: fields that change only tensor dimensions there are
-    probed on it (``_fit_units``). Two kinds of layer whose tensors share names and shapes look
-    alike on such a copy even when it lacks one of them; a field that then changes only the
-    missing kind is answered wrongly there, and the joint check at an independent point
-    (``_verify``) leaves that tensor unexplained.
+    may need more layers than the half has (every 8th layer of 12). A copy with fewer layers
+    (DIMS_LAYERS) that holds every parameter group with the same shapes is returned beside the
+    base: fields that change only tensor dimensions there are probed on it (``_fit_units``). Two
+    kinds of layer whose tensors share names and shapes look alike on such a copy even when it
+    lacks one of them; a field that then changes only the missing kind is answered wrongly
+    there, and the joint check at an independent point (``_verify``) leaves that tensor
+    unexplained.
     """
     fields = int_fields(data)
     big = units(shapes_at)
@@ -744,7 +745,7 @@ def _fewer_layers(data: dict[str, Any], shapes_at: Shapes, probe: Callable[[dict
         few = units(got)
         if not _same_groups(big, few):
             continue  # some layer kind (or its first-seen order) is missing at this many layers
-        changed = _changed(fields, small)
+        changed = list(_changed(fields, small).values())
         if layers == SMALL_LAYERS and len(changed) == 1 and all(
                 big[u][0] == few[u][0] or (big[u][0], few[u][0]) == changed[0] for u in big):
             return [(small, got, None)]
@@ -779,17 +780,16 @@ def _covers(fit: Fit, than: Fit) -> bool:
     return fit[1] >= than[1] and sum(e is None for e in fit[0].values()) <= sum(e is None for e in than[0].values())
 
 
-
 def _same_groups(big: Mapping[Unit, tuple[int, tuple[int, ...]]], few: Mapping[Unit, tuple[int, tuple[int, ...]]]
                  ) -> bool:
     """Whether two builds have the same parameter groups (name patterns, in order) with the same shapes."""
     return set(big) == set(few) and all(big[u][1] == few[u][1] for u in big)
 
 
-def _changed(fields: Mapping[Path, int], copy: dict[str, Any]) -> list[tuple[int, int]]:
-    """(value, value in ``copy``) of every field that ``copy`` changes."""
+def _changed(fields: Mapping[Path, int], copy: dict[str, Any]) -> dict[Path, tuple[int, int]]:
+    """Every field that ``copy`` changes: path -> (value, value in ``copy``)."""
     copy_fields = int_fields(copy)
-    return [(v, copy_fields[p]) for p, v in fields.items() if copy_fields.get(p) != v]
+    return {p: (v, copy_fields[p]) for p, v in fields.items() if copy_fields.get(p) != v}
 
 
 def _repeating_half(data: dict[str, Any], fields: Mapping[Path, int], big: Mapping[Unit, tuple[int, tuple[int, ...]]],
@@ -808,17 +808,15 @@ def _repeating_half(data: dict[str, Any], fields: Mapping[Path, int], big: Mappi
     point of ``_verify``.
     """
     half_data = _shrink(data, fields, HALF_LAYERS)
-    half_fields = int_fields(half_data)
-    changed = [p for p, v in fields.items() if half_fields.get(p) != v]
+    changed = list(_changed(fields, half_data))
     if len(changed) != 1 or _set(half_data, changed[0], fields[changed[0]], HALF_LAYERS) != data:
         return None  # another field changes too, or the per-layer lists do not repeat their first half
     half_shapes = probe(half_data)
     if half_shapes is None:
         return None
     mid = units(half_shapes)
-    top = PROBE_LAYERS
     if not _same_groups(big, mid) or any((big[u][0] - mid[u][0]) * (HALF_LAYERS - layers)
-                                         != (mid[u][0] - few[u][0]) * (top - HALF_LAYERS) for u in big):
+                                         != (mid[u][0] - few[u][0]) * (PROBE_LAYERS - HALF_LAYERS) for u in big):
         return None
     return half_data, half_shapes
 
