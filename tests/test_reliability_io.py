@@ -216,6 +216,7 @@ def test_cli_deep_json_config_is_bad_input(capsys, tmp_path):
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
     code, _, err = run(capsys, "params", str(tmp_path / "deep.json"))
     assert code == 2 and "nested too deeply" in err
+    assert err.count("deep.json") == 1, err  # the file named once, not once per layer that saw the error
 
 
 def test_cli_deep_toml_spec_is_bad_input(capsys, tmp_path):
@@ -228,6 +229,7 @@ def test_cli_huge_integer_in_a_config_says_the_limit(capsys, tmp_path):
     (tmp_path / "big.json").write_text('{"model_type": "gpt2", "n_embd": ' + "1" * 5000 + "}")
     code, _, err = run(capsys, "params", str(tmp_path / "big.json"))
     assert code == 2 and "set_int_max_str_digits" not in err and "4,300 digits" in err
+    assert err.count("big.json") == 1, err
 
 
 @pytest.mark.parametrize("argv", [

@@ -38,6 +38,8 @@ def read_json(path: str | Path) -> dict[str, Any]:
         data = parse_json(text, p, error=ConfigError, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{p}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except ConfigError:
+        raise  # already one line naming the file (depth, memory, digits)
     except ValueError as err:
         raise ConfigError(f"{p}: {err}") from None
     if not isinstance(data, dict):
