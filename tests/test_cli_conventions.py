@@ -25,11 +25,8 @@ MLP_SPEC = ROOT / "reports" / "article-a-mlp.toml"
 
 
 def call(capsys, *argv: str) -> tuple[int, str, str]:
-    """Run in-process; argparse's own errors exit with SystemExit, counted as their exit code."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
+    """Run in-process: (exit code, stdout, stderr)."""
+    code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 

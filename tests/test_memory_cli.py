@@ -96,10 +96,7 @@ def test_gpus_lists_the_catalogue(capsys) -> None:
     (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--over", "dp", "--mode", "infer"], "replicas"),
 ])
 def test_errors_are_one_line_exit_2(capsys, argv, message) -> None:
-    try:
-        code = main(argv)
-    except SystemExit as exit_:  # argparse's own errors (bad choice or number) exit directly
-        code = exit_.code
+    code = main(argv)  # argparse's own errors (bad choice or number) included
     out, err = capsys.readouterr()
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1 and out == ""

@@ -241,10 +241,7 @@ def test_cli_huge_integer_in_a_config_says_the_limit(capsys, tmp_path):
     ["nonsense" * 700],
 ])
 def test_messages_quote_a_short_prefix(capsys, argv):
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
+    code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and len(err) < 400 and err.count("\n") == 1, err[:500]
     assert "Exceeds the limit" not in err

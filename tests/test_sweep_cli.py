@@ -167,10 +167,7 @@ def test_overflowing_sweep_stays_exact(capsys):
     ([*PEAK, "--grid", "B=1", "--set", "S=1", "--json", "--csv", "-"], "--json and --csv - both write to stdout"),
 ])
 def test_errors_are_one_line_with_exit_code_2(capsys, argv, message):
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
+    code = main(argv)
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
 

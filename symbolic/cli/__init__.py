@@ -227,7 +227,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(words: list[str]) -> int:
     try:
-        args = _parser().parse_args(words)
+        try:
+            args = _parser().parse_args(words)
+        except SystemExit as exit_:  # argparse has printed its usage error (2), --help or --version (0)
+            return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
         handler: Callable[[argparse.Namespace], int | None] = _current(args.handler)
         code = handler(args) or 0
         sys.stdout.flush()  # a full disk or closed pipe on stdout is an error, not success
