@@ -225,27 +225,3 @@ def test_swapped_attributes_come_back_when_the_last_user_leaves() -> None:
         assert Owner.size == 2 and Owner().greet() == "swapped"
     assert Owner.size == 1 and Owner().greet() == "base" and "greet" not in vars(Owner)
     assert not generic._SWAPS
-
-
-def test_a_default_config_built_by_the_caller_is_analysed_without_a_second_build(monkeypatch) -> None:
-    """The survey's plain build is handed to the analysis (``default_model(type, built=model)``): no second build
-    at full size; the answer is cached per type, so a later call neither builds nor analyses again."""
-    import contextlib
-
-    class Model:
-        config = object()
-
-    seen: list[tuple] = []
-    monkeypatch.setattr(generic, "torch_available", lambda: True)
-    monkeypatch.setattr(generic, "_quiet", contextlib.nullcontext)  # it imports transformers, absent without torch
-    monkeypatch.setattr(generic, "built_model", lambda *a: pytest.fail("built again"))
-    monkeypatch.setattr(generic, "_analyse", lambda data, name, arch, built: seen.append((data, built)) or name)
-    monkeypatch.setattr(generic, "_DEFAULTS", {})
-    model = Model()
-    assert generic.default_model("fake_type", built=model) == "fake_type"
-    assert seen == [({"model_type": "fake_type"}, model)]
-    assert generic.default_model("fake_type") == "fake_type" and len(seen) == 1
-    monkeypatch.setattr(generic, "_DEFAULTS_KEPT", 2)
-    for name in ("b", "c"):
-        generic.default_model(name)
-    assert list(generic._DEFAULTS) == ["b", "c"]  # the oldest forgotten beyond the bound

@@ -609,23 +609,19 @@ def _evaluate(expr: sympy.Expr, point: Mapping[sympy.Symbol, int]) -> sympy.Rati
 
 
 def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = None,
-            progress: Callable[[str], None] | None = None, built: Any = None) -> GenericModel:
-    """The GenericModel of a config dict (see the module docstring); needs torch.
-
-    ``built``: the model of exactly this config, already built on the meta device by the caller
-    (the survey's plain build), analysed instead of being built a second time at full size.
-    """
+            progress: Callable[[str], None] | None = None) -> GenericModel:
+    """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
         raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
     with _quiet(), collector.paused():  # once around every probe; builds make no cycles to collect
-        spec = _analyse(data, name, architecture, built)
+        spec = _analyse(data, name, architecture)
     if progress:
         progress(f"{spec.model_type}: {spec.total} parameters, {len(spec.unexplained)} measured terms")
     return spec
 
 
-def _analyse(data: Mapping[str, Any], name: str, architecture: str | None, built: Any) -> GenericModel:
-    model, config = built_model(config_object(data), architecture) if built is None else (built, built.config)
+def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> GenericModel:
+    model, config = built_model(config_object(data), architecture)
     cls = type(model)
     real_shapes = {n: tuple(int(s) for s in p.shape) for n, p in model.named_parameters()}
     real_data = config.to_dict()
@@ -1006,24 +1002,11 @@ def _active(terms: tuple[Term, ...], sym: Mapping[Path, sympy.Symbol],
     return int(active), tuple(out)
 
 
-_DEFAULTS: dict[str, GenericModel] = {}  # model type -> its default config's analysis, oldest first
-_DEFAULTS_KEPT = 256
-_DEFAULTS_LOCK = threading.Lock()
+@lru_cache(maxsize=256)
+def _cached(model_type: str) -> GenericModel:
+    return analyse({"model_type": model_type}, name=model_type)
 
 
-def default_model(model_type: str, built: Any = None) -> GenericModel:
-    """The GenericModel of a model type's default config (cached per type).
-
-    ``built``: that default config's model already on the meta device (see ``analyse``); used
-    only when the type is not cached yet.
-    """
-    with _DEFAULTS_LOCK:
-        found = _DEFAULTS.get(model_type)
-    if found is not None:
-        return found
-    found = analyse({"model_type": model_type}, name=model_type, built=built)
-    with _DEFAULTS_LOCK:
-        found = _DEFAULTS.setdefault(model_type, found)  # a thread that finished first keeps its answer
-        while len(_DEFAULTS) > _DEFAULTS_KEPT:
-            del _DEFAULTS[next(iter(_DEFAULTS))]
-    return found
+def default_model(model_type: str) -> GenericModel:
+    """The GenericModel of a model type's default config (cached per type)."""
+    return _cached(model_type)

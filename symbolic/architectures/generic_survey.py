@@ -1,15 +1,11 @@
 """Coverage of the generic torch path over transformers' causal-LM types (``benchmarks/generic_coverage.py``).
 
 Each row says, for one type at its default config, whether transformers builds it on the meta
-device (the plain way, as a user would), whether the formula the generic path fits from its own
-probes gives that build's count, whether every term is written in fields, and whether the formula
-held at an independent point. The plain build is the one the analysis reads its tensors from, so
-each type is built once at full size.
+device, whether the generic total and its formula give the plain build's count, whether every
+term is written in fields, and whether the formula held at an independent point.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .. import collector
 from .generic import GenericError, _first_line, _quiet, default_model
@@ -20,14 +16,13 @@ def survey_type(model_type: str) -> dict[str, object]:
     row: dict[str, object] = {"model_type": model_type, "built": False, "exact": False, "in_fields": False,
                               "verified": False}
     try:
-        model = plain_build(model_type)
+        real = plain_count(model_type)
     except Exception as err:
         row["error"] = _first_line(err)
         return row
-    real = _count(model)
     row["built"] = True
-    try:  # the plain build is analysed (not built again); cached: a caller may want the same analysis again
-        m = default_model(model_type, built=model)
+    try:
+        m = default_model(model_type)  # cached: a caller may want the same analysis again
     except GenericError as err:
         row["error"] = str(err)
         return row
@@ -36,21 +31,13 @@ def survey_type(model_type: str) -> dict[str, object]:
     return row
 
 
-def plain_build(model_type: str) -> Any:
-    """The type's default config built the plain way on the meta device, as a user would (raises if it cannot)."""
+def plain_count(model_type: str) -> int:
+    """Parameters of the type's default config built the plain way on the meta device (raises if it cannot)."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with _quiet(), collector.paused(), torch.device("meta"):
-        return AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
-
-
-def plain_count(model_type: str) -> int:
-    """Parameters of the type's default config built the plain way on the meta device (raises if it cannot)."""
-    return _count(plain_build(model_type))
-
-
-def _count(model: Any) -> int:
+    with _quiet(), collector.paused(), torch.device("meta"):  # the reference count, built the plain way
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
     return sum(p.numel() for p in model.parameters())
 
 
