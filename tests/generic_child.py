@@ -90,7 +90,7 @@ def command_line(argv: list[str]) -> dict:
     """``symbolic.cli.main(argv)``: its exit status and everything written to file descriptors 1 and 2.
 
     Captured at the descriptors, as a subprocess's output would be, so that what a logging handler
-    bound to the real stderr writes is seen too; an exit is mapped as the interpreter maps it.
+    bound to the real stderr writes is seen too.
     """
     import os
     import tempfile
@@ -104,14 +104,7 @@ def command_line(argv: list[str]) -> dict:
         os.dup2(out.fileno(), 1)
         os.dup2(err.fileno(), 2)
         try:
-            try:
-                code = main(list(argv))
-            except SystemExit as exit_:  # as the interpreter maps it: None is 0, any other object a message and 1
-                code = exit_.code
-                if code is not None and not isinstance(code, int):
-                    print(code, file=sys.stderr)
-                    code = 1
-            code = code or 0
+            code = main(list(argv))
         finally:
             sys.stdout.flush()
             sys.stderr.flush()

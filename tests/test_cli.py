@@ -98,3 +98,17 @@ def test_main_returns_argparse_exits_as_codes(capsys, argv, code):
     assert main(argv) == code
     out, err = capsys.readouterr()
     assert (out if code == 0 else err).strip()
+
+
+def test_a_text_exit_while_parsing_is_its_message_and_status_1(capsys, monkeypatch):
+    """As the interpreter shows ``SystemExit("text")``: the text on stderr, exit status 1 (argparse itself exits
+    with numbers only, but ``main`` keeps the interpreter's rule for any exit raised while parsing)."""
+    import symbolic.cli as cli
+
+    class Parser:
+        def parse_args(self, words):
+            raise SystemExit("stopped: a message")
+
+    monkeypatch.setattr(cli, "_parser", lambda: Parser())
+    assert main(["list"]) == 1
+    assert capsys.readouterr().err.strip() == "stopped: a message"

@@ -230,7 +230,10 @@ def _main(words: list[str]) -> int:
         try:
             args = _parser().parse_args(words)
         except SystemExit as exit_:  # argparse has printed its usage error (2), --help or --version (0)
-            return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+            if exit_.code is None or isinstance(exit_.code, int):
+                return exit_.code or 0
+            print(exit_.code, file=sys.stderr)  # as the interpreter shows a text exit: the text, then status 1
+            return 1
         handler: Callable[[argparse.Namespace], int | None] = _current(args.handler)
         code = handler(args) or 0
         sys.stdout.flush()  # a full disk or closed pipe on stdout is an error, not success
