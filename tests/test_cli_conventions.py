@@ -13,22 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run
 
 from symbolic import catalogs, library
 from symbolic.catalogs import gpus
-from symbolic.cli import build_parser, common, main
+from symbolic.cli import build_parser, common
 from symbolic.cli.completion import SHELLS, commands, script
 from symbolic.errors import UnknownNameError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP_SPEC = ROOT / "reports" / "article-a-mlp.toml"
-
-
-def call(capsys, *argv: str) -> tuple[int, str, str]:
-    """Run in-process: (exit code, stdout, stderr)."""
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_error(code: int, err: str) -> str:
@@ -50,13 +44,13 @@ def one_error(code: int, err: str) -> str:
     (("memory", "llama-3-8b", "--mode", "trian"), "did you mean 'train'?", "see 'symbolic memory --help'"),
 ])
 def test_typos_suggest_the_closest_name_and_the_commands_help(capsys, argv, hint, helps):
-    code, out, err = call(capsys, *argv)
+    code, out, err = run(capsys, *argv)
     line = one_error(code, err)
     assert out == "" and hint in line and line.endswith(f"({helps})")
 
 
 def test_a_word_close_to_nothing_gets_no_suggestion(capsys):
-    code, _, err = call(capsys, "list", "--zzzzzz")
+    code, _, err = run(capsys, "list", "--zzzzzz")
     line = one_error(code, err)
     assert "unrecognized argument '--zzzzzz'" in line and "did you mean" not in line
 
@@ -74,11 +68,11 @@ def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
 def test_report_reads_the_spec_from_stdin(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     _stdin(monkeypatch, MLP_SPEC.read_bytes())
-    code, out, err = call(capsys, "report", "-", "--tex", "piped.tex", "-q")
+    code, out, err = run(capsys, "report", "-", "--tex", "piped.tex", "-q")
     assert code == 0, err
     assert out.strip() == "piped.tex" and err == ""
     # the same document as from the file itself
-    code, _, err = call(capsys, "report", str(MLP_SPEC), "--tex", "from-file.tex", "-q")
+    code, _, err = run(capsys, "report", str(MLP_SPEC), "--tex", "from-file.tex", "-q")
     assert code == 0, err
     piped, direct = (tmp_path / "piped.tex").read_text(), (tmp_path / "from-file.tex").read_text()
     assert "from standard input" in piped
@@ -105,7 +99,7 @@ def test_stdin_spec_resolves_relative_paths_against_the_current_folder(monkeypat
 def test_stdin_spec_errors_are_one_line(capsys, monkeypatch, tmp_path, data, fragment):
     monkeypatch.chdir(tmp_path)
     _stdin(monkeypatch, data)
-    code, _, err = call(capsys, "report", "-", "--tex", "x.tex", "-q")
+    code, _, err = run(capsys, "report", "-", "--tex", "x.tex", "-q")
     assert fragment in one_error(code, err)
     assert not (tmp_path / "x.tex").exists()
 
@@ -115,7 +109,7 @@ def test_stdin_is_bounded_like_a_file(capsys, monkeypatch, tmp_path):
 
     monkeypatch.chdir(tmp_path)
     _stdin(monkeypatch, b"# " + b"x" * MAX_FILE + b"\n")
-    code, _, err = call(capsys, "report", "-", "--tex", "x.tex")
+    code, _, err = run(capsys, "report", "-", "--tex", "x.tex")
     assert f"larger than {MAX_FILE:,} bytes" in one_error(code, err)
 
 
@@ -132,13 +126,13 @@ def test_a_terminal_on_stdin_is_refused_not_waited_on(capsys, monkeypatch):
             return True
 
     monkeypatch.setattr(sys, "stdin", Tty(io.BytesIO(b""), encoding="utf-8"))
-    code, _, err = call(capsys, "report", "-")
+    code, _, err = run(capsys, "report", "-")
     assert "standard input is a terminal" in one_error(code, err)
 
 
 # --- 3. sizes without a unit ----------------------------------------------------------------------
 def test_budget_without_a_unit_asks_whether_bytes_were_meant(capsys):
-    code, out, err = call(capsys, "solve", "mlp.total", "--example", "--for", "B", "--budget", "80")
+    code, out, err = run(capsys, "solve", "mlp.total", "--example", "--for", "B", "--budget", "80")
     assert one_error(code, err) == ("symbolic: error: --budget 80 has no unit: did you mean 80GiB or 80GB? "
                                     "(write 80B for bytes)")
     assert out == ""
@@ -151,14 +145,14 @@ def test_explicit_bytes_and_units_still_work_and_agree_with_python(capsys):
     exact = f.solve("B", 600 * 2**20, values).value  # Python: an int is bytes, as the API always was
     assert f.solve("B", "600MiB", values).value == exact  # and size strings work as on the CLI
     for budget in ("600MiB", f"{600 * 2**20}B", "0.6144GB"):
-        code, out, err = call(capsys, "solve", "mlp.total", "--example", "--for", "B", "--budget", budget, "--json")
+        code, out, err = run(capsys, "solve", "mlp.total", "--example", "--for", "B", "--budget", budget, "--json")
         assert code == 0, err
         want = exact if budget != "0.6144GB" else f.solve("B", 614_400_000, values).value
         assert json.loads(out)["value"] == want
 
 
 def test_count_formulas_still_take_a_plain_budget(capsys):
-    code, out, err = call(capsys, "solve", "llm.params", "--set", "H=4096", "--set", "V=32000", "--set", "d_ff=11008",
+    code, out, err = run(capsys, "solve", "llm.params", "--set", "H=4096", "--set", "V=32000", "--set", "d_ff=11008",
                           "--for", "L", "--budget", "7e9", "--json")
     assert code == 0, err
     # llm.params = L·(4H² + 2H·d_ff + 5H + d_ff) + H·V: 131,072,000 + L·157,317,888 ≤ 7e9 up to L = 43
@@ -171,7 +165,7 @@ def test_count_formulas_still_take_a_plain_budget(capsys):
     ("fit", "llama-3-8b", "--gpu", "80", "--for", "batch"),
 ])
 def test_gpu_capacity_without_a_unit_is_refused(capsys, argv):
-    code, _, err = call(capsys, *argv)
+    code, _, err = run(capsys, *argv)
     assert "80 has no unit: did you mean 80GiB or 80GB? (write 80B for bytes)" in one_error(code, err)
 
 
@@ -193,14 +187,14 @@ PLAN_COMMANDS = [
 def test_same_bad_value_same_message_in_every_command(capsys, flag, value, message):
     lines = set()
     for argv in PLAN_COMMANDS:
-        code, _, err = call(capsys, *argv, flag, value)
+        code, _, err = run(capsys, *argv, flag, value)
         line = one_error(code, err)
         lines.add(line.split(": error: ", 1)[1].rsplit(" (see", 1)[0])
     assert lines == {f"argument {flag}: {message}"}
 
 
 def test_counts_and_lists_use_the_same_parser(capsys):
-    code, _, err = call(capsys, "time", "llama-3-8b", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "0")
+    code, _, err = run(capsys, "time", "llama-3-8b", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "0")
     assert "argument --gpus: expected a whole number ≥ 1, got '0'" in one_error(code, err)
     with pytest.raises(common.CliError, match=r"argument --batch: expected a whole number ≥ 1, got '0'"):
         common.whole_list("1,0", "--batch")  # validate --batch 1,0
@@ -221,7 +215,7 @@ def test_whole_refuses_what_is_not_a_whole_number_in_range(text):
 
 # --- 5. GPU names that do not silently pick a size, and a capacity as a GPU ------------------------
 def test_h100_is_ambiguous_and_lists_both_sizes(capsys):
-    code, _, err = call(capsys, "fit", "llama-3-8b", "--gpu", "h100", "--for", "batch")
+    code, _, err = run(capsys, "fit", "llama-3-8b", "--gpu", "h100", "--for", "batch")
     line = one_error(code, err)
     assert "GPU 'h100' is ambiguous" in line and "h100-80gb" in line and "h100-94gb" in line
     assert f"{gpus.GPUS['h100-80gb'].gib:.1f} GiB" in line and f"{gpus.GPUS['h100-94gb'].gib:.1f} GiB" in line
@@ -244,7 +238,7 @@ def test_a_capacity_is_a_gpu_without_rates(capsys):
     gpu = catalogs.get("80GiB")
     assert gpu.bytes == 80 * 2**30 and gpu.basis == gpus.GIVEN and not gpu.flops
     assert catalogs.get("141 GB").bytes == 141 * 10**9
-    code, out, err = call(capsys, "memory", "llama-3-8b", "--gpu", "80GiB", "--json")
+    code, out, err = run(capsys, "memory", "llama-3-8b", "--gpu", "80GiB", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["gpu"]["bytes"] == 80 * 2**30 and data["gpu"]["basis"] == "given"
@@ -253,7 +247,7 @@ def test_a_capacity_is_a_gpu_without_rates(capsys):
 
 
 def test_fit_on_a_capacity_solves_against_those_bytes(capsys):
-    code, out, err = call(capsys, "fit", "llama-3-8b", "--gpu", "200GiB", "--for", "batch", "--json")
+    code, out, err = run(capsys, "fit", "llama-3-8b", "--gpu", "200GiB", "--for", "batch", "--json")
     assert code == 0, err
     data = json.loads(out)
     assert data["capacity_bytes"] == 200 * 2**30 and data["gpu"] == "200GiB"
@@ -264,7 +258,7 @@ def test_fit_on_a_capacity_solves_against_those_bytes(capsys):
     ("plan", "llama-3-8b", "--gpu", "80GiB", "--mfu", "0.4", "--gpus", "8", "--seq", "2048", "--global-batch", "64"),
 ])
 def test_commands_needing_rates_say_so_in_one_line(capsys, command):
-    code, _, err = call(capsys, *command)
+    code, _, err = run(capsys, *command)
     assert "--gpu 80GiB gives a capacity only, with no FLOP rates" in one_error(code, err)
 
 
@@ -276,27 +270,27 @@ def test_quiet_and_verbose_are_global_and_exclusive(capsys):
     for argv in (["-v", "list"], ["list", "--verbose"]):
         assert common.verbosity(parser.parse_args(argv)) == 1
     assert common.verbosity(parser.parse_args(["list"])) == 0
-    code, _, err = call(capsys, "-q", "list", "-v")
+    code, _, err = run(capsys, "-q", "list", "-v")
     assert "--quiet and --verbose contradict" in one_error(code, err)
 
 
 def test_memory_quiet_is_the_total_line_and_verbose_the_formulas(capsys):
-    code, data, _ = call(capsys, "memory", "llama-3-8b", "--gpu", "h100-80gb", "--json")
+    code, data, _ = run(capsys, "memory", "llama-3-8b", "--gpu", "h100-80gb", "--json")
     total = json.loads(data)["total_bytes"]
-    code, quiet, _ = call(capsys, "memory", "llama-3-8b", "--gpu", "h100-80gb", "-q")
+    code, quiet, _ = run(capsys, "memory", "llama-3-8b", "--gpu", "h100-80gb", "-q")
     assert code == 0 and len(quiet.splitlines()) == 1
     assert quiet.startswith(f"llama-3-8b: {total:,} bytes") and "on h100-80gb" in quiet
-    _, normal, _ = call(capsys, "memory", "llama-3-8b")
-    _, verbose, _ = call(capsys, "--verbose", "memory", "llama-3-8b")
-    _, formula, _ = call(capsys, "memory", "llama-3-8b", "--formula")
+    _, normal, _ = run(capsys, "memory", "llama-3-8b")
+    _, verbose, _ = run(capsys, "--verbose", "memory", "llama-3-8b")
+    _, formula, _ = run(capsys, "memory", "llama-3-8b", "--formula")
     assert verbose == formula and len(verbose.splitlines()) > len(normal.splitlines())
 
 
 def test_sweep_quiet_and_verbose(capsys):
     argv = ("sweep", "mlp.total", "--example", "--grid", "B=1..4")
-    _, normal, _ = call(capsys, *argv)
-    _, quiet, _ = call(capsys, *argv, "--quiet")
-    _, verbose, _ = call(capsys, "-v", *argv)
+    _, normal, _ = run(capsys, *argv)
+    _, quiet, _ = run(capsys, *argv, "--quiet")
+    _, verbose, _ = run(capsys, "-v", *argv)
     assert quiet.splitlines() == [line for line in normal.splitlines() if line.lstrip().startswith(("smallest",
                                                                                                  "largest"))]
     assert len(quiet.splitlines()) == 2
@@ -307,22 +301,22 @@ def test_sweep_quiet_and_verbose(capsys):
 def test_plan_quiet_is_the_best_layout(capsys):
     argv = ("plan", "llama-3-8b", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--seq", "2048",
             "--global-batch", "64", "--top", "3")
-    code, out, err = call(capsys, *argv, "--json")
+    code, out, err = run(capsys, *argv, "--json")
     assert code == 0, err
     best = json.loads(out)["layouts"][0]
-    _, quiet, _ = call(capsys, *argv, "-q")
+    _, quiet, _ = run(capsys, *argv, "-q")
     assert len(quiet.splitlines()) == 1
     assert f"gpus {best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']})" in quiet
-    _, normal, _ = call(capsys, *argv)
-    _, verbose, _ = call(capsys, *argv, "-v")
+    _, normal, _ = run(capsys, *argv)
+    _, verbose, _ = run(capsys, *argv, "-v")
     assert verbose.startswith(normal) and "layouts in" in verbose[len(normal):]
 
 
 def test_report_quiet_prints_only_the_paths_and_verbose_their_sizes(capsys, tmp_path):
     out_tex = tmp_path / "r.tex"
-    code, out, err = call(capsys, "report", str(MLP_SPEC), "--tex", str(out_tex), "--quiet")
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "--tex", str(out_tex), "--quiet")
     assert code == 0 and out.strip() == str(out_tex) and err == ""
-    code, out, err = call(capsys, "report", str(MLP_SPEC), "--tex", str(out_tex), "-v")
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "--tex", str(out_tex), "-v")
     assert code == 0 and out.strip() == f"{out_tex} ({out_tex.stat().st_size:,} bytes)"
     assert "symbolic report: " in err  # progress, as without -v
 
@@ -344,7 +338,7 @@ def _names(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def test_bash_completion_is_valid_and_names_every_subcommand(capsys, tmp_path):
-    code, text, err = call(capsys, "completion", "bash")
+    code, text, err = run(capsys, "completion", "bash")
     assert code == 0, err
     path = tmp_path / "symbolic.bash"
     path.write_text(text)
@@ -379,7 +373,7 @@ def test_bash_completion_completes(tmp_path, words, expected):
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])
 def test_zsh_and_fish_scripts_name_every_subcommand_and_flag(capsys, shell):
-    code, text, _ = call(capsys, "completion", shell)
+    code, text, _ = run(capsys, "completion", shell)
     assert code == 0
     top, cmds = commands(build_parser())
     assert [c.name for c in cmds] == _names(build_parser())
@@ -420,11 +414,11 @@ def test_bare_python_numbers_stay_bytes():
 def test_validate_quiet_is_the_verdict_and_verbose_adds_module_shares(capsys):
     argv = ("validate", "mlp", "--batch", "1", "--seq", "64", "--layers", "1", "--dtype", "fp32", "--attn", "eager",
             "--no-peak")
-    code, quiet, err = call(capsys, *argv, "-q")
+    code, quiet, err = run(capsys, *argv, "-q")
     assert code == 0, err
-    _, normal, _ = call(capsys, *argv)
+    _, normal, _ = run(capsys, *argv)
     assert quiet.splitlines() == [normal.splitlines()[-1]] and quiet.strip() in ("all within the targets",
                                                                                   "NOT within the targets")
-    _, verbose, _ = call(capsys, *argv, "--verbose")
-    _, terms, _ = call(capsys, *argv, "--terms")
+    _, verbose, _ = run(capsys, *argv, "--verbose")
+    _, terms, _ = run(capsys, *argv, "--terms")
     assert verbose == terms and "bytes saved per module type" in verbose and "bytes saved per" not in normal
