@@ -16,7 +16,7 @@ from ..errors import InputFileError
 from ..symbols import suggest
 from ..userfiles import parse_json, read_user_file
 from .families import FAMILIES, OTHER_LAYOUTS, SUPPORTED, TEXT_PART, Family, Head, Size
-from .spec import MAX_SIZE, ModelSpec, SpecError
+from .spec import MAX_SIZE, ModelSpec, SpecError, too_many_layers
 
 MAX_BYTES = 4 * 2**20
 DEFAULT_LABELS = 2
@@ -125,7 +125,7 @@ def _layer_kinds(config: Mapping[str, Any], family: Family, out: dict[str, Any])
     elif family.layer_types is not None:
         types = family.layer_types(read, layers)
     else:
-        types = ["full_attention"] * layers
+        return  # every layer full attention: nothing to count (and no list of L entries to build)
     known = ATTENTION_TYPES + (("conv",) if family.conv else ())
     unknown = sorted({t for t in types if t not in known})
     if unknown:
@@ -184,6 +184,9 @@ def _size(config: Mapping[str, Any], field: str, size: Size) -> int | None:
             raise ConfigError(f"{key} must be {kind}, got {value}")
         if value > MAX_SIZE:
             raise ConfigError(f"{key}={value} is implausibly large")
+        problem = too_many_layers(key, value) if field == "layers" else None
+        if problem:  # before any per-layer pattern walks the layers
+            raise ConfigError(problem)
         return value
     return size.default
 

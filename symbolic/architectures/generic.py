@@ -40,6 +40,7 @@ from ..errors import UserError
 from ..formula import Formula
 from ..symbols import H, L, V, a, a_kv, d_exp, d_ff, d_head, d_shared, k_exp, n_exp, n_pos, n_shared, n_type
 from ..term import Term
+from .spec import too_many_layers
 
 SOURCE = "transformers"
 EXTRA = "torch"  # the pyproject extra that installs torch and transformers
@@ -155,12 +156,24 @@ def config_object(data: Mapping[str, Any]) -> Any:
         raise GenericError("no 'model_type' field")
     if model_type not in transformers_types():
         raise GenericError(f"model_type {model_type!r} is not known to transformers")
+    _check_layers(data)
     fields = {k: v for k, v in data.items() if k not in ("model_type", "transformers_version", "_source")}
     try:
         with _quiet():
             return AutoConfig.for_model(model_type, **fields)
     except Exception as err:  # transformers validates configs with many exception types
         raise GenericError(f"transformers rejects this {model_type} config: {_first_line(err)}") from None
+
+
+def _check_layers(data: Mapping[str, Any]) -> None:
+    """Refuse a layer count above MAX_LAYERS before transformers builds per-layer lists and modules of it."""
+    levels = [data] + [v for k, v in data.items() if isinstance(k, str) and k.endswith("_config") and isinstance(v, dict)]
+    for level in levels:
+        for key, value in level.items():
+            if KNOWN.get(key) is L and type(value) is int:
+                problem = too_many_layers(key, value)
+                if problem:
+                    raise GenericError(problem)
 
 
 def built_model(config: Any, architecture: str | None = None) -> tuple[Any, Any]:

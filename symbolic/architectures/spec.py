@@ -19,6 +19,11 @@ from . import formulas
 
 NORMS = ("layernorm", "rmsnorm")
 MAX_SIZE = 2**40
+# Layers are counted one by one in places (layer-kind patterns, a model built on the meta device), so
+# their bound is realistic rather than astronomical: the deepest published transformers have a few
+# hundred layers (GPT-3 96, Llama-3 405B 126) and research models about a thousand (DeepNet, 1,000
+# layers); 2**16 leaves ample room above both and keeps every per-layer walk in milliseconds.
+MAX_LAYERS = 2**16
 
 _POSITIVE_OR_NONE = ("kv_heads", "head_dim", "ffn", "embed_dim", "expert_ffn", "shared_ffn", "q_lora_rank")
 _POSITIVE = ("hidden", "layers", "heads", "vocab")
@@ -231,6 +236,14 @@ class ModelSpec:
         return display.frame(display.breakdown_table(self.name, formulas.breakdown(self)))
 
 
+def too_many_layers(key: str, value: int) -> str | None:
+    """The one-line refusal of a layer count above MAX_LAYERS (None when it is within it)."""
+    if value <= MAX_LAYERS:
+        return None
+    return (f"{key}={value} is implausibly large: at most {MAX_LAYERS:,} layers (2**16; the deepest published "
+            "models have a few hundred)")
+
+
 def _validate(spec: ModelSpec) -> None:
     where = spec.name or "model"
     for f in fields(spec):
@@ -245,6 +258,9 @@ def _validate(spec: ModelSpec) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_SIZE:
             kind = "a positive integer" if low else "a non-negative integer"
             raise SpecError(f"{where}: {name} must be {kind}, got {value!r}")
+    problem = too_many_layers("layers", spec.layers)
+    if problem:
+        raise SpecError(f"{where}: {problem}")
     if spec.norm not in NORMS:
         raise SpecError(f"{where}: norm must be one of {', '.join(NORMS)}, got {spec.norm!r}")
     if spec.norm == "rmsnorm" and spec.norm_bias:

@@ -23,7 +23,7 @@ from ..plan_options import PlanOptionError
 from ..symbols import n_d
 from ..units import format_bytes
 from .build import Plan
-from .model import ModelShape
+from .model import ModelShape, divisors
 
 QUESTIONS = ("batch", "seq", "gpus")
 OVER = ("auto", "dp", "tp", "pp")
@@ -201,8 +201,8 @@ def _candidates(model: ModelShape, over: str, mode: str) -> list[int]:
     if over == "tp":
         kv = model.kv_head_count
         top = kv if mode == "train" else model.heads  # serving may replicate KV heads; training may not
-        return [d for d in range(1, top + 1) if model.heads % d == 0 and (kv % d == 0 or d % kv == 0)]
-    return [d for d in range(1, model.layers + 1) if model.layers % d == 0]
+        return [d for d in divisors(model.heads) if d <= top and (kv % d == 0 or d % kv == 0)]
+    return divisors(model.layers)
 
 
 def _int(value: sympy.Expr | None) -> int | None:

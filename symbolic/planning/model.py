@@ -53,6 +53,19 @@ FIRST_STAGE_TERMS = ("embedding", "positions", "token_types", "embedding_norm")
 HEAD_TERMS = ("lm_head", "lm_head_bias")
 
 
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order, found in O(√n) steps (pipeline degrees, GPU splits)."""
+    low, high = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            low.append(d)
+            if d * d != n:
+                high.append(n // d)
+        d += 1
+    return low + high[::-1]
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """A model as the memory planner sees it."""

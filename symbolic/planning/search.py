@@ -37,6 +37,7 @@ from ..catalogs import get as get_gpu
 from ..errors import UserError
 from ..library.timing import P_gpu
 from . import time as ptime
+from .model import divisors
 from .model import load as load_shape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,6 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 OBJECTIVES = ("time", "cost")
 MAX_MICRO_BATCH = 64
+# Sequences per optimizer step: published global batches are thousands of sequences, tens of
+# thousands at most (BERT with LAMB: 65,536); 2**24 leaves ample room and bounds the divisor walk.
+MAX_GLOBAL_BATCH = 2**24
 LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "recompute", "sequence_parallel", "micro_batch", "grad_accum",
                "offload")
 _COMPILED: dict[sympy.Expr, CompiledFormula] = {}
@@ -70,19 +74,46 @@ class SearchResult:
                 "fitting": self.fitting, "layouts": self.layouts, "notes": list(self.notes)}
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _gpu_counts(gpus: int | None, max_gpus: int | None, per_node: int) -> list[int]:
     if gpus is not None and max_gpus is not None:
         raise UserError("give gpus or max_gpus, not both")
     if gpus is not None:
-        return [ptime._whole(gpus, "gpus")]
+        return [ptime.gpu_count(gpus)]
     if max_gpus is None:
         raise UserError("give gpus (exactly this many) or max_gpus (every count up to it)")
-    top = ptime._whole(max_gpus, "max_gpus")
+    top = ptime.gpu_count(max_gpus, "max_gpus")
     return [n for n in range(1, top + 1) if n & (n - 1) == 0 or n % per_node == 0]
+
+
+def global_batch_size(value: object) -> int:
+    """Sequences per optimizer step: a whole number from 1 to MAX_GLOBAL_BATCH."""
+    batch = ptime._whole(value, "global_batch")
+    if batch > MAX_GLOBAL_BATCH:
+        raise UserError(f"global_batch must be at most {MAX_GLOBAL_BATCH:,} sequences (2**24, far above published "
+                        f"global batches), got {batch:,}")
+    return batch
+
+
+def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: int,
+            pins: Mapping[str, object]) -> list[tuple[int, int, int, int]]:
+    """(gpus, dp, tp, pp) with dp·tp·pp one of ``counts``, dp dividing the batch and pp the layers.
+
+    Walked from the divisors of the batch and of the layers (never every number up to a GPU count),
+    in the order of ``counts``, then tp, then pp.
+    """
+    order: dict[int, int] = {}
+    for i, n in enumerate(counts):
+        order.setdefault(n, i)
+    found = []
+    for dp in divisors(global_batch):
+        if pins.get("dp", dp) != dp:
+            continue
+        for tp in tps:
+            for pp in divisors(layers):
+                n = dp * tp * pp
+                if n in order and pins.get("pp", pp) == pp:
+                    found.append((order[n], tp, pp, n, dp))
+    return [(n, dp, tp, pp) for _, tp, pp, n, dp in sorted(found)]
 
 
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
@@ -90,34 +121,29 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     """Every layout in the search space (see the module docstring), as plain dicts."""
     shape = load_shape(model)
     pins = dict(pins or {})
-    heads, kv, layers = shape.heads, shape.kv_head_count, shape.layers
+    global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
     recomputes = ("none", "full") if flash else ("none", "selective", "full")
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
-    for n in counts:
-        for tp in _divisors(n):
-            if heads % tp or kv % tp or tp > gpu.gpus_per_node or pins.get("tp", tp) != tp:
+    tps = [tp for tp in divisors(math.gcd(shape.heads, shape.kv_head_count))
+           if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
+    for n, dp, tp, pp in _splits(counts, global_batch, tps, shape.layers, pins):
+        per_rank = global_batch // dp
+        for zero in ((0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)):
+            if pins.get("zero", zero) != zero or (offload and zero == 0):
                 continue
-            for pp in _divisors(n // tp):
-                dp = n // (tp * pp)
-                if layers % pp or global_batch % dp or pins.get("pp", pp) != pp or pins.get("dp", dp) != dp:
+            for recompute in recomputes:
+                if pins.get("recompute", recompute) != recompute:
                     continue
-                per_rank = global_batch // dp
-                for zero in ((0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)):
-                    if pins.get("zero", zero) != zero or (offload and zero == 0):
+                for mb in range(1, min(per_rank, MAX_MICRO_BATCH) + 1):
+                    if per_rank % mb or pins.get("batch", mb) != mb:
                         continue
-                    for recompute in recomputes:
-                        if pins.get("recompute", recompute) != recompute:
-                            continue
-                        for mb in _divisors(per_rank):
-                            if mb > MAX_MICRO_BATCH or pins.get("batch", mb) != mb:
-                                continue
-                            m = per_rank // mb
-                            if pins.get("microbatches", m) != m:
-                                continue
-                            out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "recompute": recompute,
-                                        "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
-                                        "micro_batch": mb, "grad_accum": m, "offload": offload})
+                    m = per_rank // mb
+                    if pins.get("microbatches", m) != m:
+                        continue
+                    out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "recompute": recompute,
+                                "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
+                                "micro_batch": mb, "grad_accum": m, "offload": offload})
     return out
 
 
@@ -339,7 +365,7 @@ def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: 
     if top is not None:
         ptime._whole(top, "top")
     seq = ptime._whole(seq, "seq")
-    global_batch = ptime._whole(global_batch, "global_batch")
+    global_batch = global_batch_size(global_batch)
     how, rate = ptime._efficiency(mfu, achieved_tflops)
     options = {k: v for k, v in options.items() if v is not None}
     layout_pins = ("dp", "tp", "pp", "zero", "recompute", "batch", "microbatches", "sequence_parallel")

@@ -275,6 +275,19 @@ def _whole(value: object, name: str) -> int:
     return value
 
 
+# GPUs in one job: the largest training clusters reported hold some 10**5 GPUs, so 2**20 (about a
+# million) leaves room above them while a search over every count up to it stays bounded.
+MAX_GPUS = 2**20
+
+
+def gpu_count(value: object, name: str = "gpus") -> int:
+    """A number of GPUs in a job: a whole number from 1 to MAX_GPUS."""
+    count = _whole(value, name)
+    if count > MAX_GPUS:
+        raise UserError(f"{name} must be at most {MAX_GPUS:,} (2**20, above the largest GPU clusters), got {count:,}")
+    return count
+
+
 # --- training -----------------------------------------------------------------------------------
 def train_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens: int | None = None,
                mfu: float | None = None, achieved_tflops: float | None = None, price: float | None = None,
@@ -307,7 +320,7 @@ def _layout_options(gpus: int | None, options: dict[str, object]) -> dict[str, o
     options = {k: v for k, v in options.items() if v is not None}
     if gpus is None:
         return options
-    gpus = _whole(gpus, "gpus")
+    gpus = gpu_count(gpus)
     tp, pp = int(options.get("tp", 1)), int(options.get("pp", 1))  # type: ignore[call-overload]
     if "dp" in options:
         if int(options["dp"]) * tp * pp != gpus:  # type: ignore[call-overload]

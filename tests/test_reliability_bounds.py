@@ -1,0 +1,116 @@
+"""Reliability (issue 25): counts with realistic bounds, and what users give read within them.
+
+Layer counts, GPU counts and global batches that used to run until killed are refused in one
+line; a hub cache's ``refs/main`` is read bounded; a custom GPU's sizes and rates have one range.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import run
+
+from symbolic import architectures
+from symbolic.architectures import ConfigError, ModelSpec
+from symbolic.architectures.spec import MAX_LAYERS
+from symbolic.planning import search
+from symbolic.planning import time as ptime
+from symbolic.planning.model import divisors
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = 30  # seconds: what used to run without end must answer well within this
+PLAN = ("--gpu", "h100-80gb", "--mfu", "0.4", "--seq", "2048")
+
+
+def _config(tmp_path: Path, **fields: object) -> Path:
+    """A config.json of the llama-2-7b preset with ``fields`` changed."""
+    config = {k: v for k, v in architectures.preset_config("llama-2-7b").items() if k != "_source"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, **fields}), encoding="utf-8")
+    return path
+
+
+def _one_line(err: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+# --- layers ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("layers", [MAX_LAYERS + 1, 10**9])
+def test_a_layer_count_above_the_bound_is_one_line(capsys, tmp_path, layers) -> None:
+    path = _config(tmp_path, num_hidden_layers=layers)
+    for command in ("params", "memory"):
+        code, out, err = run(capsys, command, str(path))
+        assert code == 2 and out == ""
+        assert f"num_hidden_layers={layers} is implausibly large" in _one_line(err) and f"{MAX_LAYERS:,}" in err
+
+
+def test_the_layer_bound_itself_is_accepted_and_counted_exactly(tmp_path) -> None:
+    spec = architectures.load(str(_config(tmp_path, num_hidden_layers=MAX_LAYERS)))
+    one = architectures.load(str(_config(tmp_path, num_hidden_layers=1)))
+    two = architectures.load(str(_config(tmp_path, num_hidden_layers=2)))
+    per_layer = two.param_count() - one.param_count()
+    assert spec.param_count() == one.param_count() + (MAX_LAYERS - 1) * per_layer
+
+
+def test_a_model_spec_refuses_too_many_layers() -> None:
+    with pytest.raises(ValueError, match=r"layers=65537 is implausibly large"):
+        ModelSpec(name="deep", model_type="llama", hidden=64, layers=MAX_LAYERS + 1, heads=4, vocab=100)
+
+
+def test_a_sliding_pattern_over_too_many_layers_is_refused_first(tmp_path) -> None:
+    config = {"model_type": "gemma2", "num_hidden_layers": 10**9}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ConfigError, match="num_hidden_layers=1000000000 is implausibly large"):
+        architectures.load(str(path))
+
+
+def test_the_generic_path_refuses_too_many_layers_before_transformers(capsys, tmp_path) -> None:
+    pytest.importorskip("transformers")
+    config = {"model_type": "mamba2", "architectures": ["Mamba2ForCausalLM"], "hidden_size": 64, "num_heads": 4,
+              "head_dim": 32, "n_groups": 1, "state_size": 16, "vocab_size": 100, "num_hidden_layers": 10**9}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run(capsys, "params", str(path))
+    assert code == 2 and out == ""
+    assert "num_hidden_layers=1000000000 is implausibly large" in _one_line(err)
+
+
+# --- GPUs, global batch, divisors ---------------------------------------------------------------------
+def test_divisors_are_every_divisor_in_order() -> None:
+    for n in [*range(1, 200), 720720, 2**20, 999983]:
+        assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+
+
+@pytest.mark.parametrize("flag", ["--gpus", "--max-gpus"])
+def test_plan_refuses_more_gpus_than_the_bound(capsys, flag) -> None:
+    count = ptime.MAX_GPUS + 1
+    code, out, err = run(capsys, "plan", "llama-2-7b", *PLAN, "--global-batch", "64", flag, str(count))
+    assert code == 2 and out == ""
+    assert f"{flag[2:].replace('-', '_')} must be at most {ptime.MAX_GPUS:,}" in _one_line(err)
+
+
+def test_time_refuses_more_gpus_than_the_bound(capsys) -> None:
+    code, out, err = run(capsys, "time", "llama-2-7b", *PLAN, "--gpus", str(ptime.MAX_GPUS + 1))
+    assert code == 2 and out == "" and f"gpus must be at most {ptime.MAX_GPUS:,}" in _one_line(err)
+
+
+def test_plan_refuses_a_global_batch_above_the_bound(capsys) -> None:
+    batch = search.MAX_GLOBAL_BATCH + 1
+    code, out, err = run(capsys, "plan", "llama-2-7b", *PLAN, "--global-batch", str(batch), "--gpus", "1")
+    assert code == 2 and out == ""
+    assert f"global_batch must be at most {search.MAX_GLOBAL_BATCH:,}" in _one_line(err)
+
+
+def test_plan_over_every_count_up_to_the_bound_answers() -> None:
+    proc = subprocess.run([sys.executable, "-m", "symbolic", "plan", "llama-2-7b", *PLAN, "--global-batch", "512",
+                           "--max-gpus", str(ptime.MAX_GPUS), "--json"],
+                          capture_output=True, text=True, timeout=FAST, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    best = json.loads(proc.stdout)["layouts"][0]
+    assert best["dp"] * best["tp"] * best["pp"] == best["gpus"] <= ptime.MAX_GPUS
