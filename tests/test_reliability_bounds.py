@@ -114,3 +114,41 @@ def test_plan_over_every_count_up_to_the_bound_answers() -> None:
     assert proc.returncode == 0, proc.stderr
     best = json.loads(proc.stdout)["layouts"][0]
     assert best["dp"] * best["tp"] * best["pp"] == best["gpus"] <= ptime.MAX_GPUS
+
+
+# --- a hub cache's refs/main ------------------------------------------------------------------------
+REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def hub_repo(tmp_path, monkeypatch) -> Path:
+    """A cached org/model (gpt2's config at REV) in a hub cache folder; its refs/main is the test's to write."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("HF_HOME", raising=False)
+    repo = tmp_path / "hub" / "models--org--model"
+    (repo / "snapshots" / REV).mkdir(parents=True)
+    config = {k: v for k, v in architectures.preset_config("gpt2").items() if k != "_source"}
+    (repo / "snapshots" / REV / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (repo / "refs").mkdir()
+    return repo
+
+
+def test_refs_main_with_a_hash_and_a_line_break_is_read(hub_repo) -> None:
+    (hub_repo / "refs" / "main").write_text(REV + "\n", encoding="utf-8")
+    assert architectures.resolve("org/model").path == hub_repo / "snapshots" / REV / "config.json"
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage", b"main\n", b"0123456789abcdef" * 4 + b"zz"])
+def test_refs_main_that_is_not_a_revision_is_one_line(capsys, hub_repo, content) -> None:
+    (hub_repo / "refs" / "main").write_bytes(content)
+    code, out, err = run(capsys, "params", "org/model")
+    assert code == 2 and out == ""
+    assert "refs/main: not a revision (expected a commit hash" in _one_line(err)
+
+
+def test_a_huge_refs_main_is_refused_without_reading_it(capsys, hub_repo) -> None:
+    with open(hub_repo / "refs" / "main", "wb") as handle:
+        handle.truncate(512 * 2**20)  # sparse: 512 MiB of zeros that take no disk space
+    code, out, err = run(capsys, "params", "org/model")
+    assert code == 2 and out == ""
+    assert "refs/main: larger than 256 bytes" in _one_line(err)

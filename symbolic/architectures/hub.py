@@ -3,6 +3,7 @@
 ``Qwen/Qwen3-8B`` is looked up as ``$HF_HUB_CACHE/models--Qwen--Qwen3-8B/snapshots/REV/config.json``
 (``HF_HUB_CACHE`` else ``$HF_HOME/hub`` else ``~/.cache/huggingface/hub``). The revision named
 by ``refs/main`` is preferred; otherwise the most recently modified snapshot with a config.json.
+``refs/main`` is read bounded and must hold a revision (a commit hash), else a one-line error.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import os
 import re
 from pathlib import Path
 
-from ..errors import UnknownNameError
+from ..errors import InputFileError, UnknownNameError
+from ..userfiles import read_user_file
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+REVISION = re.compile(r"[0-9a-fA-F]{7,64}")  # a commit hash: 40 hex digits (64 in SHA-256 repositories)
+MAX_REF = 256  # bytes of refs/main: a hash and a line break, with room for stray whitespace
 
 
 def looks_like_hub_id(text: str) -> bool:
@@ -42,8 +46,8 @@ def cached_config(hub_id: str) -> Path:
     snapshots = repo / "snapshots"
     ref = repo / "refs" / "main"
     if ref.is_file():
-        revision = ref.read_text(encoding="utf-8").strip()
-        if re.fullmatch(r"[0-9a-fA-F]{7,64}", revision) and (snapshots / revision / "config.json").is_file():
+        revision = read_revision(ref)
+        if (snapshots / revision / "config.json").is_file():
             return snapshots / revision / "config.json"
     found = sorted((p for p in snapshots.glob("*/config.json") if p.is_file()),
                    key=lambda p: p.stat().st_mtime, reverse=True) if snapshots.is_dir() else []
@@ -51,3 +55,12 @@ def cached_config(hub_id: str) -> Path:
         return found[0]
     raise UnknownNameError(f"{hub_id}: not in the local Hugging Face cache (looked for "
                            f"{snapshots}/*/config.json; set HF_HUB_CACHE or HF_HOME, nothing is downloaded)")
+
+
+def read_revision(ref: Path) -> str:
+    """The commit hash a ``refs/`` file names; at most MAX_REF bytes are read, anything else is one line."""
+    raw = read_user_file(ref, limit=MAX_REF, what="a revision file (a commit hash)")
+    text = raw.decode("ascii", errors="replace").strip()
+    if not REVISION.fullmatch(text):
+        raise InputFileError(f"{ref}: not a revision (expected a commit hash of 7 to 64 hex digits)")
+    return text
