@@ -152,3 +152,39 @@ def test_a_huge_refs_main_is_refused_without_reading_it(capsys, hub_repo) -> Non
     code, out, err = run(capsys, "params", "org/model")
     assert code == 2 and out == ""
     assert "refs/main: larger than 256 bytes" in _one_line(err)
+
+
+# --- a custom GPU's sizes and rates --------------------------------------------------------------------
+def _gpu_file(tmp_path: Path, memory: str, flops: str = "1e15", rate: str = "3e12") -> Path:
+    path = tmp_path / "gpu.toml"
+    path.write_text(f'name = "g"\n{memory}\nsource = "a test"\nhbm_bandwidth = {rate}\n[flops]\nbf16 = {flops}\n',
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("memory", ["memory_gib = 1e300", "memory_bytes = 1e300", "memory_gb = 1e300",
+                                    "memory_gib = 1e-300", "memory_bytes = 0", "memory_bytes = 0.5",
+                                    "memory_gib = inf", "memory_gb = nan", "memory_bytes = 1208925819614629174706177"])
+def test_every_way_of_giving_a_gpu_memory_has_one_range(capsys, tmp_path, memory) -> None:
+    path = _gpu_file(tmp_path, memory)
+    code, out, err = run(capsys, "time", "llama-2-7b", "--gpu", str(path), "--mfu", "0.4", "--gpus", "8")
+    assert code == 2 and out == ""
+    assert f"{memory.split(' =')[0]} = " in _one_line(err) and "memory must be 1 byte to 2**80 bytes (1 YiB)" in err
+
+
+@pytest.mark.parametrize("memory,expected", [("memory_gib = 80", 80 * 2**30), ("memory_gb = 80", 80 * 10**9),
+                                             ("memory_bytes = 1", 1), ("memory_bytes = 1.5", 1),
+                                             (f"memory_bytes = {2**80}", 2**80)])
+def test_a_gpu_memory_within_the_range_is_whole_bytes(tmp_path, memory, expected) -> None:
+    from symbolic.catalogs.custom import load_gpu
+
+    assert load_gpu(str(_gpu_file(tmp_path, memory))).bytes == expected
+
+
+@pytest.mark.parametrize("flops,rate,key", [("1e300", "3e12", "flops.bf16"), ("1e-300", "3e12", "flops.bf16"),
+                                            ("1e15", "1e300", "hbm_bandwidth"), ("1e15", "0.5", "hbm_bandwidth")])
+def test_a_gpu_rate_out_of_range_is_one_line(capsys, tmp_path, flops, rate, key) -> None:
+    path = _gpu_file(tmp_path, "memory_gib = 80", flops=flops, rate=rate)
+    code, out, err = run(capsys, "time", "llama-2-7b", "--gpu", str(path), "--mfu", "0.4", "--gpus", "8")
+    assert code == 2 and out == ""
+    assert f"{key} must be a number from 1 to 1e30 (per second)" in _one_line(err)

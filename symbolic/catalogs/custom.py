@@ -13,7 +13,11 @@ Example (``--gpu my-gpu.toml``)::
     bf16 = 9.895e14
     fp8 = 1.979e15
 
-Unknown keys, missing fields and non-positive numbers are one-line errors; nothing is evaluated.
+Unknown keys, missing fields and numbers out of range are one-line errors; nothing is evaluated.
+Memory, however given, must come to 1 byte to 2**80 bytes (1 YiB, the range of every size the
+project reads, ``units.MAX_BYTES``) after conversion, a fraction of a byte dropped; every rate
+(FLOP/s, bytes/s) must be from 1 to 1e30 per second (``values.MAX_VALUE``, the largest value any
+formula takes).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from pathlib import Path
 import tomllib
 
 from ..errors import InputFileError
+from ..units import MAX_BYTES
 from ..userfiles import parse_toml, read_user_file
+from ..values import LIMIT_TEXT, MAX_VALUE
 from .gpus import GPU
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
@@ -33,10 +39,25 @@ _KEYS = {"name", "title", "memory_bytes", "memory_gib", "memory_gb", "source", "
          "nvlink_bandwidth", "network_bandwidth", "gpus_per_node", "flops"}
 
 
-def _number(where: str, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
-        raise InputFileError(f"{where}: {key} must be a positive number, got {value!r}")
+SCALES = {"memory_bytes": 1, "memory_gib": 2**30, "memory_gb": 10**9}  # bytes per unit of each memory key
+MEMORY_RANGE = "1 byte to 2**80 bytes (1 YiB)"
+
+
+def _rate(where: str, key: str, value: object) -> float:
+    """A rate per second (FLOP/s, bytes/s) from 1 to MAX_VALUE."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_VALUE:
+        raise InputFileError(f"{where}: {key} must be a number from 1 to {LIMIT_TEXT} (per second), got {value!r}")
     return float(value)
+
+
+def _memory(where: str, key: str, value: object) -> int:
+    """Bytes of memory given in ``key``'s unit: 1 to MAX_BYTES after conversion (a fraction of a byte dropped)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputFileError(f"{where}: {key} must be a number, got {value!r}")
+    scaled = value * SCALES[key] if isinstance(value, int) else float(value) * SCALES[key]  # ints stay exact
+    if not 1 <= scaled <= MAX_BYTES:  # NaN fails too; inf and 1e300 fail before int() would overflow
+        raise InputFileError(f"{where}: {key} = {value!r} is out of range: memory must be {MEMORY_RANGE}")
+    return int(scaled)
 
 
 def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
@@ -44,11 +65,10 @@ def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
     unknown = sorted(set(data) - _KEYS)
     if unknown:
         raise InputFileError(f"{where}: unknown key {unknown[0]!r}; keys are {', '.join(sorted(_KEYS))}")
-    sizes = [k for k in ("memory_bytes", "memory_gib", "memory_gb") if k in data]
+    sizes = [k for k in SCALES if k in data]
     if len(sizes) != 1:
         raise InputFileError(f"{where}: give exactly one of memory_bytes, memory_gib, memory_gb")
-    scale = {"memory_bytes": 1, "memory_gib": 2**30, "memory_gb": 10**9}[sizes[0]]
-    size = int(_number(where, sizes[0], data[sizes[0]]) * scale)
+    size = _memory(where, sizes[0], data[sizes[0]])
     name = data.get("name", "custom")
     source = data.get("source")
     if not isinstance(name, str) or not name.strip():
@@ -61,13 +81,13 @@ def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
     for dtype in flops:
         if dtype not in DTYPES:
             raise InputFileError(f"{where}: unknown dtype {dtype!r} in [flops]; dtypes are {', '.join(DTYPES)}")
-    rates = {k: _number(where, k, data[k]) for k in ("hbm_bandwidth", "nvlink_bandwidth", "network_bandwidth")
+    rates = {k: _rate(where, k, data[k]) for k in ("hbm_bandwidth", "nvlink_bandwidth", "network_bandwidth")
              if k in data}
     per_node = data.get("gpus_per_node", 8)
     if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
         raise InputFileError(f"{where}: gpus_per_node must be a whole number ≥ 1, got {per_node!r}")
     return GPU(name.strip(), str(data.get("title", name)), f"{size:,} bytes (custom)", size, "custom", source.strip(),
-               str(data.get("note", "")), flops={k: _number(where, f"flops.{k}", v) for k, v in flops.items()},
+               str(data.get("note", "")), flops={k: _rate(where, f"flops.{k}", v) for k, v in flops.items()},
                gpus_per_node=per_node, rates_source=source.strip(), **rates)
 
 
