@@ -102,7 +102,7 @@ def check_symbols(expr: sympy.Expr) -> list[sympy.Symbol]:
             raise CompileError(f"cannot compile: {err}") from None
         if entry.symbol != s:
             raise CompileError(f"cannot compile: {s.name!r} differs from the symbol table's {s.name}")
-        if not _NAME.match(s.name) or keyword.iskeyword(s.name) or s.name in _RESERVED or s.name.startswith("symbolic_"):
+        if not _NAME.fullmatch(s.name) or keyword.iskeyword(s.name) or s.name in _RESERVED or s.name.startswith("symbolic_"):
             raise CompileError(f"cannot compile: symbol name {s.name!r} is not a safe identifier")
         out.append(s)
     return out

@@ -46,7 +46,7 @@ class CustomTerm:
     implicit: bool = False
 
     def __post_init__(self) -> None:
-        if not NAME.match(self.name) or "__" in self.name or self.name.endswith("_"):
+        if not NAME.fullmatch(self.name) or "__" in self.name or self.name.endswith("_"):
             raise CustomTermError(f"term name {quote(self.name)} must match [A-Za-z][A-Za-z0-9_]{{0,31}} "
                                   "without double or trailing underscores")
         check_not_reserved(self.name, "term")

@@ -48,6 +48,12 @@ def shorten(text: object, limit: int = QUOTE_LIMIT) -> str:
     return f"{value[:limit]}… ({len(value):,} characters)"
 
 
+def single_line(text: object) -> str:
+    """``text`` with line breaks, tabs and other unprintable characters escaped (``\\n``): a user's name stays one line."""
+    value = str(text)
+    return value if value.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in value)
+
+
 def quote(text: object, limit: int = QUOTE_LIMIT) -> str:
     """``repr`` of a short prefix of what the user typed: messages never echo huge input in full."""
     value = str(text)

@@ -188,3 +188,60 @@ def test_a_gpu_rate_out_of_range_is_one_line(capsys, tmp_path, flops, rate, key)
     code, out, err = run(capsys, "time", "llama-2-7b", "--gpu", str(path), "--mfu", "0.4", "--gpus", "8")
     assert code == 2 and out == ""
     assert f"{key} must be a number from 1 to 1e30 (per second)" in _one_line(err)
+
+
+# --- names from users stay on one line -----------------------------------------------------------------
+FAKE = "fake: 0 bytes"  # what a name with a line break would print as a line of its own
+
+
+def test_a_custom_gpu_name_with_a_line_break_stays_on_its_line(capsys, tmp_path) -> None:
+    path = tmp_path / "gpu.toml"
+    path.write_text(f'name = "g\\n{FAKE}"\nmemory_gb = 80\nsource = """our\ncluster"""\ntitle = "t\\tx"\n'
+                    '[flops]\nbf16 = 1e15\n', encoding="utf-8")
+    code, out, err = run(capsys, "memory", "gpt2", "--gpu", str(path), "-q")
+    assert code == 0 and err == ""
+    assert out.count("\n") == 1 and f"on g\\n{FAKE} (" in out
+    from symbolic.catalogs.custom import load_gpu
+
+    gpu = load_gpu(str(path))
+    assert (gpu.name, gpu.source, gpu.rates_source, gpu.title) == (f"g\\n{FAKE}", "our cluster", "our cluster", "t x")
+
+
+def test_a_model_folder_name_with_a_line_break_stays_on_its_line(capsys, tmp_path) -> None:
+    folder = tmp_path / f"m\n{FAKE}"
+    folder.mkdir()
+    config = {k: v for k, v in architectures.preset_config("gpt2").items() if k != "_source"}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run(capsys, "memory", str(folder), "-q")
+    assert code == 0 and err == "" and out.count("\n") == 1 and out.startswith(f"m\\n{FAKE}: ")
+    code, out, _ = run(capsys, "params", str(folder))
+    assert code == 0 and out.splitlines()[0].startswith(f"m\\n{FAKE}: GPT2LMHeadModel")
+    assert architectures.load(str(folder)).name == f"m\\n{FAKE}"
+    assert ModelSpec(name="a\nb", model_type="llama", hidden=64, layers=2, heads=4, vocab=100).name == "a\\nb"
+
+
+def test_a_report_progress_line_escapes_the_model_folder_name(capsys, tmp_path) -> None:
+    folder = tmp_path / f"m\n{FAKE}"
+    folder.mkdir()
+    config = {k: v for k, v in architectures.preset_config("gpt2").items() if k != "_source"}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    spec = tmp_path / "r.toml"
+    spec.write_text(f'title = "t"\nmodel = {json.dumps(str(folder / "config.json"))}\n', encoding="utf-8")
+    code, _, err = run(capsys, "report", str(spec), "--html", str(tmp_path / "r.html"))
+    assert code == 0
+    assert all(line.startswith("symbolic report: ") for line in err.splitlines()) and f"m\\n{FAKE}" in err
+
+
+@pytest.mark.parametrize("name", ["lora\n", "lora\n\n"])
+def test_a_term_name_with_a_trailing_line_break_is_refused(name) -> None:
+    from symbolic.custom import CustomTerm, CustomTermError
+
+    with pytest.raises(CustomTermError, match="must match"):
+        CustomTerm(name, "2*H")
+
+
+def test_config_fields_and_hub_ids_with_a_trailing_line_break_are_not_names() -> None:
+    from symbolic.architectures import generic, hub
+
+    assert generic.int_fields({"hidden_size\n": 64, "hidden_size": 64}) == {("hidden_size",): 64}
+    assert not hub.looks_like_hub_id("org/name\n")

@@ -315,13 +315,13 @@ def int_fields(data: Mapping[str, Any]) -> dict[Path, int]:
     """Every positive integer field of a config dict (and of its ``*_config`` sub-dicts) that may size a tensor."""
     out: dict[Path, int] = {}
     for key, value in data.items():
-        if not isinstance(key, str) or not FIELD_NAME.match(key):
+        if not isinstance(key, str) or not FIELD_NAME.fullmatch(key):
             continue  # a field name becomes a symbol name: only plain identifiers
         if type(value) is int and 0 < value <= MAX_FIELD and not SKIP.search(key):
             out[(key,)] = value
         elif isinstance(value, dict) and key.endswith("_config"):
             for sub, v in value.items():
-                if isinstance(sub, str) and FIELD_NAME.match(sub) and type(v) is int and 0 < v <= MAX_FIELD \
+                if isinstance(sub, str) and FIELD_NAME.fullmatch(sub) and type(v) is int and 0 < v <= MAX_FIELD \
                         and not SKIP.search(sub):
                     out[(key, sub)] = v
     return out

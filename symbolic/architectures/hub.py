@@ -22,7 +22,7 @@ MAX_REF = 256  # bytes of refs/main: a hash and a line break, with room for stra
 
 def looks_like_hub_id(text: str) -> bool:
     """Whether ``text`` has the ORG/NAME form of a hub id (and is not a path that exists)."""
-    return bool(HUB_ID.match(text)) and ".." not in text and not text.endswith(".json")
+    return bool(HUB_ID.fullmatch(text)) and ".." not in text and not text.endswith(".json")
 
 
 def cache_dir() -> Path:

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..errors import single_line
 from . import hub
 from .configs import ConfigError, load_config, spec_from_config
 from .spec import ModelSpec
@@ -90,7 +91,7 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
     if path.is_dir():
         path = path / "config.json"
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
-    return Resolved("path", name, path)
+    return Resolved("path", single_line(name), path)
 
 
 def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:

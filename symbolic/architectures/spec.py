@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..errors import UserError
+from ..errors import UserError, single_line
 from . import formulas
 
 NORMS = ("layernorm", "rmsnorm")
@@ -118,6 +118,7 @@ class ModelSpec:
     source: str = ""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "name", single_line(self.name))  # a folder's name may hold a line break
         if self.norm_bias is None:
             object.__setattr__(self, "norm_bias", self.norm == "layernorm" and self.norm_scale)
         if self.qk_norm_bias is None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import tomllib
 
-from ..errors import InputFileError
+from ..errors import InputFileError, single_line
 from ..units import MAX_BYTES
 from ..userfiles import parse_toml, read_user_file
 from ..values import LIMIT_TEXT, MAX_VALUE
@@ -60,6 +60,11 @@ def _memory(where: str, key: str, value: object) -> int:
     return int(scaled)
 
 
+def _prose(text: object) -> str:
+    """A free-text field (title, source, note) on one line: line breaks and tabs become spaces."""
+    return single_line(" ".join(str(text).split()))
+
+
 def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
     """A GPU from plain data (a parsed TOML table or a report spec's table)."""
     unknown = sorted(set(data) - _KEYS)
@@ -86,9 +91,10 @@ def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
     per_node = data.get("gpus_per_node", 8)
     if isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1:
         raise InputFileError(f"{where}: gpus_per_node must be a whole number ≥ 1, got {per_node!r}")
-    return GPU(name.strip(), str(data.get("title", name)), f"{size:,} bytes (custom)", size, "custom", source.strip(),
-               str(data.get("note", "")), flops={k: _rate(where, f"flops.{k}", v) for k, v in flops.items()},
-               gpus_per_node=per_node, rates_source=source.strip(), **rates)
+    name, source = single_line(name.strip()), _prose(source)
+    return GPU(name, _prose(data.get("title", name)), f"{size:,} bytes (custom)", size, "custom", source,
+               _prose(data.get("note", "")), flops={k: _rate(where, f"flops.{k}", v) for k, v in flops.items()},
+               gpus_per_node=per_node, rates_source=source, **rates)
 
 
 def load_gpu(path: str) -> GPU:

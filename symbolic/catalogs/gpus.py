@@ -142,7 +142,8 @@ def capacity(text: str, source: str = "a capacity given on the command line or i
 
     size = parse_size(text.strip(), flag="GPU")
     shown = format_bytes(size)
-    return GPU(text.strip().replace(" ", ""), f"a GPU with {shown} of memory", text.strip(), size, GIVEN, source,
+    name = "".join(text.split())  # "80 GiB" and "80\nGiB" (a size allows any blank) are "80GiB"
+    return GPU(name, f"a GPU with {shown} of memory", " ".join(text.split()), size, GIVEN, source,
                "capacity only: no FLOP or bandwidth rates")
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import QUOTE_LIMIT, UserError, quote
+from ..errors import QUOTE_LIMIT, UserError, quote, single_line
 from ..values import parse_assignment
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ _LONG_WORD = re.compile(rf"\S{{{LONG_WORD + 1},}}")
 
 def one_line(message: str) -> str:
     """``message`` as one short printable line: control characters escaped, huge words and lines cut."""
-    text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+    text = single_line(message)
     text = _LONG_WORD.sub(lambda m: f"{m.group()[:QUOTE_LIMIT]}… ({len(m.group()):,} characters)", text)
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "…"
 

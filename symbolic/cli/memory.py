@@ -12,7 +12,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from .. import plan_options as opts
-from ..errors import quote
+from ..errors import quote, single_line
 from ..units import format_bytes
 from .common import (
     CliError,
@@ -258,7 +258,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer.as_dict())
         return check_exit(args, fits)
-    print(f"{answer.plan.model.name if answer.plan else args.model} on {answer.gpu.name} "
+    print(f"{answer.plan.model.name if answer.plan else single_line(args.model)} on {answer.gpu.name} "
           f"({answer.gpu.bytes:,} bytes = {format_bytes(answer.gpu.bytes)}): {answer.message}")
     if answer.plan is not None and not quiet(args):  # --quiet: the answer line only
         print(_choices_text(answer.plan))

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .. import latex_layout, library
+from ..errors import single_line
 from ..formula import Formula
 from .common import CliError, parse_sets, quiet, read_stdin, verbose
 
@@ -110,7 +111,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         outputs.pdf = Path((spec if isinstance(spec, Path) else default_spec() if spec is None
                             else Path(STDIN_NAME)).stem + ".pdf")
     templates = Path(args.templates) if args.templates else None
-    progress = None if quiet(args) else (lambda message: print(f"symbolic report: {message}", file=sys.stderr))
+    # one line each: a model folder's or a file's name may hold a line break
+    progress = None if quiet(args) else (lambda message: print(f"symbolic report: {single_line(message)}",
+                                                               file=sys.stderr))
     from ..custom import parse_cli_term
 
     terms = tuple(parse_cli_term(text) for text in args.term or ())
@@ -120,7 +123,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise CliError(_missing(err)) from None
     for path in done.written:
         if str(path) != "-":  # the document itself is on stdout
-            print(f"{path} ({path.stat().st_size:,} bytes)" if verbose(args) else path)
+            print(f"{single_line(path)} ({path.stat().st_size:,} bytes)" if verbose(args) else single_line(path))
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import single_line
 from .common import CliError, print_json, quiet, table, verbose, whole_list
 
 DEFAULTS = {"batch": "1,2", "seq": "64,128", "layers": "1,2", "dtype": "fp32,bf16", "attn": "eager,sdpa"}
@@ -99,7 +100,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 0
     if args.markdown:
         print(MARKDOWN_HEAD)
-        print(markdown_row(args.model, points, summary))
+        print(markdown_row(single_line(args.model), points, summary))
         return 0
     if quiet(args):  # the essential line: the verdict
         print("all within the targets" if summary["within_targets"] else "NOT within the targets")
@@ -155,7 +156,7 @@ def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, 
     from ..units import format_bytes
 
     first = points[0]
-    print(f"symbolic validate {args.model}: family {first.family}, device {args.device}, "
+    print(f"symbolic validate {single_line(args.model)}: family {first.family}, device {args.device}, "
           f"torch {info['torch']}, transformers {info.get('transformers', '-')}")
     print(f"  setup: {setup_label(points)}")
     if first.note:
