@@ -17,7 +17,7 @@ _NUMBER = re.compile(r"^\s*[+]?([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|[0-9]+/[
 MAX_VALUE = 10**30
 LIMIT_TEXT = "1e30"  # MAX_VALUE as the messages write it
 MAX_DIGITS = 40  # digits in a number the user writes (1e30 has 31; fractions like 1/3 need few)
-MAX_EXPONENT = 99  # |e| in 1e±N; anything beyond is far outside MAX_VALUE either way
+MAX_EXPONENT = 99  # |e| in 1e±N: above, far outside MAX_VALUE; below, far smaller than any quantity here
 
 
 class ValueProblem(UserError):
@@ -51,8 +51,10 @@ def parse_number(text: str, name: str = "value") -> sympy.Rational:
             raise ValueProblem(f"{name}: division by zero in {quote(text)}")
         return sympy.Rational(int(num), int(den))
     mantissa, _, exponent = body.lower().partition("e")
-    if exponent and abs(int(exponent)) > MAX_EXPONENT:
+    if exponent and int(exponent) > MAX_EXPONENT:
         raise ValueProblem(f"{name}: {quote(text.strip())} is out of range; values are at most {LIMIT_TEXT}")
+    if exponent and int(exponent) < -MAX_EXPONENT:
+        raise ValueProblem(f"{name}: {quote(text.strip())} is out of range; exponents are at least e-{MAX_EXPONENT}")
     value = Fraction(mantissa) * (Fraction(10) ** int(exponent or 0))
     return sympy.Rational(value.numerator, value.denominator)
 

@@ -245,3 +245,18 @@ def test_config_fields_and_hub_ids_with_a_trailing_line_break_are_not_names() ->
 
     assert generic.int_fields({"hidden_size\n": 64, "hidden_size": 64}) == {("hidden_size",): 64}
     assert not hub.looks_like_hub_id("org/name\n")
+
+
+# --- messages name the constraint that failed -------------------------------------------------------
+@pytest.mark.parametrize("text", ["1e-300", "5e-100"])
+def test_a_tiny_value_names_the_exponent_bound_not_the_largest_value(capsys, text) -> None:
+    from symbolic.values import MAX_EXPONENT
+
+    code, out, err = run(capsys, "eval", "--example", "mlp.total", "--set", f"B={text}")
+    assert code == 2 and out == ""
+    assert f"exponents are at least e-{MAX_EXPONENT}" in _one_line(err) and "at most" not in err
+
+
+def test_a_huge_value_still_names_the_largest_value(capsys) -> None:
+    code, _, err = run(capsys, "eval", "--example", "mlp.total", "--set", "B=1e300")
+    assert code == 2 and "values are at most 1e30" in _one_line(err)
