@@ -35,6 +35,17 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def file_problem(path: Path, what: str) -> str | None:
+    """Why ``path`` cannot be read as ``what`` (missing, a folder, a device, not readable), or None for a regular file."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return f"{path}: no such file (expected {what})"
+    except OSError as err:
+        return f"{path}: cannot be read ({err.strerror or err})"
+    return None if stat.S_ISREG(mode) else f"{path}: is {_kind(mode)}, not {what}"
+
+
 def read_user_file(path: Path, *, limit: int, what: str, error: type[Exception] = InputFileError) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit``; anything else raises ``error`` in one line.
 

@@ -260,3 +260,43 @@ def test_a_tiny_value_names_the_exponent_bound_not_the_largest_value(capsys, tex
 def test_a_huge_value_still_names_the_largest_value(capsys) -> None:
     code, _, err = run(capsys, "eval", "--example", "mlp.total", "--set", "B=1e300")
     assert code == 2 and "values are at most 1e30" in _one_line(err)
+
+
+# --- a config that is missing, empty, not a file or not readable --------------------------------------
+@pytest.mark.parametrize("content,fragment", [(b"", "is empty (expected a config.json)"),
+                                              (b" \n\t\n", "holds only white space (expected a config.json)"),
+                                              (b"{", "not valid JSON")])
+def test_an_empty_config_says_it_is_empty(capsys, tmp_path, content, fragment) -> None:
+    path = tmp_path / "zero"
+    path.write_bytes(content)
+    code, out, err = run(capsys, "params", str(path))
+    assert code == 2 and out == "" and f"{path}: {fragment}" in _one_line(err)
+    spec = tmp_path / "r.toml"
+    spec.write_text(f'title = "t"\nmodel = {json.dumps(str(path))}\n', encoding="utf-8")
+    code, out, err = run(capsys, "report", str(spec), "-q", "--html", str(tmp_path / "r.html"))
+    assert code == 2 and out == "" and f"{path}: {fragment}" in _one_line(err)
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_a_report_model_that_is_a_folder_is_not_missing(capsys, tmp_path) -> None:
+    (tmp_path / "folder.json").mkdir()
+    spec = tmp_path / "r.toml"
+    spec.write_text(f'title = "t"\nmodel = {json.dumps(str(tmp_path / "folder.json"))}\n', encoding="utf-8")
+    code, _, err = run(capsys, "report", str(spec), "-q", "--html", str(tmp_path / "r.html"))
+    assert code == 2 and "folder.json: is a folder, not a config.json" in _one_line(err) and "not found" not in err
+
+
+def test_file_problem_tells_missing_from_unreadable(tmp_path, monkeypatch) -> None:
+    from symbolic import userfiles
+
+    assert userfiles.file_problem(tmp_path / "none.json", "a config.json") == \
+        f"{tmp_path / 'none.json'}: no such file (expected a config.json)"
+    (tmp_path / "c.json").write_text("{}", encoding="utf-8")
+    assert userfiles.file_problem(tmp_path / "c.json", "a config.json") is None
+
+    def denied(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(userfiles.os, "stat", denied)  # root reads every file: the error is simulated
+    assert userfiles.file_problem(tmp_path / "c.json", "a config.json") == \
+        f"{tmp_path / 'c.json'}: cannot be read (Permission denied)"

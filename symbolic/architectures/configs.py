@@ -34,6 +34,9 @@ def read_json(path: str | Path) -> dict[str, Any]:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not UTF-8 text") from None
+    if not text.strip():  # missing, unreadable, empty and not JSON are four different messages
+        raise ConfigError(f"{p}: is empty (expected a config.json)" if not raw else
+                          f"{p}: holds only white space (expected a config.json)")
     try:
         data = parse_json(text, p, error=ConfigError, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:

@@ -28,6 +28,7 @@ seq = { from = 512, to = 32768 }   # powers of two from .. to
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
@@ -42,7 +43,7 @@ from .. import values as vals
 from ..custom import CustomTerm, CustomTermError
 from ..errors import UserError
 from ..units import SizeError, parse_size
-from ..userfiles import parse_toml, read_user_file
+from ..userfiles import file_problem, parse_toml, read_user_file
 from . import plan_section
 
 if sys.version_info >= (3, 11):
@@ -341,8 +342,9 @@ class _Checker:
             path = Path(name).expanduser()
             if not path.is_absolute() and self.origin is not None:
                 path = self.origin.parent / path
-            if not path.is_file():
-                raise self.fail(where, f"config file not found: {path}")
+            if not path.is_file():  # a folder, a FIFO or an unreadable path is not "not found"
+                problem = file_problem(path, "a config.json") if os.path.lexists(path) else None
+                raise self.fail(where, problem or f"config file not found: {path}")
             return ModelRef(path.stem if path.name != "config.json" else path.parent.name or "config", path.resolve())
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._\-]{0,99}", name):
             raise self.fail(where, f"{name!r} is not a model name (letters, digits, '.', '_', '-') "
