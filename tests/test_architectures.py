@@ -276,7 +276,7 @@ def test_heads_that_do_not_divide_are_fine_with_head_dim() -> None:
 
 @pytest.mark.parametrize("text,fragment", [
     ('{\n  "model_type": "gpt2",\n  "n_embd": 768,\n}', "not valid JSON (line 4, column 1"),
-    ('{"model_type": "gpt2", "n_embd": NaN}', "NaN is not a valid number"),
+    ('{"model_type": "gpt2", "n_embd": NaN}', "n_embd must be an integer, got NaN"),
     ('[1, 2]', "expected a JSON object, found list"),
 ])
 def test_malformed_files_name_file_and_line(tmp_path: Path, text: str, fragment: str) -> None:

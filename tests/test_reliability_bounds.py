@@ -300,3 +300,38 @@ def test_file_problem_tells_missing_from_unreadable(tmp_path, monkeypatch) -> No
     monkeypatch.setattr(userfiles.os, "stat", denied)  # root reads every file: the error is simulated
     assert userfiles.file_problem(tmp_path / "c.json", "a config.json") == \
         f"{tmp_path / 'c.json'}: cannot be read (Permission denied)"
+
+
+# --- Infinity and NaN in a config ---------------------------------------------------------------------
+def _raw_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_infinity_in_a_field_that_sizes_nothing_is_read(capsys, tmp_path) -> None:
+    # transformers writes time_step_limit = (0.0, inf) into Mamba-2's and Falcon-H1's config.json as Infinity
+    plain = json.dumps({k: v for k, v in architectures.preset_config("llama-2-7b").items() if k != "_source"})
+    path = _raw_config(tmp_path, plain[:-1] + ', "time_step_limit": [0.0, Infinity], "unused": -Infinity, '
+                                              '"also_unused": NaN}')
+    code, out, err = run(capsys, "params", str(path), "--json")
+    assert code == 0 and err == ""
+    assert json.loads(out)["total"] == architectures.load("llama-2-7b").param_count()
+
+
+@pytest.mark.parametrize("field,constant", [("hidden_size", "Infinity"), ("num_hidden_layers", "NaN"),
+                                            ("vocab_size", "-Infinity"), ("intermediate_size", "1e400")])
+def test_infinity_or_nan_in_a_size_field_is_one_line_naming_it(capsys, tmp_path, field, constant) -> None:
+    plain = json.dumps({k: v for k, v in architectures.preset_config("llama-2-7b").items()
+                        if k not in ("_source", field)})
+    path = _raw_config(tmp_path, plain[:-1] + f', "{field}": {constant}}}')
+    code, out, err = run(capsys, "params", str(path))
+    assert code == 2 and out == "" and f"{field} must be an integer, got " in _one_line(err)
+
+
+@pytest.mark.parametrize("constant,shown", [("Infinity", "inf"), ("NaN", "nan")])
+def test_infinity_in_a_float_that_sizes_a_layer_is_one_line_naming_it(tmp_path, constant, shown) -> None:
+    path = _raw_config(tmp_path, '{"model_type": "lfm2", "num_hidden_layers": 2, "block_ffn_dim_multiplier": '
+                                 f'{constant}}}')
+    with pytest.raises(ConfigError, match=f"block_ffn_dim_multiplier must be a positive finite number, got {shown}"):
+        architectures.load(str(path))

@@ -38,7 +38,9 @@ def read_json(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{p}: is empty (expected a config.json)" if not raw else
                           f"{p}: holds only white space (expected a config.json)")
     try:
-        data = parse_json(text, p, error=ConfigError, parse_constant=_reject_constant)
+        # Infinity and NaN are read (transformers writes time_step_limit: [0.0, Infinity] for Mamba-2
+        # and Falcon-H1); a size field that holds one is refused by name, as any other non-integer
+        data = parse_json(text, p, error=ConfigError)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{p}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
     except ConfigError:
@@ -48,10 +50,6 @@ def read_json(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: expected a JSON object, found {type(data).__name__}")
     return data
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a valid number in a config")
 
 
 def load_config(path: str | Path, name: str | None = None) -> ModelSpec:
