@@ -20,7 +20,9 @@ pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; recompute none or f
 too when flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Options given by
-the caller pin that dimension.
+the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
+``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
+the layers, never from every number up to a GPU count.
 """
 
 from __future__ import annotations
