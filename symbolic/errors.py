@@ -49,7 +49,7 @@ def shorten(text: object, limit: int = QUOTE_LIMIT) -> str:
 
 
 def single_line(text: object) -> str:
-    """``text`` with line breaks, tabs and other unprintable characters escaped (``\\n``): a user's name stays one line."""
+    """``text`` with line breaks, tabs and other unprintable characters escaped (``\\n``): names stay one line."""
     value = str(text)
     return value if value.isprintable() else "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in value)
 

@@ -36,7 +36,7 @@ def _kind(mode: int) -> str:
 
 
 def file_problem(path: Path, what: str) -> str | None:
-    """Why ``path`` cannot be read as ``what`` (missing, a folder, a device, not readable), or None for a regular file."""
+    """Why ``path`` cannot be read as ``what`` (missing, a folder, a device, unreadable); None for a regular file."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:

@@ -298,7 +298,8 @@ def _lfm2(cfg: Mapping[str, Any], out: dict[str, Any]) -> None:
     if auto:
         width = int(2 * width / 3)
         if multiplier is not None:
-            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not 0 < multiplier < float("inf"):
+            if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) \
+                    or not 0 < multiplier < float("inf"):
                 raise ValueError(f"block_ffn_dim_multiplier must be a positive finite number, got {multiplier!r}")
             width = multiple * ((int(multiplier * width) + multiple - 1) // multiple)
     if width < 1:

@@ -167,7 +167,8 @@ def config_object(data: Mapping[str, Any]) -> Any:
 
 def _check_layers(data: Mapping[str, Any]) -> None:
     """Refuse a layer count above MAX_LAYERS before transformers builds per-layer lists and modules of it."""
-    levels = [data] + [v for k, v in data.items() if isinstance(k, str) and k.endswith("_config") and isinstance(v, dict)]
+    levels = [data] + [v for k, v in data.items()
+                       if isinstance(k, str) and k.endswith("_config") and isinstance(v, dict)]
     for level in levels:
         for key, value in level.items():
             if KNOWN.get(key) is L and type(value) is int:
