@@ -129,7 +129,8 @@ class Scenario:
         followers = {f for f, leader in self.ties.items() if leader == symbol}
         values = {s: v for s, v in self.given.items() if s != symbol and s not in followers}
         expr = self.formula.subs(values).xreplace(self.ties)
-        return algebra.solve_max(expr, symbol, sympy.Integer(budget))
+        terms = {key: term.xreplace(self.ties) for key, term in self.formula.subs_terms(values).items()}
+        return algebra.solve_max(expr, symbol, sympy.Integer(budget), terms=terms)
 
     def largest_value(self, symbol: sympy.Symbol, capacity: int) -> int | None:
         """The largest whole value of ``symbol`` that fits ``capacity`` (model limits applied); None if none or any."""
