@@ -33,14 +33,41 @@ def elasticity(expr: sympy.Expr, x: sympy.Symbol) -> sympy.Expr:
 
 @dataclass(frozen=True)
 class Sensitivity:
-    """∂M/∂x and x/M·∂M/∂x of a total at one point (None where M has no derivative in x,
-    e.g. a ceil or floor of x: piecewise constant, so the derivative is 0 or undefined)."""
+    """∂M/∂x and x/M·∂M/∂x of a total at one point.
+
+    ``derivative`` and ``elasticity`` are None where M has no derivative in x; ``reason`` says
+    why: "ceil/floor" (M is piecewise constant in x: the derivative is 0 or undefined),
+    "infinite" (e.g. a square root at 0) or "corner" (two arguments of a max or min are equal
+    at the point and change at different rates in x, so the derivative is one-sided: ``left_*``
+    is the derivative and elasticity from below, ``right_*`` from above).
+    """
 
     symbol: sympy.Symbol
     derivative: sympy.Expr | None
     elasticity: sympy.Expr | None
+    left_derivative: sympy.Expr | None = None
+    right_derivative: sympy.Expr | None = None
+    left_elasticity: sympy.Expr | None = None
+    right_elasticity: sympy.Expr | None = None
+    reason: str = ""
+
+    @property
+    def corner(self) -> bool:
+        """Whether the point is a corner of a max or min in x (the derivative is one-sided)."""
+        return self.reason == "corner"
+
+    def sides(self) -> tuple[tuple[sympy.Expr | None, sympy.Expr | None], tuple[sympy.Expr | None, sympy.Expr | None]]:
+        """(derivative, elasticity) from below and from above: the one-sided values at a corner,
+        else the derivative and elasticity twice (None where there is none)."""
+        if self.corner:
+            return (self.left_derivative, self.left_elasticity), (self.right_derivative, self.right_elasticity)
+        return (self.derivative, self.elasticity), (self.derivative, self.elasticity)
 
     def __repr__(self) -> str:
+        if self.corner:
+            return display.short("Sensitivity", self.symbol.name, "corner of a max/min",
+                                 f"derivative={self.left_derivative} from below, {self.right_derivative} from above",
+                                 f"elasticity={self.left_elasticity} from below, {self.right_elasticity} from above")
         return display.short("Sensitivity", self.symbol.name, f"derivative={self.derivative}",
                              f"elasticity={self.elasticity}")
 
@@ -67,10 +94,16 @@ class Sensitivities(list):
 
         full = self.point
         rows = tuple((s.symbol.name, meaning(s.symbol), full.get(s.symbol), s.derivative, s.elasticity) for s in self)
+        columns = (("symbol", ""), ("meaning", ""), ("value", ""), ("∂/∂symbol", f"{self.unit} per unit"),
+                   ("elasticity", ""))
+        formats = ("", "", "count", "count", "ratio")
+        if any(s.corner for s in self):  # one-sided elasticities, only where some input sits on a corner
+            rows = tuple(row + (s.sides()[0][1], s.sides()[1][1]) for row, s in zip(rows, self))
+            columns += (("elasticity from below", ""), ("elasticity from above", ""))
+            formats += ("ratio", "ratio")
         total = "" if self.total is None else f" = {display.cell_text(self.total, display.unit_format(self.unit))}"
         return display.Table(f"{self.key}{total}: elasticity e means 1 % more of the symbol gives e % more {self.name}",
-                             (("symbol", ""), ("meaning", ""), ("value", ""), ("∂/∂symbol", f"{self.unit} per unit"),
-                              ("elasticity", "")), rows, ("", "", "count", "count", "ratio"))
+                             columns, rows, formats)
 
     def _repr_html_(self) -> str:
         return display.html(self.table())
@@ -98,13 +131,67 @@ def sensitivities(expr: sympy.Expr, point: Mapping[sympy.Symbol, sympy.Expr],
     out = []
     for x in chosen:
         one = extrema.substitute(expr, {s: v for s, v in point.items() if s != x}) if stepped else expr
-        derivative = at_point(sympy.diff(one, x), point)
-        if not derivative.is_number or derivative.has(sympy.Derivative, sympy.Subs) or derivative.is_finite is False:
-            out.append(Sensitivity(x, None, None))
-            continue
-        elasticity = derivative * point[x] / total if total != 0 else None
-        out.append(Sensitivity(x, derivative, elasticity))
+        out.append(_sensitivity(one, x, point, total))
     return out
+
+
+def _sensitivity(expr: sympy.Expr, x: sympy.Symbol, point: Mapping[sympy.Symbol, sympy.Expr],
+                 total: sympy.Expr) -> Sensitivity:
+    """The sensitivity of ``expr`` to ``x`` at ``point``: two-sided, one-sided at a corner, or none."""
+    derivative = sympy.diff(expr, x)
+    if derivative.has(sympy.Derivative, sympy.Subs):  # SymPy has no derivative of ceil/floor: before the
+        return Sensitivity(x, None, None, reason="ceil/floor")  # values go in (ceil(8) is no variable)
+
+    def elasticity(slope: sympy.Expr) -> sympy.Expr | None:
+        return slope * point[x] / total if total != 0 else None
+
+    if _tied(expr, x, point[x]):  # on a corner of a max/min: SymPy's Heaviside(0) would give 0 or 1/2
+        below, above = (_one_sided(expr, x, point[x], side) for side in (-1, 1))
+        if not all(_finite(d) for d in (below, above)):
+            return Sensitivity(x, None, None, reason="infinite")
+        if below != above:
+            return Sensitivity(x, None, None, below, above, elasticity(below), elasticity(above), reason="corner")
+        return Sensitivity(x, below, elasticity(below))
+    value = at_point(derivative, point)
+    if not _finite(value):
+        return Sensitivity(x, None, None, reason="infinite")
+    return Sensitivity(x, value, elasticity(value))
+
+
+def _finite(value: sympy.Expr) -> bool:
+    """Whether ``value`` is a finite real number (a derivative that exists)."""
+    return bool(value.is_number) and not value.has(sympy.Derivative, sympy.Subs, sympy.nan) \
+        and value.is_finite is not False and value.is_extended_real is not False
+
+
+def _tied(expr: sympy.Expr, x: sympy.Symbol, at: sympy.Expr) -> bool:
+    """Whether some max/min in ``expr`` (x its only symbol) has two arguments that attain it at x = ``at``."""
+    for node in expr.atoms(sympy.Max, sympy.Min):
+        values = [arg.xreplace({x: at}) for arg in node.args]
+        best = max(values) if isinstance(node, sympy.Max) else min(values)
+        if sum(v == best for v in values) > 1:
+            return True
+    return False
+
+
+def _one_sided(expr: sympy.Expr, x: sympy.Symbol, at: sympy.Expr, side: int) -> sympy.Expr:
+    """∂expr/∂x at x = ``at`` from below (``side`` −1) or above (+1): each max/min, innermost first,
+    replaced by the argument it equals just beside ``at`` (x is ``expr``'s only symbol)."""
+    while True:
+        nodes = [n for n in expr.atoms(sympy.Max, sympy.Min) if not any(a.has(sympy.Max, sympy.Min) for a in n.args)]
+        if not nodes:
+            return sympy.diff(expr, x).xreplace({x: at})
+        expr = extrema.substitute(expr, {n: _beside(n, x, at, side) for n in nodes})
+
+
+def _beside(node: sympy.Expr, x: sympy.Symbol, at: sympy.Expr, side: int) -> sympy.Expr:
+    """The argument a max (min) of smooth arguments equals just beside x = ``at``: among those that
+    attain it at ``at``, the one that grows fastest (slowest) in the direction ``side``."""
+    values = [arg.xreplace({x: at}) for arg in node.args]
+    best = max(values) if isinstance(node, sympy.Max) else min(values)
+    tied = [arg for arg, v in zip(node.args, values) if v == best]
+    sign = side if isinstance(node, sympy.Max) else -side
+    return max(tied, key=lambda arg: sign * sympy.diff(arg, x).xreplace({x: at}))
 
 
 def at_point(expr: sympy.Expr, values: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
