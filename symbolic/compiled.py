@@ -81,6 +81,10 @@ class ApproximateWarning(UserWarning):
     """Results computed in float64 although exact results were asked for."""
 
 
+class ZeroDivisorError(vals.ValueProblem):
+    """The formula divides by zero at some of the inputs (its value there is infinite or undefined)."""
+
+
 class _NotExact(Exception):
     """Internal: the expression has no exact integer form."""
 
@@ -243,7 +247,7 @@ def _bound(expr: sympy.Expr, maxima: Mapping[str, int], peak: list[int]) -> int:
 # --- the integer helpers (work on int64 and on object arrays of Python ints) --------------
 def _nonzero(den: object) -> None:
     if np.any(np.asarray(den) == 0):
-        raise vals.ValueProblem("division by zero in the formula at some of these inputs")
+        raise ZeroDivisorError("division by zero in the formula at some of these inputs")
 
 
 def _floordiv(num: object, den: object) -> object:

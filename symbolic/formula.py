@@ -262,6 +262,7 @@ class Formula:
         is not given takes its derived value); every other one is expanded.
         """
         chosen = [self._symbol(s, True) for s in symbols] if symbols else []
+        self.evaluate(at)  # every term a usable amount at the point (else a one-line error naming it)
         point = vals.bind(at, self.inputs, f"formula {self.key!r}")
         kept = self.kept([*point, *chosen])
         expr = self._expand(self.expr, kept)
@@ -274,11 +275,15 @@ class Formula:
 
     # --- numbers -------------------------------------------------------------------------
     def evaluate(self, values: Values | None = None, **kwargs: object) -> Evaluation:
-        """Exact total and per-term values; defined symbols are derived when not given."""
+        """Exact total and per-term values; defined symbols are derived when not given.
+
+        A term that is negative, or not a real number, at the point is an error naming it
+        (``algebra.term_value``): a total is never a sum with such a term in it.
+        """
         quantities.register()  # pint imported since: SymPy results must not turn into Floats with its units
         point, derived = self._resolve({**(values or {}), **kwargs})
         full = {**point, **derived}
-        terms = tuple((t, algebra.at_point(t.expr, full)) for t in self.terms)
+        terms = tuple((t, algebra.term_value(t.key, t.expr, full)) for t in self.terms)
         total = sympy.Add(*(v for _, v in terms))
         return Evaluation(self, point, derived, terms, total)
 
@@ -292,6 +297,19 @@ class Formula:
         point = vals.bind({**(values or {}), **kwargs}, self.inputs, f"formula {self.key!r}")
         return extrema.substitute(self.expr_for(point), point)
 
+    def subs_terms(self, values: Values | None = None, keep: Iterable[object] = ()) -> dict[str, sympy.Expr]:
+        """Each term as ``subs`` writes the total (defined symbols in ``values`` or ``keep`` stay), by key:
+        what ``algebra.solve_max`` checks term by term. A term the values make a number is checked here
+        (``algebra.term_value``), so that an error names the values it was given."""
+        point = vals.bind(dict(values or {}), self.inputs, f"formula {self.key!r}")
+        kept = self.kept([*point, *keep])
+        out = {}
+        for t in self.terms:
+            expr = self._expand(t.expr, kept)
+            out[t.key] = (algebra.term_value(t.key, expr, point) if expr.free_symbols <= point.keys()
+                          else algebra.substitute_term(t.key, expr, point))
+        return out
+
     def solve(self, symbol: sympy.Symbol | str, budget: object, values: Values | None = None,
               **kwargs: object) -> algebra.Solution:
         """Largest whole value of ``symbol`` for which the total is at most ``budget``."""
@@ -300,6 +318,7 @@ class Formula:
         if x.name in {_name(k) for k in given}:
             raise FormulaError(f"{x.name} is what is solved for; do not also give it a value")
         point = vals.bind(given, self.inputs, f"formula {self.key!r}")
+        terms = self.subs_terms(point, [x])  # first: a term that cannot take these values is named
         expr = extrema.substitute(self.expr_for([x, *point]), point)
         missing = expr.free_symbols - {x}
         if missing:
@@ -308,7 +327,7 @@ class Formula:
         limit = quantities.budget(budget, self.unit)
         if limit <= 0:
             raise FormulaError("budget must be positive")
-        return replace(algebra.solve_max(expr, x, limit), unit=self.unit, key=self.key)
+        return replace(algebra.solve_max(expr, x, limit, terms=terms), unit=self.unit, key=self.key)
 
     def compile(self, form: str = "composed", *, keep: tuple[str, ...] = ()) -> CompiledFormula:
         """The total as cached vectorised NumPy code over keyword arrays (see ``symbolic.compiled``).

@@ -175,8 +175,8 @@ def body_parts(formula: object, form: str) -> list[tuple[str, sympy.Expr]]:
     """A formula's total as signed top-level terms: the author's terms, or the printed order of a form."""
     if form == "terms":
         out = []
-        for term in formula.terms:  # type: ignore[attr-defined]
-            out.extend(terms_of(term.expr))  # a term that is itself a sum prints as its terms, as join_latex does
+        for expr in printing.summands(t.expr for t in formula.terms):  # type: ignore[attr-defined]
+            out.extend(terms_of(expr))  # a term that is itself a sum prints as its terms, as join_latex does
         return out
     expr = {"expanded": formula.expanded, "simplified": formula.simplified,  # type: ignore[attr-defined]
             "composed": formula.composed}[form]()  # type: ignore[attr-defined]

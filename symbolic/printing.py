@@ -96,14 +96,21 @@ def text_with_numbers(expr: sympy.Expr, values: Mapping[str, object]) -> str:
     return _Text(values).doprint(expr).replace("*", "·")
 
 
+def summands(parts: Iterable[sympy.Expr]) -> list[sympy.Expr]:
+    """The parts a printed sum shows: all but those that are exactly 0 (a term its author counts as
+    zero, such as an output head tied to the embedding, would only add '+ 0'); one 0 if all are."""
+    parts = list(parts)
+    return [p for p in parts if not (p.is_Number and p == 0)] or parts[:1]
+
+
 def join_latex(parts: Iterable[sympy.Expr], *, dot: bool = False) -> str:
-    """Sum of expressions in the given order, with '-' for negative parts."""
-    return _join([latex(p, dot=dot) for p in parts])
+    """Sum of expressions in the given order, with '-' for negative parts (zero parts left out)."""
+    return _join([latex(p, dot=dot) for p in summands(parts)])
 
 
 def join_text(parts: Iterable[sympy.Expr]) -> str:
-    """Plain-text sum of expressions in the given order."""
-    return _join([text(p) for p in parts])
+    """Plain-text sum of expressions in the given order (zero parts left out)."""
+    return _join([text(p) for p in summands(parts)])
 
 
 def _join(pieces: list[str]) -> str:

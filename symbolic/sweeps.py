@@ -84,6 +84,25 @@ def _axis(name: str, values: object) -> Any:
     return np.asarray(items, dtype=object if any(isinstance(v, int) and abs(v) >= 2**62 for v in items) else None)
 
 
+def _check_column(key: str, values: Any, inputs: Mapping[str, Any]) -> None:
+    """A one-line error naming term ``key`` and the first grid point where it is negative or not a
+    finite number (a term adds to the total: see ``algebra.term_value``)."""
+    import numpy as np
+
+    bad = values < 0
+    if values.dtype.kind == "f":
+        bad |= ~np.isfinite(values)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    at = ", ".join(f"{name}={column[i]}" for name, column in inputs.items())
+    if values.dtype.kind == "f" and not np.isfinite(values[i]):
+        raise SweepError(f"term {key!r} is not a finite number at {at} ({values[i]}): a division by zero, or the "
+                         "square root or log2 of a negative number")
+    raise SweepError(f"term {key!r} is negative at {at} ({values[i]}); a term adds to the total, so it may not be "
+                     "negative")
+
+
 def sweep(formula: Formula | str, grid: Mapping[str, object], values: Values | None = None, /,
           **fixed: object) -> Sweep:
     """Each term and the total of ``formula`` at every combination of ``grid``'s axes.
@@ -92,6 +111,8 @@ def sweep(formula: Formula | str, grid: Mapping[str, object], values: Values | N
     d_ff=3072, D=1024)``; the other inputs are fixed values (as for ``evaluate``).
     """
     import numpy as np
+
+    from .compiled import ZeroDivisorError
 
     if isinstance(formula, str):
         from .library import get
@@ -119,8 +140,13 @@ def sweep(formula: Formula | str, grid: Mapping[str, object], values: Values | N
         single = Formula(term.key, term.title, [term], source=formula.source, definitions=formula.definitions)
         code = single.compile(keep=tuple(s.name for s in single.kept(names)))
         args = {k: v for k, v in {**inputs, **given}.items() if str(k) in code.inputs}
-        value = code(args)
+        try:
+            with np.errstate(invalid="ignore", divide="ignore"):  # a nan or inf is reported below, by term
+                value = code(args)
+        except ZeroDivisorError:
+            raise SweepError(f"term {term.key!r} divides by zero at some of these points") from None
         value = np.broadcast_to(np.asarray(value), (points,)).copy()
+        _check_column(term.key, value, inputs)
         short = term.key.removeprefix(f"{formula.key}.")
         columns[short] = value
         total = value if total is None else total + value

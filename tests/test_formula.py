@@ -127,3 +127,31 @@ def test_formula_rejects_mixed_units():
     with pytest.raises(ValueError, match="mixes units"):
         Formula("x", "x", [Term("a", "a", B, "bytes", "project"), Term("b", "b", B, "params", "project")],
                 source="project")
+
+
+def test_a_term_counted_as_zero_adds_no_plus_zero(capsys):
+    # article B counts the output head as 0 (tied to the embedding): the term stays in the table,
+    # but a printed sum does not end in "+ 0" (issue 25)
+    from helpers import run
+
+    from symbolic import latex_layout, printing
+    from symbolic.report import calc
+
+    params = symbolic.formula("llm.params")
+    assert params.term("output").expr == 0
+    shown = [t.expr for t in params.terms if t.expr != 0]
+    assert params.text() == " + ".join(printing.text(e) for e in shown)
+    assert params.latex() == " + ".join(printing.latex(e) for e in shown)
+    assert all("+ 0" not in text for text in (str(params), params.latex(dot=True), params.latex(equation=True)))
+    assert [p for _, p in latex_layout.body_parts(params, "terms")] == shown
+    evaluation = params.evaluate(GPT2_LIKE)
+    lines = calc.lines(params, evaluation, lambda text: float(len(text)), 10_000.0)
+    assert all(not line.body.rstrip().endswith("+ 0") for line in lines)
+    for argv in (["show", "llm.params"], ["latex", "llm.params"], ["latex", "llm.params", "--width", "8cm"],
+                 ["eval", "llm.params", "--example", "-v"]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0 and "+ 0" not in out, argv
+    code, out, _ = run(capsys, "eval", "llm.params", "--example")
+    assert "output     0" in out  # the term itself is still listed
+    zero = Formula("z", "all zero", (Term("a", "a", sympy.Integer(0), "params", "test"),), source="test")
+    assert zero.text() == "0" and zero.latex() == "0"

@@ -6,7 +6,7 @@ import argparse
 
 from .. import library, printing, seeds
 from .. import symbols as symtab
-from ..formula import Formula, to_plain
+from ..formula import Formula, Sensitivity, to_plain
 from ..library.errata import ERRATA
 from ..units import format_bytes, format_count, parse_size
 from .common import CliError, add_term_options, parse_sets, print_json, table, with_cli_terms
@@ -133,25 +133,50 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     values = _values(f, args)
     rows = f.sensitivity(values)
     total = f.evaluate(values).total
-    data = [{"symbol": r.symbol.name,
-             "derivative": None if r.derivative is None else to_plain(r.derivative),
-             "elasticity": None if r.elasticity is None else float(r.elasticity)} for r in rows]
+    data = [_sensitivity_data(r) for r in rows]
     if args.json:
         print_json({"key": f.key, "total": to_plain(total), "sensitivities": data})
         return 0
     print(f"{f.key} = {_amount(f, total)}; elasticity e means 1 % more of the symbol gives e % more {f.name}")
-    ordered = sorted(data, key=lambda d: -abs(d["elasticity"] or 0))
+    ordered = sorted(data, key=lambda d: -max(abs(d["left_elasticity"] or 0), abs(d["right_elasticity"] or 0)))
     print(table([("symbol", "∂/∂symbol", "elasticity")] + [(d["symbol"], *_sensitivity_cells(d)) for d in ordered],
                 "<>>"))
+    corners = [d["symbol"] for d in ordered if d["undefined"] == "corner"]
+    if corners:
+        print(f"  {', '.join(corners)}: at a corner of a max/min (two of its arguments are equal here), so the "
+              "derivative is one-sided: from below / from above")
     return 0
 
 
+def _sensitivity_data(row: Sensitivity) -> dict[str, object]:
+    """One symbol's sensitivity as JSON: the derivative and elasticity (null where there is none, and
+    ``undefined`` says why), and the one-sided values (equal to them where the derivative exists)."""
+    (left, left_e), (right, right_e) = row.sides()
+
+    def plain(value: object) -> int | float | None:
+        return None if value is None else to_plain(value)
+
+    def ratio(value: object) -> float | None:
+        return None if value is None else float(value)
+
+    return {"symbol": row.symbol.name, "derivative": plain(row.derivative), "elasticity": ratio(row.elasticity),
+            "undefined": row.reason or None, "left_derivative": plain(left), "right_derivative": plain(right),
+            "left_elasticity": ratio(left_e), "right_elasticity": ratio(right_e)}
+
+
 def _sensitivity_cells(row: dict[str, object]) -> tuple[str, str]:
-    derivative, elasticity = row["derivative"], row["elasticity"]
-    if derivative is None:
-        return "undefined", "(ceil/floor)"
-    text = f"{derivative:,}" if isinstance(derivative, int) else f"{derivative:.6g}"
-    return text, "" if elasticity is None else f"{elasticity:.4f}"
+    if row["undefined"] == "corner":
+        sides = (_derivative_text(row["left_derivative"]), _derivative_text(row["right_derivative"]))
+        shares = (row["left_elasticity"], row["right_elasticity"])
+        return " / ".join(sides), "" if None in shares else " / ".join(f"{e:.4f}" for e in shares)
+    if row["derivative"] is None:
+        return "undefined", f"({row['undefined']})"
+    elasticity = row["elasticity"]
+    return _derivative_text(row["derivative"]), "" if elasticity is None else f"{elasticity:.4f}"
+
+
+def _derivative_text(derivative: object) -> str:
+    return f"{derivative:,}" if isinstance(derivative, int) else f"{derivative:.6g}"
 
 
 def cmd_solve(args: argparse.Namespace) -> int:

@@ -149,6 +149,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
         plan = plan.with_terms(terms, values)
+        plan.terms()  # evaluated (each term checked) before anything is printed: an error, not half a table
     fits = plan.fit(gpu).fits if gpu is not None else True
     if args.json:
         print_json(plan.as_dict(gpu, formulas=args.formula))

@@ -46,8 +46,9 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
           tolerance: float | None = None) -> list[Line]:
     """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit`` (see ``wrap``)."""
     values = {**evaluation.values, **evaluation.derived}
-    symbolic = [printing.latex(t.expr) for t in formula.terms]
-    numbers = [printing.latex_with_numbers(worked(t.expr, values), values) for t in formula.terms]
+    shown = printing.summands(t.expr for t in formula.terms)  # a term counted as 0 adds no "+ 0"
+    symbolic = [printing.latex(expr) for expr in shown]
+    numbers = [printing.latex_with_numbers(worked(expr, values), values) for expr in shown]
     out: list[Line] = []
     lhs = formula.name_latex
     for label, pieces in (("symbolic", symbolic), ("substituted", numbers)):

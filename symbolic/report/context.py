@@ -187,11 +187,13 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, An
     points.append(f"Largest term: {top_term.title}{shown}, {amount(top_value, formula.unit)}, "
                   f"{percent(share)} of the total.")
     if sens:
-        symbol, _, elasticity = sens[0]
+        symbol, (_, below), (_, above) = sens[0].symbol, *sens[0].sides()
         meaning = symtab.info(symbol).description.split(":")[0].split("(")[0].strip()
-        change = "more" if elasticity >= 0 else "less"
+        change = "more" if (above or 0) >= 0 else "less"
+        less = (f", 1 % less gives {abs(float(below or 0)):.2f} % {'less' if (below or 0) >= 0 else 'more'} "
+                "(one-sided: a corner of a max)") if sens[0].corner else ""
         points.append(f"Most sensitive input: {symbol.name} ({meaning}): 1 % more {symbol.name} gives "
-                      f"{abs(float(elasticity)):.2f} % {change} memory.")
+                      f"{abs(float(above or 0)):.2f} % {change} memory{less}.")
     points.extend(_trained_points(scenario))
     points.extend(scenario.caveats)
     return {
@@ -451,11 +453,13 @@ def _sensitivity(scenario: Scenario, ev: Evaluation, sens: list, ts: Typesetter,
     formula = scenario.formula
     point = scenario.point()
     rows = []
-    for symbol, derivative, elasticity in sens:
+    for row in sens:
+        symbol, sides = row.symbol, row.sides() if row.corner else row.sides()[:1]  # a corner: below / above
         info = symtab.info(symbol)
+        derivative = " / ".join(count(d) for d, _ in sides)
+        elasticity = " / ".join(f"{float(e or 0):.4f}" for _, e in sides)
         rows.append(_row([ts.cell(math=_symbol_latex(symbol)), ts.cell(info.description.split(":")[0]),
-                          ts.cell(count(point[symbol])), ts.cell(count(derivative)),
-                          ts.cell(f"{float(elasticity):.4f}")]))
+                          ts.cell(count(point[symbol])), ts.cell(derivative), ts.cell(elasticity)]))
     unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}[formula.unit]
     table = _table([("symbol", "center"), ("meaning", "left"), ("value", "right"),
                     (f"∂{formula.name}/∂x", "right"), ("elasticity", "right")], rows,
@@ -464,17 +468,21 @@ def _sensitivity(scenario: Scenario, ev: Evaluation, sens: list, ts: Typesetter,
     if charts and sens:
         from . import plots
 
-        labels = [f"${_symbol_latex(s)}$" for s, _, _ in sens]
-        chart = _chart(plots.elasticities(labels, [float(e) for _, _, e in sens]),
+        labels = [f"${_symbol_latex(r.symbol)}$" for r in sens]
+        chart = _chart(plots.elasticities(labels, [float(r.sides()[1][1] or 0) for r in sens]),  # 1 % more
                        f"Elasticities of {formula.name}")
     tied = "; ".join(f"{f.name} follows {leader.name}" for f, leader in scenario.ties.items())
     defined = _join([s.name for s in _definitions(formula)]) if _definitions(formula) else ""
     through = (f" Derivatives go through the definitions ({defined} expanded into their inputs)"
                if defined else " Derivatives are taken of the total as written")
+    corner = [r.symbol.name for r in sens if r.corner]
+    corners = (f" The point is a corner of a max (two of its arguments, such as two phases, are equal here): "
+               f"{_join(corner)} {'has' if len(corner) == 1 else 'have'} a one-sided derivative, given from below / "
+               f"from above; the chart shows it from above." if corner else "")
     return {
         "intro": f"The elasticity of {formula.name} with respect to an input x is x/{formula.name} · "
                  f"∂{formula.name}/∂x: 1 % more of x gives that many % more memory. ∂{formula.name}/∂x is in "
-                 f"{unit} per unit of x.{through}{'; ' + tied if tied else ''}.",
+                 f"{unit} per unit of x.{through}{'; ' + tied if tied else ''}.{corners}",
         "table": table, "chart": chart,
     }
 

@@ -129,7 +129,8 @@ class Scenario:
         followers = {f for f, leader in self.ties.items() if leader == symbol}
         values = {s: v for s, v in self.given.items() if s != symbol and s not in followers}
         expr = self.formula.subs(values).xreplace(self.ties)
-        return algebra.solve_max(expr, symbol, sympy.Integer(budget))
+        terms = {key: term.xreplace(self.ties) for key, term in self.formula.subs_terms(values).items()}
+        return algebra.solve_max(expr, symbol, sympy.Integer(budget), terms=terms)
 
     def largest_value(self, symbol: sympy.Symbol, capacity: int) -> int | None:
         """The largest whole value of ``symbol`` that fits ``capacity`` (model limits applied); None if none or any."""
@@ -153,16 +154,16 @@ class Scenario:
             return f"{solution.value:,}"
         return "any"
 
-    def sensitivities(self) -> list[tuple[sympy.Symbol, sympy.Rational, sympy.Rational]]:
-        """(symbol, ∂M/∂x, elasticity x/M·∂M/∂x) at the point, largest elasticity first.
+    def sensitivities(self) -> list[algebra.Sensitivity]:
+        """The sensitivity of the total to each input at the point, largest elasticity first.
 
-        Inputs without a derivative (inside a ceil or floor of a custom term) are left out.
+        Inputs without a derivative (a ceil or floor of a custom term, an infinite one) are left out; one on a
+        corner of a max (two phases equal at the point) is kept with its one-sided values.
         """
         expr = self.full_expr()
         found = algebra.sensitivities(expr, self.point(), symtab.ordered(expr.free_symbols))
-        rows = [(r.symbol, r.derivative, r.elasticity if r.elasticity is not None else sympy.Integer(0))
-                for r in found if r.derivative is not None]
-        rows.sort(key=lambda r: (-abs(r[2]), symtab.ordered([r[0]])[0].name))
+        rows = [r for r in found if r.derivative is not None or r.corner]
+        rows.sort(key=lambda r: (-max(abs(e or 0) for _, e in r.sides()), r.symbol.name))
         return rows
 
     # --- sweeps ----------------------------------------------------------------------------
