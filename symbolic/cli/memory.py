@@ -284,6 +284,6 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print(table(rows, "<>>><<>>"))
     print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
           "no device report was found. CUDA's own total is slightly lower and the CUDA context takes a few hundred "
-          "MiB more. Rates: peak dense bf16 and HBM bandwidth from each datasheet (blank where the catalogue has "
-          "none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
+          "MiB more. Rates: peak dense bf16 and memory bandwidth from each datasheet or architecture whitepaper "
+          "(blank where the catalogue has none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
     return 0
