@@ -125,3 +125,20 @@ def test_params_exit_code_in_a_real_process(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().endswith("71 heads do not divide the hidden size 4545 and no head_dim is given")
+
+
+@pytest.mark.parametrize(("name", "bias"), [("mlp", True), ("mlp-nobias", False)])
+def test_params_of_article_a_network_as_memory_resolves_it(capsys, name: str, bias: bool) -> None:
+    """'params mlp' answers for the network 'memory mlp' plans (article A's: Linear 2048→4096→4096→2048→10)."""
+    layers = [(2048, 4096), (4096, 4096), (4096, 2048), (2048, 10)]  # (in, out) of gat, up, down, out
+    expected = sum(i * o + (o if bias else 0) for i, o in layers)  # what nn.Linear holds: weight, and bias
+    code, out, err = run(capsys, "params", name, "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["total"] == expected and data["model"] == name
+    assert sum(data["components"].values()) == expected and data["values"] == {"d_in": 2048, "d_h": 4096, "n_out": 10}
+    assert data["formula"].startswith("N = ") and data["with_numbers"].startswith("N = 4096·2048")
+    code, memory, _ = run(capsys, "memory", name, "--json")
+    assert code == 0 and json.loads(memory)["derived"]["N"] == expected  # the same N as the memory plan
+    code, text, err = run(capsys, "params", name, "--formula")
+    assert code == 0 and err == "" and f"{expected:,} parameters" in text and "d_h·d_in" in text
+    assert text.rstrip().endswith(f"= {expected:,}")
