@@ -8,8 +8,10 @@ planner is imported inside the handlers (see the import rule in ``cli/__init__.p
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import plan_options as opts
 from ..errors import quote
@@ -38,6 +40,14 @@ ARTICLE_A = ("mlp", "mlp-nobias")  # article A's network (planning.model.ARTICLE
 
 def _positive(text: str) -> int:
     return whole(text)  # one parser and message for every whole-number flag (cli/common.py)
+
+
+def _seq(text: str) -> int:
+    """--seq: a whole number up to the planner's bound (``plan_options.MAX_SEQ``), refused past it in one line."""
+    try:
+        return opts.check_seq(whole(text))
+    except opts.PlanOptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _fraction(text: str) -> float:
@@ -69,7 +79,7 @@ def _add_option(group: argparse._ArgumentGroup, option: opts.Option) -> None:
     """One flag; every flag defaults to None ("the planner's default")."""
     kwargs: dict[str, object] = {"dest": option.name, "help": option.help}
     if option.kind in ("size", "degree"):
-        kwargs["type"] = _positive
+        kwargs["type"] = _seq if option.name == "seq" else _positive
     elif option.kind == "stage":
         kwargs.update(type=int, choices=option.choices)
     elif option.kind == "flag":
@@ -111,6 +121,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_gpus)
 
 
+def warn_context(args: argparse.Namespace, config: Mapping[str, Any], name: str, seq: int, positions: int = 0) -> None:
+    """On stderr (not with --quiet): ``seq`` is beyond the context the model was trained for, as the report says."""
+    from ..planning.model import context_warning
+
+    message = context_warning(config, name, seq, positions)
+    if message and not quiet(args):
+        print(f"symbolic: warning: {message}", file=sys.stderr)
+
+
+def warn_plan_context(args: argparse.Namespace, plan: Plan) -> None:
+    """``warn_context`` for a plan: its model's config and the plan's sequence length."""
+    warn_context(args, plan.model.config, plan.model.name, plan.regime.seq, plan.model.positions)
+
+
 def plan_options(args: argparse.Namespace) -> dict[str, object]:
     """The planning keyword options the user gave (None: the planner's default)."""
     return {name: getattr(args, name) for name in opts.NAMES if getattr(args, name, None) is not None}
@@ -150,6 +174,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if terms or values:
         plan = plan.with_terms(terms, values)
     fits = plan.fit(gpu).fits if gpu is not None else True
+    warn_plan_context(args, plan)
     if args.json:
         print_json(plan.as_dict(gpu, formulas=args.formula))
         return check_exit(args, fits)
@@ -255,6 +280,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     else:
         answer = planning.fit_gpus(args.model, args.gpu, args.mode, args.over, **options)
     fits = answer.plan is not None and answer.status == "ok"
+    if args.question != "seq":  # a solved context says so in the answer itself
+        shape = planning.load(args.model)  # the answer may have no plan: nothing fits
+        seq = options.get("seq") or planning.regime.default_seq(shape)
+        warn_context(args, shape.config, shape.name, int(seq), shape.positions)  # type: ignore[call-overload]
     if args.json:
         print_json(answer.as_dict())
         return check_exit(args, fits)
