@@ -142,3 +142,26 @@ def test_params_of_article_a_network_as_memory_resolves_it(capsys, name: str, bi
     code, text, err = run(capsys, "params", name, "--formula")
     assert code == 0 and err == "" and f"{expected:,} parameters" in text and "d_h·d_in" in text
     assert text.rstrip().endswith(f"= {expected:,}")
+
+
+def test_a_mixture_of_experts_without_top_k_has_a_total_and_says_the_active_count_is_undefined(capsys, tmp_path) -> None:
+    """DeepSeek-V2's default config (transformers leaves num_experts_per_tok None): total yes, active no."""
+    from symbolic.architectures import spec_from_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "deepseek_v2", "num_experts_per_tok": None}), encoding="utf-8")
+    # the total does not depend on the top-k: that of the same config routed to 6 experts (test_architectures_torch
+    # checks that one against the real module)
+    routed = spec_from_config({"model_type": "deepseek_v2", "num_experts_per_tok": 6}, name="v2").param_count()
+    code, out, err = run(capsys, "params", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["total"] == routed and data["active"] is None
+    assert "num_experts_per_tok" in data["active_note"] and "active_formula" not in data
+    code, out, err = run(capsys, "params", str(path), "--formula")
+    assert code == 0 and err == "" and "active per token undefined" in out and f"= {routed:,}" in out
+    assert "N_active" not in out
+    plan = ["plan", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--global-batch", "8", "--seq", "1024"]
+    for argv in (["memory"], ["fit", "--gpu", "h100-80gb", "--for", "batch"], plan):
+        code, out, err = run(capsys, argv[0], str(path), *argv[1:])
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert "num_experts_per_tok is not set" in err and "a plan needs it" in err

@@ -38,9 +38,14 @@ def short_count(value: int) -> str:
 
 def _values(spec: ModelSpec) -> dict[str, int]:
     values = spec.values()
-    if spec.is_moe:
+    if spec.is_moe and spec.active_defined:
         values.update(spec.values(active=True))
     return values
+
+
+def _active(spec: ModelSpec) -> bool:
+    """Whether ``params`` shows an active count: a mixture of experts whose top-k the config gives."""
+    return spec.is_moe and spec.active_defined
 
 
 def params_data(spec: ModelSpec) -> dict[str, object]:
@@ -65,7 +70,12 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
     data["layer_kinds"] = {"params": kinds, "counts": spec.layer_kinds()}
     if spec.sliding_layers:
         data["layer_kinds"]["window"] = spec.window
-    if spec.is_moe:
+    if spec.is_moe and not spec.active_defined:
+        from ..architectures.spec import ACTIVE_UNDEFINED
+
+        data["active"] = None
+        data["active_note"] = ACTIVE_UNDEFINED
+    elif spec.is_moe:
         fa = spec.active_params_formula()
         data["active"] = spec.active_param_count()
         data["active_without_embedding"] = data["active"] - data["components"]["embedding"]
@@ -139,11 +149,15 @@ def cmd_params(args: argparse.Namespace) -> int:
         return 0
     total = spec.param_count()
     head = f"{spec.name}: {spec.architecture} ({spec.model_type}), {format_count(total)} parameters ({short_count(total)})"
-    if spec.is_moe:
+    if _active(spec):
         active = spec.active_param_count()
         head += f"; {format_count(active)} active per token ({short_count(active)})"
+    elif spec.is_moe:
+        head += "; active per token undefined (num_experts_per_tok is not set)"
     print(head)
-    if spec.is_moe and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
+    if "active_note" in data:
+        print(f"  note: {data['active_note']}")
+    if _active(spec) and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
         without = data["active_without_embedding"]
         print(f"  active {format_count(active)} counts the embedding and the LM head; without the input embedding, "
               f"as the {spec.model_type} model card counts: {format_count(without)} ({short_count(without)})")
@@ -160,7 +174,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     if args.formula:
         print()
         _print_formula(spec.params_formula(), spec.values(), total)
-        if spec.is_moe:
+        if _active(spec):
             _print_formula(spec.active_params_formula(), spec.values(active=True), spec.active_param_count())
     return 0
 
@@ -170,7 +184,7 @@ def _table(spec: ModelSpec) -> str:
     from .. import printing
 
     parts = arch.breakdown(spec)
-    active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if spec.is_moe else {}
+    active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if _active(spec) else {}
     mixed = arch.formulas.mixed(spec)
     header = ["component", "formula", "per layer"] + (["layers"] if mixed else []) + ["parameters"]
     rows = [header + (["active"] if active else [])]
@@ -231,7 +245,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     for name in arch.preset_names():
         spec = arch.load(name)
         rows.append({"name": name, "model_type": spec.model_type, "architecture": spec.architecture,
-                     "total": spec.param_count(), "active": spec.active_param_count() if spec.is_moe else None,
+                     "total": spec.param_count(), "active": spec.active_param_count() if _active(spec) else None,
                      "source": spec.source})
     families = family_rows(rows)
     if args.json:

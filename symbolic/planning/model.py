@@ -89,6 +89,7 @@ class ModelShape:
     @classmethod
     def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
         """The planner's view of an architectures.ModelSpec (and of its config, when read from one)."""
+        _require_top_k(spec)
         params = spec.params_formula()
         moe_layers = (L - L_dense if getattr(spec, "dense_layers", 0) else L) if spec.is_moe else sympy.Integer(0)
         head_dim = H / a if spec.head_dim is None else d_head
@@ -194,6 +195,15 @@ def _matrices(spec: ModelSpec, head_dim: sympy.Expr, kv: sympy.Expr, ffn: sympy.
     if spec.lm_head and not spec.tied:
         out.append(("lm_head", V, emb, sympy.Integer(1)))
     return tuple(out)
+
+
+def _require_top_k(spec: ModelSpec) -> None:
+    """A one-line refusal of a mixture of experts without its top-k: a plan's activations and FLOPs need it."""
+    if not getattr(spec, "active_defined", True):
+        from ..architectures.spec import ACTIVE_UNDEFINED, ModelSpecError
+
+        raise ModelSpecError(f"{spec.name}: {ACTIVE_UNDEFINED}; a plan needs it (the routed experts' activations "
+                             "and FLOPs): set num_experts_per_tok in the config ('symbolic params' gives the total)")
 
 
 def trained_context(config: Mapping[str, Any], positions: int = 0) -> int | None:
