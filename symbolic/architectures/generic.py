@@ -92,6 +92,76 @@ def causal_lm_classes() -> dict[str, str]:
     return _auto_names("modeling_auto.py", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
 
 
+@lru_cache(maxsize=1)
+def known_types() -> frozenset[str]:
+    """Every model_type transformers knows, read from its source without importing it (empty without it).
+
+    Its config table (``CONFIG_MAPPING_NAMES``) is in ``auto_mappings.py`` in transformers 5,
+    in ``configuration_auto.py`` before. ``transformers_types`` gives the same by importing it.
+    """
+    names: set[str] = set()
+    for module in ("auto_mappings.py", "configuration_auto.py"):
+        tree = _auto_tree(module)
+        if tree is not None:
+            names |= _mapping_keys(tree, "CONFIG_MAPPING_NAMES")
+    return frozenset(names)
+
+
+def _auto_tree(module: str) -> Any:
+    """The ``ast`` of a module of transformers' auto package (None without transformers or that module)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto" / module
+    return ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _mapping_keys(tree: Any, name: str) -> set[str]:
+    """The string keys a module gives the mapping ``name``: ``name = OrderedDict([(k, v), ...], **{k: v})``
+    and ``name.update({k: v, ...})``, literals only."""
+    import ast
+
+    keys: set[str] = set()
+
+    def literal_keys(node: ast.AST) -> None:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            keys.update(e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and e.elts
+                        and isinstance(e.elts[0], ast.Constant) and isinstance(e.elts[0].value, str))
+        elif isinstance(node, ast.Dict):
+            keys.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        target = node.func
+        if isinstance(target, ast.Attribute) and target.attr == "update" and isinstance(target.value, ast.Name) \
+                and target.value.id == name:
+            for arg in node.args:
+                literal_keys(arg)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
+                and isinstance(node.value, ast.Call):
+            for arg in [*node.value.args, *(k.value for k in node.value.keywords if k.arg is None)]:
+                literal_keys(arg)
+    return keys
+
+
+def generic_hint(model_type: str) -> str:
+    """" ('mamba' is a transformers model type without a family table: ...)" for a type transformers knows, else "".
+
+    A close spelling among the tables ("llama" for "mamba") is no suggestion for a type that exists.
+    """
+    if model_type not in known_types():
+        return ""
+    need = "" if torch_available() else f", with the '{EXTRA}' extra ({INSTALL_EXTRA})"
+    return (f" ({model_type!r} is a transformers model type without a family table: 'symbolic params' counts it and "
+            f"'symbolic memory --mode infer' plans serving it through the generic torch path{need})")
+
+
 def causal_lm_types() -> tuple[str, ...]:
     """The causal-LM model types, in transformers' order."""
     return tuple(causal_lm_classes())
@@ -100,14 +170,10 @@ def causal_lm_types() -> tuple[str, ...]:
 def _auto_names(module: str, name: str) -> dict[str, str]:
     """A name table of transformers' auto module, read from its source with ``ast`` (importing it imports torch)."""
     import ast
-    import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
+    tree = _auto_tree(module)
+    if tree is None:
         return {}
-    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto" / module
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             call = node.value
