@@ -124,3 +124,9 @@ def test_the_bound_itself_is_planned(capsys) -> None:
 
     code, out, err = run(capsys, "memory", "llama-3-8b", "--seq", str(MAX_SEQ), "--json")
     assert code == 0 and json.loads(out)["values"]["S"] == MAX_SEQ and "trained for" in err
+
+
+def test_validate_takes_the_same_bound_on_seq(capsys) -> None:
+    """'validate' runs real steps at each --seq: past the planner's bound it is refused before anything is built."""
+    code, out, err = run(capsys, "validate", "mlp", "--seq", "64,1000000000")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "argument --seq" in err and "134,217,728" in err
