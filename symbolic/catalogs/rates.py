@@ -45,7 +45,8 @@ _B200 = ("NVIDIA HGX B200 datasheet (8 GPUs): 600 TFLOP/s FP32, 18 PFLOP/s TF32,
          "64 TB/s HBM3e, NVLink 1.8 TB/s per GPU; per GPU ÷ 8, dense ÷ 2; NVIDIA DGX B200 datasheet: 8 × 400 Gb/s "
          "ConnectX-7 for 8 GPUs")
 _T4 = ("NVIDIA T4 Tensor Core GPU datasheet: 8.1 TFLOP/s FP32, 65 TFLOP/s mixed precision (FP16/FP32; Turing has no "
-       "sparsity, so dense), 300 GB/s GDDR6, PCIe Gen3 x16 interconnect 32 GB/s")
+       "sparsity, so dense), PCIe Gen3 x16 interconnect 32 GB/s; NVIDIA T4 board product brief: peak memory bandwidth "
+       "up to 320 GB/s GDDR6")
 _L4 = ("NVIDIA L4 Tensor Core GPU datasheet: 30.3 TFLOP/s FP32, 120 TF32 / 242 BF16 and FP16 / 485 FP8 with "
        "sparsity (dense: half), 300 GB/s GDDR6, PCIe Gen4 x16 64 GB/s")
 _L40S = ("NVIDIA L40S datasheet: 91.6 TFLOP/s FP32, 183 TF32 / 362.05 BF16 and FP16 / 733 FP8 dense (366, 733 and "
@@ -81,7 +82,7 @@ RATES: dict[str, dict[str, object]] = {
     "h200-141gb": _rates(_HOPPER_FLOPS, 4800 * G, 900 * G, 400 * G / 8, _H200),
     "b200": _rates({"fp32": 600 * T / 8, "tf32": 18000 * T / 16, "bf16": 36000 * T / 16, "fp16": 36000 * T / 16,
                     "fp8": 72000 * T / 16}, 64000 * G / 8, 1800 * G, 400 * G / 8, _B200),
-    "t4": _rates({"fp32": 8.1 * T, "fp16": 65 * T}, 300 * G, 32 * G, None, _T4),
+    "t4": _rates({"fp32": 8.1 * T, "fp16": 65 * T}, 320 * G, 32 * G, None, _T4),
     "l4": _rates({"fp32": 30.3 * T, "tf32": 120 * T / 2, "bf16": 242 * T / 2, "fp16": 242 * T / 2, "fp8": 485 * T / 2},
                  300 * G, 64 * G, None, _L4),
     "l40s": _rates({"fp32": 91.6 * T, "tf32": 183 * T, "bf16": 362.05 * T, "fp16": 362.05 * T, "fp8": 733 * T},
