@@ -29,6 +29,11 @@ from .library import precision as _prec
 MODES = ("train", "infer")
 DEFAULT_MODE = "train"
 DEFAULT_SEQ = 4096
+# The longest sequence a plan takes: 2**27 = 134,217,728 tokens. The longest context a published
+# model supports is Llama 4 Scout's 10M tokens (Meta's model card, April 2025); the bound is more
+# than ten times that, so no real plan meets it, while a length past it is a slip (1e9 tokens
+# answers in PiB) or a unit mistake, and the planner refuses it instead of answering.
+MAX_SEQ = 2**27
 # kinds: a size (batch, seq) or a degree (parallelism, micro-batches) is a whole number ≥ 1,
 # a stage one of ``choices`` (whole numbers), a flag true or false, a choice one of ``choices``,
 # names a comma-separated list of module names (LoRA targets), a fraction a probability 0 ≤ p < 1
@@ -71,7 +76,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("batch", "both", "size", 1, "micro-batch per GPU; concurrent sequences when serving (default 1)"),
     Option("seq", "both", "size", DEFAULT_SEQ, "sequence length / context in tokens (default 4096, or the model's "
-                                               "learned positions if fewer)"),
+                                               f"learned positions if fewer; at most {MAX_SEQ:,})"),
     Option("dp", "both", "degree", 1, "data-parallel degree (default 1)"),
     Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)"),
     Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)"),
@@ -130,6 +135,19 @@ OPTIONS: tuple[Option, ...] = (
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def seq_too_long(seq: int) -> str:
+    """The one-line refusal of a sequence length beyond ``MAX_SEQ``."""
+    return (f"a sequence of {seq:,} tokens is beyond the planner's bound of {MAX_SEQ:,} (2^27), more than ten times "
+            "the longest context any published model supports (Llama 4 Scout: 10M tokens)")
+
+
+def check_seq(seq: int) -> int:
+    """``seq`` when it is at most ``MAX_SEQ``; a ``PlanOptionError`` (one line) beyond it."""
+    if seq > MAX_SEQ:
+        raise PlanOptionError(seq_too_long(seq))
+    return seq
 
 
 def names(mode: str | None = None, kind: str | None = None) -> tuple[str, ...]:

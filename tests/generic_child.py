@@ -10,6 +10,8 @@ Reads one JSON request on stdin, with any of these keys, and writes one JSON obj
 - ``forward`` ([type, ...]): a plain forward's argument and output names;
 - ``presets`` ([name, ...]): ``params`` of each preset's config;
 - ``reference`` ({name: config}): transformers' own plain build and count (``hf_reference.count``);
+- ``known`` (true): the model types transformers' CONFIG_MAPPING_NAMES has that ``generic.known_types`` (read
+  from its source without importing it) lacks, and those it has in excess, under ``known``;
 - ``cli`` ({name: [argument, ...]}): the command line run on those arguments, as ``{"code", "out", "err"}``
   (``command_line``: ``symbolic.cli.main`` in a pool worker, which has imported torch and may have run
   other tasks, instead of a fresh interpreter that imports torch and transformers again).
@@ -177,6 +179,11 @@ def main(argv: list[str] | None = None) -> int:
                 out["params"][name] = result["params"]
         else:
             out[kind][name] = result
+    if request.get("known"):
+        from symbolic.architectures import generic
+
+        imported, read = set(generic.transformers_types()), generic.known_types()
+        out["known"] = {"missing": sorted(imported - read), "extra": sorted(read - imported)}
     if request.get("survey"):
         from symbolic.architectures import generic_survey
 

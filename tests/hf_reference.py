@@ -39,7 +39,8 @@ def count(config: dict) -> dict:
         n_exp = next(getattr(hf_config, k) for k in ("num_local_experts", "num_experts", "n_routed_experts")
                      if getattr(hf_config, k, None))
         top_k = hf_config.num_experts_per_tok
-        active = total - experts // n_exp * (n_exp - top_k)
+        # without a top-k (DeepseekV2Config's default) the parameters a token uses are undefined
+        active = None if top_k is None else total - experts // n_exp * (n_exp - top_k)
     return {"total": int(total), "active": active, "class": type(model).__name__}
 
 

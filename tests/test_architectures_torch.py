@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import run
 
 from symbolic import planning
-from symbolic.architectures import SUPPORTED, preset_config, preset_names, spec_from_config
+from symbolic.architectures import SUPPORTED, ModelSpecError, preset_config, preset_names, spec_from_config
 
 pytestmark = pytest.mark.torch
 
@@ -202,6 +203,8 @@ CASES: dict[str, dict] = {
 # Default configs transformers 5.24 cannot build or route as they stand: DeepSeek-V2 leaves
 # num_experts_per_tok None; Ministral leaves head_dim None (modeling_ministral.py computes head_dim**-0.5).
 DEFAULT_EXTRA: dict[str, dict] = {"deepseek_v2": {"num_experts_per_tok": 6}, "ministral": {"head_dim": 128}}
+# ... and as they stand: DeepSeek-V2's default routes to no given number of experts (its total is defined)
+UNROUTED = ("deepseek_v2",)
 
 
 def _configs() -> dict[str, dict]:
@@ -219,12 +222,14 @@ def references() -> dict[str, dict]:
     request = {f"counts|{key}": {"kind": "counts", "config": config} for key, config in _configs().items()}
     request.update({f"cache|{name}": {"kind": "cache", "config": config, "batch": BATCH, "seq": SEQS}
                     for name, config in CACHE_CASES.items()})
+    request.update({f"config|{t}": {"kind": "config", "model_type": t} for t in UNROUTED})
+    request.update({f"counts|unrouted:{t}": {"kind": "counts", "config": {"model_type": t}} for t in UNROUTED})
     proc = subprocess.run([sys.executable, str(REFERENCE_SCRIPT)], input=json.dumps(request),
                           capture_output=True, text=True, timeout=600)
     if proc.returncode == SKIP:
         pytest.skip(proc.stderr.strip())
     assert proc.returncode == 0, proc.stderr[-3000:]
-    found: dict[str, dict] = {"counts": {}, "cache": {}}
+    found: dict[str, dict] = {"counts": {}, "cache": {}, "config": {}}
     for key, value in json.loads(proc.stdout)["results"].items():
         kind, name = key.split("|", 1)
         found[kind][name] = value
@@ -265,6 +270,32 @@ def test_empty_config_takes_transformers_defaults(real: dict[str, dict], model_t
 @pytest.mark.parametrize("name", preset_names())
 def test_preset_matches_transformers(real: dict[str, dict], name: str) -> None:
     check(real, f"preset:{name}", preset_config(name))
+
+
+@pytest.mark.parametrize("model_type", UNROUTED)
+def test_default_config_without_top_k_has_a_total_and_no_active_count(references, real, model_type, capsys,
+                                                                       tmp_path) -> None:
+    """DeepseekV2Config().to_dict() has num_experts_per_tok null: the total is the real module's, the active
+    count is undefined (and said so), and the planner, which needs the top-k, refuses in one line."""
+    config = references["config"][model_type]  # transformers' own default config, to_dict()
+    assert config["num_experts_per_tok"] is None
+    ref = real[f"unrouted:{model_type}"]
+    assert "error" not in ref and ref["active"] is None  # the reference cannot define it either
+    spec = spec_from_config({k: v for k, v in config.items() if k not in IGNORED}, name=model_type)
+    assert spec.param_count() == ref["total"] and spec.is_moe and not spec.active_defined
+    with pytest.raises(ModelSpecError, match="num_experts_per_tok"):
+        spec.active_param_count()
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    code, out, err = run(capsys, "params", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["total"] == ref["total"] and data["active"] is None
+    assert "num_experts_per_tok" in data["active_note"] and sum(data["components"].values()) == ref["total"]
+    code, out, err = run(capsys, "params", str(path))
+    assert code == 0 and "active per token undefined" in out and f"{ref['total']:,} parameters" in out
+    for argv in (["memory"], ["memory", "--mode", "infer"], ["time", "--gpu", "h100-80gb", "--mfu", "0.4"]):
+        code, out, err = run(capsys, argv[0], str(path), *argv[1:])
+        assert code == 2 and out == "" and err.count("\n") == 1 and "num_experts_per_tok" in err, (argv, err)
 
 # --- KV cache per layer kind against the cache object transformers returns (issue 12) -----------
 # For every supported decoder family a small config is built on the CPU in bf16 and run on a B × S

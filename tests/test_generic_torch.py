@@ -34,7 +34,10 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None and importlib.util.fin
 # Model types without a family table, at their transformers default configs (real sizes: the meta
 # device allocates nothing): hybrid attention + linear attention, SSM hybrids, pure SSM, MoE hybrid,
 # sliding/full attention, and xLSTM (whose FFN width is rounded up: a size not in the fields).
-TYPES = ("qwen3_next", "falcon_h1", "mamba", "jamba", "exaone4", "xlstm", "deepseek_v32")
+TYPES = ("qwen3_next", "falcon_h1", "mamba", "jamba", "exaone4", "xlstm", "deepseek_v32", "mimo_v2_flash")
+# Mixtures of experts among them: stacked expert tensors (MimoV2FlashExperts, DeepseekV32Experts...), fitted in
+# fields or kept as measured numbers (MiMo-V2-Flash's, whose MoE layers follow mlp_layer_types)
+MOE_TYPES = ("qwen3_next", "jamba", "deepseek_v32", "mimo_v2_flash")
 # caches measured other than by a plain meta prefill: XLM fills a cache it is given, X-MOD needs a default
 # language, JetMoE's forward cannot run on meta and runs on the CPU cut, OpenAI GPT keeps no cache. XLM, X-MOD
 # and JetMoE prefill on the CPU, so they are small configs of those types (the same code paths, at a fraction of
@@ -53,6 +56,8 @@ CACHE_TYPES = tuple(CACHE_CONFIGS)
 USER = {"model_type": "exaone4", "hidden_size": 512, "intermediate_size": 1536, "num_hidden_layers": 6,
         "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 1000, "sliding_window": 64,
         "layer_types": ["sliding_attention"] * 5 + ["full_attention"], "architectures": ["Exaone4ForCausalLM"]}
+# the same model trained for 64 positions: serving it 100 tokens is past that length
+USER_SHORT = {**USER, "max_position_embeddings": 64}
 
 
 @pytest.fixture(scope="module")
@@ -62,18 +67,23 @@ def generic_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
         pytest.skip("torch and transformers are not installed")
     configs = {t: {"model_type": t} for t in TYPES} | {"user": USER}
     caches = {t: {"model_type": t} for t in ("llama", "gpt2", "mamba")} | CACHE_CONFIGS | {"user": USER}
-    path = tmp_path_factory.mktemp("cli") / "config.json"
+    folder = tmp_path_factory.mktemp("cli")
+    path, short = folder / "config.json", folder / "short.json"
     path.write_text(json.dumps(USER), encoding="utf-8")
+    short.write_text(json.dumps(USER_SHORT), encoding="utf-8")
     return torch_child("generic_child.py", {"survey": True, "params": configs, "cache": caches,
                                             "forward": ["openai-gpt"], "presets": list(architectures.preset_names()),
-                                            "reference": configs, "cli": command_lines(str(path))})
+                                            "reference": configs, "cli": command_lines(str(path), str(short)),
+                                            "known": True})
 
 
-def command_lines(path: str) -> dict[str, list[str]]:
+def command_lines(path: str, short: str) -> dict[str, list[str]]:
     """The command lines of a generic model's config file that the child runs (``symbolic.cli.main`` there)."""
     return {
         "params": ["params", path, "--json"],
         "infer": ["memory", path, "--mode", "infer", "--batch", "2", "--seq", "100", "--json"],
+        "past-trained": ["memory", short, "--mode", "infer", "--batch", "2", "--seq", "100", "--json"],
+        "bare-type": ["params", "mamba", "--json"],  # a model type, no config: its default, as mamba in TYPES
     }
 
 
@@ -116,8 +126,19 @@ def test_generic_total_is_the_real_count_and_the_formula_gives_it(name, generic_
     got, ref = generic_run["params"][name], reference[name]
     assert "error" not in got and "error" not in ref, (got, ref)
     assert got["total"] == ref["total"] and got["formula_total"] == ref["total"]
-    if ref["active"] is not None and got["active"] is not None:
-        assert got["active"] == got["active_formula_total"] == ref["active"]
+    assert got["active"] == ref["active"]  # None for dense models, the total less the idle experts' for MoEs
+    if ref["active"] is not None:
+        assert got["active"] == got["active_formula_total"]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", MOE_TYPES)
+def test_generic_mixtures_of_experts_count_their_active_parameters(name, generic_run, reference) -> None:
+    """Active = total − (n_exp − k)/n_exp of the routed experts' tensors, against transformers' own module tree:
+    ``hf_reference.count`` sums every tensor under ``.experts.`` of the plain build, by hand."""
+    got, ref = generic_run["params"][name], reference[name]
+    assert ref["active"] is not None and 0 < ref["active"] < ref["total"], ref
+    assert got["active"] == got["active_formula_total"] == ref["active"], (got["active"], ref["active"])
 
 
 @pytest.mark.torch
@@ -233,6 +254,29 @@ def test_generic_params_cli_json(generic_run, reference) -> None:
     assert data["coverage"] == "generic" and data["total"] == reference["user"]["total"]
     assert sum(data["components"].values()) == data["total"] and data["verified"] is True
     assert data["values"]["H"] == 512 and data["formula"].startswith("N = ")
+
+
+@pytest.mark.torch
+def test_a_bare_model_type_is_its_default_config_through_the_generic_path(generic_run, reference) -> None:
+    proc = generic_run["cli"]["bare-type"]
+    assert "error" not in proc and proc["code"] == 0 and proc["err"] == "", proc
+    data = json.loads(proc["out"])
+    assert data["model"] == data["model_type"] == "mamba" and data["total"] == reference["mamba"]["total"]
+
+
+@pytest.mark.torch
+def test_known_types_read_from_source_are_those_transformers_imports(generic_run) -> None:
+    assert generic_run["known"] == {"missing": [], "extra": []}
+
+
+@pytest.mark.torch
+def test_generic_memory_warns_past_the_trained_length(generic_run) -> None:
+    proc = generic_run["cli"]["past-trained"]
+    assert "error" not in proc and proc["code"] == 0, proc
+    assert proc["err"].count("\n") == 1 and proc["err"].startswith("symbolic: warning: seq 100 is beyond the 64 "
+                                                                    "positions short was trained for"), proc["err"]
+    assert json.loads(proc["out"])["options"]["seq"] == 100
+    assert generic_run["cli"]["infer"]["err"] == ""  # no max_position_embeddings: nothing to warn of
 
 
 @pytest.mark.torch

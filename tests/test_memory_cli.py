@@ -100,3 +100,33 @@ def test_errors_are_one_line_exit_2(capsys, argv, message) -> None:
     out, err = capsys.readouterr()
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1 and out == ""
+
+
+@pytest.mark.parametrize("command", [
+    ("memory",), ("fit", "--gpu", "h100-80gb", "--for", "batch"), ("time", "--gpu", "h100-80gb", "--mfu", "0.4"),
+    ("plan", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--global-batch", "8"),
+])
+def test_a_sequence_past_the_planners_bound_is_refused(capsys, command) -> None:
+    """--seq 1e9 answered in PiB with exit 0; past plan_options.MAX_SEQ (2^27 tokens) it is one line, exit 2."""
+    from symbolic.plan_options import MAX_SEQ
+
+    name, *flags = command
+    for seq in ("1000000000", str(MAX_SEQ + 1)):
+        code, out, err = run(capsys, name, "llama-3-8b", "--seq", seq, *flags)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"{MAX_SEQ:,}" in err and "Llama 4 Scout" in err
+    with pytest.raises(planning.PlanOptionError, match="planner's bound"):
+        planning.plan("llama-3-8b", seq=MAX_SEQ + 1)  # the Python API and the report's planner too
+
+
+def test_the_bound_itself_is_planned(capsys) -> None:
+    from symbolic.plan_options import MAX_SEQ
+
+    code, out, err = run(capsys, "memory", "llama-3-8b", "--seq", str(MAX_SEQ), "--json")
+    assert code == 0 and json.loads(out)["values"]["S"] == MAX_SEQ and "trained for" in err
+
+
+def test_validate_takes_the_same_bound_on_seq(capsys) -> None:
+    """'validate' runs real steps at each --seq: past the planner's bound it is refused before anything is built."""
+    code, out, err = run(capsys, "validate", "mlp", "--seq", "64,1000000000")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "argument --seq" in err and "134,217,728" in err

@@ -221,6 +221,15 @@ def test_plan_as_dict_for_reports(llama) -> None:
     assert set(data["terms"]) >= {"weights", "activations"} and "N" in data["formula"]["definitions"]
 
 
+def test_fit_seq_stops_at_the_planners_bound() -> None:
+    """A capacity that would hold more than plan_options.MAX_SEQ tokens answers the bound, as learned positions cap."""
+    from symbolic.plan_options import MAX_SEQ
+
+    answer = planning.fit_seq("qwen2-0.5b", "4PiB", mode="infer")
+    assert answer.status == "ok" and answer.value == MAX_SEQ and answer.plan.regime.seq == MAX_SEQ
+    assert "would fit; the planner's bound of 134,217,728 tokens is the limit" in answer.message
+
+
 def test_korthikanti_variant_names() -> None:
     assert acts.LayerVariant(flash=True, gated=True).name == "flash.gated"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -125,3 +126,78 @@ def test_params_exit_code_in_a_real_process(tmp_path: Path) -> None:
                           timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().endswith("71 heads do not divide the hidden size 4545 and no head_dim is given")
+
+
+@pytest.mark.parametrize(("name", "bias"), [("mlp", True), ("mlp-nobias", False)])
+def test_params_of_article_a_network_as_memory_resolves_it(capsys, name: str, bias: bool) -> None:
+    """'params mlp' answers for the network 'memory mlp' plans (article A's: Linear 2048→4096→4096→2048→10)."""
+    layers = [(2048, 4096), (4096, 4096), (4096, 2048), (2048, 10)]  # (in, out) of gat, up, down, out
+    expected = sum(i * o + (o if bias else 0) for i, o in layers)  # what nn.Linear holds: weight, and bias
+    code, out, err = run(capsys, "params", name, "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["total"] == expected and data["model"] == name
+    assert sum(data["components"].values()) == expected and data["values"] == {"d_in": 2048, "d_h": 4096, "n_out": 10}
+    assert data["formula"].startswith("N = ") and data["with_numbers"].startswith("N = 4096·2048")
+    code, memory, _ = run(capsys, "memory", name, "--json")
+    assert code == 0 and json.loads(memory)["derived"]["N"] == expected  # the same N as the memory plan
+    code, text, err = run(capsys, "params", name, "--formula")
+    assert code == 0 and err == "" and f"{expected:,} parameters" in text and "d_h·d_in" in text
+    assert text.rstrip().endswith(f"= {expected:,}")
+
+
+def test_a_mixture_of_experts_without_top_k_has_a_total_and_says_the_active_count_is_undefined(capsys, tmp_path) -> None:
+    """DeepSeek-V2's default config (transformers leaves num_experts_per_tok None): total yes, active no."""
+    from symbolic.architectures import spec_from_config
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "deepseek_v2", "num_experts_per_tok": None}), encoding="utf-8")
+    # the total does not depend on the top-k: that of the same config routed to 6 experts (test_architectures_torch
+    # checks that one against the real module)
+    routed = spec_from_config({"model_type": "deepseek_v2", "num_experts_per_tok": 6}, name="v2").param_count()
+    code, out, err = run(capsys, "params", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and err == "" and data["total"] == routed and data["active"] is None
+    assert "num_experts_per_tok" in data["active_note"] and "active_formula" not in data
+    code, out, err = run(capsys, "params", str(path), "--formula")
+    assert code == 0 and err == "" and "active per token undefined" in out and f"= {routed:,}" in out
+    assert "N_active" not in out
+    plan = ["plan", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--global-batch", "8", "--seq", "1024"]
+    for argv in (["memory"], ["fit", "--gpu", "h100-80gb", "--for", "batch"], plan):
+        code, out, err = run(capsys, argv[0], str(path), *argv[1:])
+        assert code == 2 and out == "" and err.count("\n") == 1, (argv, err)
+        assert "num_experts_per_tok is not set" in err and "a plan needs it" in err
+
+
+HAVE_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+
+
+@pytest.mark.skipif(not HAVE_TRANSFORMERS, reason="which model types transformers knows is read from its source")
+def test_a_transformers_model_type_is_not_a_typo_of_a_table_family(capsys, tmp_path, monkeypatch) -> None:
+    """'mamba' is a transformers type (MambaForCausalLM): never "did you mean 'llama'?"; what it needs instead."""
+    assert "mamba" in generic.known_types() and "mamba" not in SUPPORTED
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "mamba"}), encoding="utf-8")
+    for model in ("mamba", str(path)):  # the bare type (its default config) and a config of it
+        for argv in (["time", "--gpu", "h100-80gb", "--mfu", "0.4"], ["fit", "--gpu", "h100-80gb", "--for", "batch"]):
+            code, out, err = run(capsys, argv[0], model, *argv[1:])
+            assert code == 2 and out == "" and err.count("\n") == 1, err
+            assert "did you mean" not in err and "'mamba' is a transformers model type" in err
+            assert "symbolic memory --mode infer" in err
+    monkeypatch.setattr(generic, "torch_available", lambda: False)
+    code, out, err = run(capsys, "params", "mamba")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "did you mean" not in err
+    assert "'mamba' is a transformers model type" in err and "'torch' extra" in err
+    code, _, err = run(capsys, "params", "lama")  # a typo still gets its suggestion
+    assert code == 2 and "did you mean 'llama'" in err
+
+
+def test_a_bare_table_model_type_is_its_default_config(capsys) -> None:
+    """'params mixtral' (no such preset): transformers' default Mixtral config, counted by the table, no torch."""
+    from symbolic.architectures import spec_from_config
+
+    assert "mixtral" not in preset_names()
+    code, out, err = run(capsys, "params", "mixtral", "--json")
+    data = json.loads(out)
+    default = spec_from_config({"model_type": "mixtral"}, name="mixtral")  # test_architectures_torch checks it
+    assert code == 0 and err == "" and data["total"] == default.param_count() and data["model_type"] == "mixtral"
+    assert data["active"] == default.active_param_count()

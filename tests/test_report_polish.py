@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import sympy
+from helpers import run
 
 from symbolic import planning, printing
 from symbolic.report import adapter, context, planned, plots, render, spec, texescape
@@ -93,6 +94,26 @@ def test_summary_says_when_the_reports_own_context_passes_the_trained_length(tmp
     assert scenario.given[S] > scenario.trained[S].value
     assert "The report's context, S = 16,384, is beyond the 8,192 positions llama-3-8b" in " ".join(
         ctx["summary"]["points"])
+
+
+@pytest.mark.parametrize("command", [
+    ("memory",), ("fit", "--gpu", "h100-80gb", "--for", "batch"),
+    ("time", "--gpu", "h100-80gb", "--mfu", "0.4"),
+    ("plan", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--global-batch", "8"),
+])
+def test_command_line_warns_of_the_trained_length_as_the_report_does(tmp_path, capsys, command):
+    """The report's sentence and the command line's warning name the trained length in the same words."""
+    _, _, ctx = _plain(_write(tmp_path, LLAMA.replace("seq = 4096", "seq = 16384")))
+    sentence = next(p for p in ctx["summary"]["points"] if p.startswith("The report's context"))
+    what = sentence.split(" is beyond ", 1)[1].removesuffix(".")  # the positions, the model, the config field
+    name, *flags = command
+    code, _, err = run(capsys, name, "llama-3-8b", "--seq", "16384", "--precision", "bf16", *flags)
+    assert code == 0 and err.count("\n") == 1 and err.startswith("symbolic: warning: "), err
+    assert f"seq 16,384 is beyond {what}:" in err and "RoPE scaling" in err
+    code, _, err = run(capsys, name, "llama-3-8b", "--seq", "16384", "--precision", "bf16", *flags, "-q")
+    assert code == 0 and err == ""  # --quiet: no warning
+    code, _, err = run(capsys, name, "llama-3-8b", "--seq", "8192", "--precision", "bf16", *flags)
+    assert code == 0 and err == ""  # at the trained length: nothing to say
 
 
 def test_learned_positions_are_a_limit_not_a_trained_length():

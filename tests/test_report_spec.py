@@ -152,3 +152,19 @@ def test_loader_never_tracebacks_on_generated_input(tmp_path):
             assert "\n" not in str(err)
 
     check()
+
+
+@pytest.mark.parametrize(("table", "line"), [
+    ("[regime]\nseq = 1000000000", "regime.seq"),
+    ("[sweep]\nseq = { from = 512, to = 1000000000 }", "sweep.seq.to"),
+    ('[plan]\ngpu = "h100-80gb"\ngpus = 8\nseq = 1000000000\nglobal_batch = 8\ntokens = 1000000\nmfu = 0.4',
+     "plan.seq"),
+])
+def test_a_sequence_past_the_planners_bound_is_refused(tmp_path, table, line):
+    from symbolic.plan_options import MAX_SEQ
+
+    path = write(tmp_path, f'title = "t"\nmodel = "llama-3-8b"\n{table}\n')
+    message = error(path)
+    assert line in message and f"{MAX_SEQ:,}" in message and "Llama 4 Scout" in message
+    ok = write(tmp_path, f'title = "t"\nmodel = "llama-3-8b"\n{table.replace("1000000000", str(MAX_SEQ))}\n', "ok.toml")
+    assert spec.load(ok).title == "t"  # the bound itself is a sequence length a report may ask for

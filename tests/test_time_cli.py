@@ -89,7 +89,7 @@ def test_time_text_and_formulas(capsys) -> None:
     (("--gpu", "h100-80gb", "--mfu", "1.5"), "at most 1"),
     (("--gpu", "h100-80gb", "--mfu", "0.4", "--price", "2"), "price needs tokens"),
     (("--gpu", "v100-32gb", "--mfu", "0.4"), "no bf16 peak"),
-    (("--gpu", "rtx-4090", "--mfu", "0.4"), "custom GPU file"),
+    (("--gpu", "a10g", "--mfu", "0.4"), "custom GPU file"),
     (("--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "6", "--tp", "4"), "not a multiple"),
     (("--gpu", "h100-80gb", "--mfu", "0.4", "--tokens", "1.5"), "whole number"),
     (("--gpu", "h100-80gb", "--mfu", "x"), "not a number"),
@@ -104,13 +104,44 @@ def test_every_rated_gpu_names_its_datasheet() -> None:
     rated = [g for g in catalogs.GPUS.values() if g.flops]
     assert {g.name for g in rated} >= {"a100-80gb", "h100-80gb", "h200-141gb", "b200", "mi300x"}
     for g in rated:
-        assert "datasheet" in g.rates_source, g.name
+        assert "datasheet" in g.rates_source or "whitepaper" in g.rates_source, g.name  # GeForce: no datasheet
         assert g.hbm_bandwidth and g.nvlink_bandwidth, g.name
     h100 = catalogs.get("h100-80gb")
     # NVIDIA H100 datasheet, SXM5: 1,979 TFLOP/s BF16 and 3,958 FP8 with sparsity, 3.35 TB/s, NVLink 900 GB/s
     assert h100.peak_flops("bf16") == 989.5e12 and h100.peak_flops("fp8") == 1979e12
     assert h100.hbm_bandwidth == 3.35e12 and h100.nvlink_bandwidth == 450e9 and h100.network_bandwidth == 50e9
     assert catalogs.get("a100-80gb").peak_flops("bf16") == 312e12  # A100 datasheet: 312 TFLOP/s dense BF16
+
+
+def test_every_catalogue_gpu_has_rates_or_says_why_not(capsys) -> None:
+    """The memory catalogue and the rates agree: a GPU 'symbolic memory' knows, 'symbolic time' can time."""
+    from symbolic.catalogs.rates import RATES, WITHOUT_RATES
+
+    assert set(WITHOUT_RATES) <= set(catalogs.GPUS) and not set(WITHOUT_RATES) & set(RATES)
+    for name, gpu in catalogs.GPUS.items():
+        if name in WITHOUT_RATES:
+            code, _, err = run(capsys, "time", "llama-3-8b", "--gpu", name, "--mfu", "0.4")
+            assert code == 2 and WITHOUT_RATES[name] in err and err.count("\n") == 1, err
+            continue
+        assert gpu.flops.get("fp32") and gpu.hbm_bandwidth and gpu.nvlink_bandwidth, name
+        dtype = "bf16" if "bf16" in gpu.flops else "fp16"  # the V100 and the T4 have no bf16
+        code, out, err = run(capsys, "time", "llama-3-8b", "--gpu", name, "--mfu", "0.4", "--mode", "infer",
+                             "--compute-dtype", dtype, "--json")
+        assert code == 0, (name, err)
+        assert json.loads(out)["values"]["F_peak"] == gpu.flops[dtype], name
+
+
+def test_pcie_cards_have_their_datasheet_dense_rates() -> None:
+    # NVIDIA L4 datasheet: 242 TFLOP/s BF16 and 485 FP8 "with sparsity", 300 GB/s, PCIe Gen4 x16 64 GB/s
+    l4 = catalogs.get("l4")
+    assert l4.peak_flops("bf16") == 242e12 / 2 and l4.peak_flops("fp8") == 485e12 / 2
+    assert l4.hbm_bandwidth == 300e9 and l4.nvlink_bandwidth == 64e9 / 2 and l4.network_bandwidth is None
+    # NVIDIA L40S datasheet prints dense and sparse: 362.05 | 733* BF16, 733 | 1,466* FP8, 864 GB/s
+    l40s = catalogs.get("l40s")
+    assert l40s.peak_flops("bf16") == 362.05e12 and l40s.peak_flops("fp8") == 733e12 and l40s.hbm_bandwidth == 864e9
+    # Ada whitepaper, RTX 4090: 165.2 | 330.4* TFLOP/s BF16 with FP32 accumulate, 1,008 GB/s GDDR6X
+    rtx = catalogs.get("4090")
+    assert rtx.peak_flops("bf16") == 165.2e12 and rtx.hbm_bandwidth == 1008e9
 
 
 def test_custom_gpu_file(tmp_path, capsys) -> None:

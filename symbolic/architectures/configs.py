@@ -169,7 +169,9 @@ def _hint(model_type: str) -> str:
         return f" (did you mean {TEXT_PART[model_type]!r}? give the config's text_config, whose layout it has)"
     if model_type in OTHER_LAYOUTS:
         return " (its layout differs from every table entry)"
-    return suggest(model_type, SUPPORTED)
+    from .generic import generic_hint  # a type transformers knows is no typo of a table's (mamba is not llama)
+
+    return generic_hint(model_type) or suggest(model_type, SUPPORTED)
 
 
 def _size(config: Mapping[str, Any], field: str, size: Size) -> int | None:

@@ -265,7 +265,8 @@ def _note(spec: ModelSpec) -> str:
     if spec.parallel_block:
         notes.append("attention and MLP run in parallel")
     if spec.is_moe:
-        notes.append(f"{spec.experts} experts, top-{spec.top_k} per token")
+        routed = f"top-{spec.top_k} per token" if spec.top_k else "top-k per token not given (num_experts_per_tok)"
+        notes.append(f"{spec.experts} experts, {routed}")
     if spec.is_moe and spec.dense_layers:
         notes.append(f"{spec.moe_layers} mixture-of-experts layers and {spec.dense_layers} dense layers")
     if spec.conv_layers:

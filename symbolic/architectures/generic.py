@@ -58,7 +58,8 @@ KNOWN: dict[str, sympy.Symbol] = {
     "moe_intermediate_size": d_exp, "n_shared_experts": n_shared, "num_shared_experts": n_shared,
     "shared_expert_intermediate_size": d_shared, "type_vocab_size": n_type, "num_experts_per_tok": k_exp,
 }
-TOP_K_FIELDS = ("num_experts_per_tok", "moe_topk", "top_k", "num_selected_experts")
+TOP_K_FIELDS = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "moe_top_k", "moe_k", "top_k",
+                "num_selected_experts")
 # Integer fields that never size a tensor (ids, generation settings, seeds): not probed.
 SKIP = re.compile(r"(_id|_ids|_idx|_index|seed|length|beams|beam_groups|return_sequences|ngram_size|_eps|"
                   r"epsilon|chunk_size_feed_forward|num_labels|_every|_interval|_step|_steps)$")
@@ -93,6 +94,76 @@ def causal_lm_classes() -> dict[str, str]:
     return _auto_names("modeling_auto.py", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES")
 
 
+@lru_cache(maxsize=1)
+def known_types() -> frozenset[str]:
+    """Every model_type transformers knows, read from its source without importing it (empty without it).
+
+    Its config table (``CONFIG_MAPPING_NAMES``) is in ``auto_mappings.py`` in transformers 5,
+    in ``configuration_auto.py`` before. ``transformers_types`` gives the same by importing it.
+    """
+    names: set[str] = set()
+    for module in ("auto_mappings.py", "configuration_auto.py"):
+        tree = _auto_tree(module)
+        if tree is not None:
+            names |= _mapping_keys(tree, "CONFIG_MAPPING_NAMES")
+    return frozenset(names)
+
+
+def _auto_tree(module: str) -> Any:
+    """The ``ast`` of a module of transformers' auto package (None without transformers or that module)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto" / module
+    return ast.parse(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _mapping_keys(tree: Any, name: str) -> set[str]:
+    """The string keys a module gives the mapping ``name``: ``name = OrderedDict([(k, v), ...], **{k: v})``
+    and ``name.update({k: v, ...})``, literals only."""
+    import ast
+
+    keys: set[str] = set()
+
+    def literal_keys(node: ast.AST) -> None:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            keys.update(e.elts[0].value for e in node.elts if isinstance(e, ast.Tuple) and e.elts
+                        and isinstance(e.elts[0], ast.Constant) and isinstance(e.elts[0].value, str))
+        elif isinstance(node, ast.Dict):
+            keys.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        target = node.func
+        if isinstance(target, ast.Attribute) and target.attr == "update" and isinstance(target.value, ast.Name) \
+                and target.value.id == name:
+            for arg in node.args:
+                literal_keys(arg)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
+                and isinstance(node.value, ast.Call):
+            for arg in [*node.value.args, *(k.value for k in node.value.keywords if k.arg is None)]:
+                literal_keys(arg)
+    return keys
+
+
+def generic_hint(model_type: str) -> str:
+    """" ('mamba' is a transformers model type without a family table: ...)" for a type transformers knows, else "".
+
+    A close spelling among the tables ("llama" for "mamba") is no suggestion for a type that exists.
+    """
+    if model_type not in known_types():
+        return ""
+    need = "" if torch_available() else f", with the '{EXTRA}' extra ({INSTALL_EXTRA})"
+    return (f" ({model_type!r} is a transformers model type without a family table: 'symbolic params' counts it and "
+            f"'symbolic memory --mode infer' plans serving it through the generic torch path{need})")
+
+
 def causal_lm_types() -> tuple[str, ...]:
     """The causal-LM model types, in transformers' order."""
     return tuple(causal_lm_classes())
@@ -101,14 +172,10 @@ def causal_lm_types() -> tuple[str, ...]:
 def _auto_names(module: str, name: str) -> dict[str, str]:
     """A name table of transformers' auto module, read from its source with ``ast`` (importing it imports torch)."""
     import ast
-    import importlib.util
-    from pathlib import Path
 
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
+    tree = _auto_tree(module)
+    if tree is None:
         return {}
-    path = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto" / module
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             call = node.value
@@ -679,7 +746,7 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     if base_shapes is not None:
         exprs, verified = _best_fit(_fewer_layers(base_data, base_shapes, probe), sym, probe, real_units, real_point)
     terms, unexplained = _terms(exprs, real_units)
-    active, active_terms = _active(terms, sym, fields)
+    active, active_terms = _active(terms, sym, fields, model)
     used = {s for t in terms + active_terms for s in t.expr.free_symbols}
     values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] is s}
     paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] is s}
@@ -989,31 +1056,66 @@ def _terms(exprs: Mapping[Unit, sympy.Expr | None],
     return tuple(terms), unexplained
 
 
-_EXPERT = re.compile(r"(^|\.)experts?(\.|$)")
+EXPERT_FIELDS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_LISTED_EXPERT = re.compile(r"^(.*(?:^|\.)experts)\.(\d+)\.")  # a ModuleList of experts: ...experts.3.w1.weight
 
 
-def _active(terms: tuple[Term, ...], sym: Mapping[Path, sympy.Symbol],
-            fields: Mapping[Path, int]) -> tuple[int | None, tuple[Term, ...]]:
-    """Per-token parameters: routed-expert terms (linear in the expert count) scaled by top-k / experts."""
-    experts = next((s for p, s in sym.items() if s == n_exp or p[-1] in ("num_local_experts", "num_experts",
-                                                                       "n_routed_experts", "moe_num_experts")), None)
-    top = next((s for p, s in sym.items() if p[-1] in TOP_K_FIELDS), None)
-    if experts is None or top is None:
-        return None, ()
-    out = []
-    changed = False
-    for t in terms:
-        expert_term = bool(_EXPERT.search(t.key)) and "shared" not in t.key and experts in t.expr.free_symbols
-        if expert_term and sympy.degree(sympy.expand(t.expr), experts) == 1:
-            out.append(t.replace(expr=t.expr * top / experts))
-            changed = True
+def routed_experts(model: Any, experts: int) -> set[str] | None:
+    """Name patterns (layer and expert indices as ``*``) of the routed experts' tensors, read from the module tree.
+
+    A routed expert's tensors are those of a ``ModuleList`` named ``experts`` (one module per expert)
+    or those a module whose class is named ``...Experts`` holds stacked, with a leading dimension of
+    one slice per expert (``MixtralExperts.gate_up_proj``: experts × 2·d_exp × H); shared experts
+    (a name with "shared") are always active. None when the tree's experts do not come in
+    ``experts`` slices (LongCat-Flash stacks its zero-computation experts too): their share per
+    token is then unknown.
+    """
+    modules = dict(model.named_modules())
+    found: set[str] = set()
+    listed: dict[str, set[str]] = {}
+    for name, tensor in model.named_parameters():
+        if "shared" in name.lower():
+            continue
+        owner = modules.get(name.rpartition(".")[0])
+        in_list = _LISTED_EXPERT.match(name)
+        if in_list:
+            listed.setdefault(in_list.group(1), set()).add(in_list.group(2))
+        elif owner is not None and type(owner).__name__.endswith("Experts"):
+            if not tensor.shape or int(tensor.shape[0]) != experts:
+                return None
         else:
-            out.append(t)
-    if not changed:
+            continue
+        found.add(_INDEX.sub(".*", name))
+    if any(len(indices) != experts for indices in listed.values()):
+        return None
+    return found
+
+
+def _field(fields: Mapping[Path, int], names: tuple[str, ...]) -> Path | None:
+    """The first config field (top level first) whose name is one of ``names``."""
+    return next((p for p in sorted(fields, key=len) if p[-1] in names), None)
+
+
+def _active(terms: tuple[Term, ...], sym: Mapping[Path, sympy.Symbol], fields: Mapping[Path, int],
+            model: Any) -> tuple[int | None, tuple[Term, ...]]:
+    """Per-token parameters: the total less the inactive experts', each routed-expert term scaled by top-k / experts.
+
+    The experts and the experts per token come from the config's fields (``EXPERT_FIELDS``,
+    ``TOP_K_FIELDS``), which tensors are routed experts from the module tree (``routed_experts``).
+    """
+    experts_path, top_path = _field(fields, EXPERT_FIELDS), _field(fields, TOP_K_FIELDS)
+    if experts_path is None or top_path is None or fields[top_path] > fields[experts_path]:
         return None, ()
+    patterns = routed_experts(model, fields[experts_path])
+    if not patterns:
+        return None, ()
+    experts, top = sym[experts_path], sym[top_path]
+    out = tuple(t.replace(expr=t.expr * top / experts) if t.key in patterns else t for t in terms)
     point = {s: fields[p] for p, s in sym.items()}
     active = sum(_evaluate(t.expr, point) for t in out)
-    return int(active), tuple(out)
+    if not active.is_integer:  # experts of unequal sizes: no whole share per token
+        return None, ()
+    return int(active), out
 
 
 @lru_cache(maxsize=256)

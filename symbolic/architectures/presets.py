@@ -2,7 +2,10 @@
 
 ``load("llama-3-8b")`` reads ``symbolic/presets/llama-3-8b.json``; ``load("path/to/config.json")``
 (or a directory holding one) reads that file; ``load("Qwen/Qwen3-8B")`` reads the config.json of
-that hub id from the local Hugging Face cache (``hub.py``). Nothing is fetched from the network.
+that hub id from the local Hugging Face cache (``hub.py``); a bare model type (``mixtral``,
+``mamba``) that is no preset is that type's default config, ``{"model_type": "mamba"}``, as
+transformers builds it (a family table's defaults, or the generic torch path). Nothing is fetched
+from the network.
 ``resolve`` is the one place that turns such a reference into a config: ``predict``, the planner
 and the generic torch path all call it.
 """
@@ -22,6 +25,7 @@ from typing import Any
 from ..errors import single_line
 from . import hub
 from .configs import ConfigError, load_config, spec_from_config
+from .families import FAMILIES
 from .spec import ModelSpec
 
 NOT_PRESETS = ("reference_counts",)
@@ -70,9 +74,9 @@ def _load_preset(name: str) -> ModelSpec:
 class Resolved:
     """Where a model reference points: a preset, or a config.json file (given, in a folder, or cached)."""
 
-    kind: str  # "preset", "path" or "hub"
-    name: str  # the preset name, the hub id, or the file's folder / stem
-    path: Path | None  # the config.json (None for a preset)
+    kind: str  # "preset", "path", "hub" or "type"
+    name: str  # the preset name, the hub id, the file's folder / stem, or the model type
+    path: Path | None  # the config.json (None for a preset or a model type)
 
 
 def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
@@ -80,11 +84,12 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
 
     A name without a path separator or ``.json`` is looked up among the presets first
     (case-insensitively); an ORG/NAME that is not an existing path is looked up in the local
-    Hugging Face cache; unknown names get the closest preset suggested.
+    Hugging Face cache; a name that is a model type (of a family table, or one transformers knows)
+    is that type's default config; unknown names get the closest preset suggested.
     """
     kind, found = _resolve(name_or_path)
-    if kind == "preset":
-        return Resolved("preset", found, None)
+    if kind in ("preset", "type"):
+        return Resolved(kind, found, None)
     if kind == "hub":
         return Resolved("hub", found, hub.cached_config(found))
     path = Path(found)
@@ -99,6 +104,9 @@ def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     found = resolve(name_or_path)
     if found.kind == "preset":
         return _load_preset(found.name)
+    if found.kind == "type":
+        return spec_from_config(type_config(found.name), name=found.name, where=f"model type {found.name}",
+                                source=f"transformers' default {found.name} config")
     assert found.path is not None
     return load_config(found.path, name=found.name)
 
@@ -110,6 +118,8 @@ def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str,
     found = resolve(name_or_path)
     if found.kind == "preset":
         data = preset_config(found.name)
+    elif found.kind == "type":
+        data = type_config(found.name)
     else:
         assert found.path is not None
         data = read_json(found.path)
@@ -129,12 +139,29 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
         return "hub", text.strip()
     if looks_like_path:
         raise ConfigError(f"{text}: no such file")
+    if text.strip() in model_types() or text.strip().lower() in model_types():
+        return "type", text.strip() if text.strip() in model_types() else text.strip().lower()
     raise ConfigError(_unknown(text))
 
 
+def model_types() -> frozenset[str]:
+    """The model types a bare name may be: the family tables' and every one transformers knows (if installed)."""
+    from .generic import known_types
+
+    return frozenset(FAMILIES) | known_types()
+
+
+def type_config(model_type: str) -> dict[str, Any]:
+    """A model type's default config: only its ``model_type`` (every size then takes transformers' default)."""
+    return {"model_type": model_type}
+
+
 def _unknown(name: str) -> str:
-    close = get_close_matches(name.strip().lower(), preset_names(), n=3, cutoff=0.6)
+    key = name.strip().lower()
+    close = get_close_matches(key, preset_names(), n=3, cutoff=0.6) or get_close_matches(
+        key, sorted(model_types()), n=3, cutoff=0.8)  # a typo of a model type, when no preset is close
     quoted = [repr(c) for c in close]
     hint = f" (did you mean {', '.join(quoted[:-1]) + ' or ' if len(quoted) > 1 else ''}{quoted[-1]}?)" if close else ""
     return (f"unknown model {name!r}{hint}: give a preset name ('symbolic models' lists them), "
-            f"the path of a config.json or a model folder, or a hub id cached locally (ORG/NAME)")
+            f"the path of a config.json or a model folder, a hub id cached locally (ORG/NAME), or a model type "
+            f"(a family table's, or with the torch extra any transformers model type)")

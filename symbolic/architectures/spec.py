@@ -36,6 +36,12 @@ class ModelSpecError(UserError):
     """A model description that cannot be counted; the message is one line."""
 
 
+# Why a mixture of experts with ``top_k`` 0 has no active count (transformers' DeepseekV2Config leaves
+# num_experts_per_tok None by default): the total is defined, the parameters a token uses are not.
+ACTIVE_UNDEFINED = ("num_experts_per_tok is not set (null, as in transformers' DeepseekV2Config default): how many "
+                    "experts each token is routed to is not given, so the active parameter count is undefined")
+
+
 SpecError = ModelSpecError  # the former name (report.spec.ReportSpecError is the other "spec")
 
 
@@ -46,7 +52,8 @@ class ModelSpec:
     Biases are named by the linear layers that carry them; ``norm`` is "layernorm" (scale and,
     unless ``norm_bias=False``, bias) or "rmsnorm" (scale only); ``norm_scale=False`` is a
     LayerNorm without affine parameters. ``experts > 0`` replaces each layer's MLP by a mixture
-    of experts routed to ``top_k`` of them; ``expert_ffn`` and ``shared_ffn`` default to ``ffn``.
+    of experts routed to ``top_k`` of them (0: not given, so the total is defined and the active
+    count is not: ``active_defined``); ``expert_ffn`` and ``shared_ffn`` default to ``ffn``.
     ``embed_dim`` is a word-embedding width other than ``hidden`` (OPT's project_in/out).
     """
 
@@ -152,6 +159,16 @@ class ModelSpec:
         return self.experts > 0
 
     @property
+    def active_defined(self) -> bool:
+        """Whether the parameters a token uses are defined (a mixture of experts needs its top-k)."""
+        return not self.is_moe or self.top_k > 0
+
+    def require_active(self) -> None:
+        """A one-line ``ModelSpecError`` when the active count is undefined (``ACTIVE_UNDEFINED``)."""
+        if not self.active_defined:
+            raise ModelSpecError(f"{self.name or 'model'}: {ACTIVE_UNDEFINED}")
+
+    @property
     def is_latent(self) -> bool:
         """Whether attention is DeepSeek's multi-head latent attention."""
         return self.kv_lora_rank > 0
@@ -200,7 +217,8 @@ class ModelSpec:
         return formulas.params_formula(self)
 
     def active_params_formula(self) -> formulas.Formula:
-        """Parameters used per token: as ``params_formula`` with top-k experts instead of all."""
+        """Parameters used per token: as ``params_formula`` with top-k experts instead of all (top-k given)."""
+        self.require_active()
         return formulas.params_formula(self, active=True)
 
     def layer_formula(self, active: bool = False) -> formulas.Formula:
@@ -217,6 +235,8 @@ class ModelSpec:
 
     def components(self, active: bool = False) -> dict[str, int]:
         """Parameters per component (per-layer ones times L); they add up to the total."""
+        if active:
+            self.require_active()
         return {c.key: c.total for c in formulas.breakdown(self, active)}
 
     # --- display: the parameter breakdown (symbolic.display renders) ----------------------
@@ -269,7 +289,7 @@ def _validate(spec: ModelSpec) -> None:
     if spec.head_dim is None and spec.hidden % spec.heads:
         raise SpecError(f"{where}: {spec.heads} heads do not divide the hidden size {spec.hidden} and no head_dim is given")
     if spec.experts:
-        if not 1 <= spec.top_k <= spec.experts:
+        if not 0 <= spec.top_k <= spec.experts:  # 0: not given (the active count is then undefined)
             raise SpecError(f"{where}: top_k must be between 1 and the {spec.experts} experts, got {spec.top_k}")
     elif spec.top_k or spec.shared_experts or spec.expert_ffn is not None or spec.router_bias:
         raise SpecError(f"{where}: top_k, shared experts, expert_ffn and router_bias need experts > 0")

@@ -72,6 +72,9 @@ class GPU:
         if not self.flops and self.basis == GIVEN:
             raise UserError(f"--gpu {self.name} gives a capacity only, with no FLOP rates, which time and layout "
                             "search need: name a catalogue GPU ('symbolic gpus') or a custom GPU .toml file")
+        if not self.flops and not self.rates_source and self.name in WITHOUT_RATES:
+            raise UserError(f"{self.name} has no FLOP rates: {WITHOUT_RATES[self.name]}; give a custom GPU file "
+                            "(--gpu FILE.toml) with its rates")
         if dtype not in self.flops:
             have = ", ".join(self.flops) or "none"
             raise UserError(f"{self.name} has no {dtype} peak in the catalogue (it has: {have}); choose another "
@@ -113,7 +116,7 @@ _ENTRIES = (
         "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes."),
 )
 
-from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
+from .rates import RATES, WITHOUT_RATES  # noqa: E402  (the time half: one table beside the memory one)
 
 GPUS: dict[str, GPU] = {g.name: replace(g, **RATES[g.name]) if g.name in RATES else g for g in _ENTRIES}
 # Names people also say, where they name one entry. "h100" is not one of them: it names the

@@ -82,6 +82,10 @@ def cmd_memory(args: argparse.Namespace, options: dict[str, object]) -> int:
     if args.mode != "infer":
         raise UserError("this model type has no family table: the generic torch path plans --mode infer only")
     data = infer_data(args.model, options)
+    from .. import architectures
+    from .memory import warn_context
+
+    warn_context(args, architectures.resolve_config(args.model)[1], data["model"], data["options"]["seq"])
     if getattr(args, "json", False):
         print_json(data)
         return 0

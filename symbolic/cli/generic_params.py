@@ -49,9 +49,13 @@ def same_layout(config: Mapping[str, Any]) -> str | None:
 def unsupported_message(config: Mapping[str, Any]) -> str:
     """One line for a model type without a table when torch is missing."""
     from ..architectures.families import FAMILIES
-    from ..architectures.generic import EXTRA, INSTALL_EXTRA
+    from ..architectures.generic import EXTRA, INSTALL_EXTRA, known_types
 
     model_type = config.get("model_type")
+    if model_type in known_types():  # a type transformers builds: what it needs, not a table it might be
+        return (f"model_type {model_type!r} is a transformers model type without a family table (tables: "
+                f"{', '.join(FAMILIES)}): counting it needs the '{EXTRA}' extra ({INSTALL_EXTRA}), which builds it "
+                "on the meta device")
     like = same_layout(config)
     hint = f" (its size fields are those of {like!r}: set model_type to {like!r} if it is that layout)" if like else ""
     return (f"model_type {model_type!r} has no family table{hint}; tables: {', '.join(FAMILIES)}; "

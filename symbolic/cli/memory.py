@@ -8,8 +8,10 @@ planner is imported inside the handlers (see the import rule in ``cli/__init__.p
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .. import plan_options as opts
 from ..errors import quote, single_line
@@ -38,6 +40,14 @@ ARTICLE_A = ("mlp", "mlp-nobias")  # article A's network (planning.model.ARTICLE
 
 def _positive(text: str) -> int:
     return whole(text)  # one parser and message for every whole-number flag (cli/common.py)
+
+
+def _seq(text: str) -> int:
+    """--seq: a whole number up to the planner's bound (``plan_options.MAX_SEQ``), refused past it in one line."""
+    try:
+        return opts.check_seq(whole(text))
+    except opts.PlanOptionError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _fraction(text: str) -> float:
@@ -69,7 +79,7 @@ def _add_option(group: argparse._ArgumentGroup, option: opts.Option) -> None:
     """One flag; every flag defaults to None ("the planner's default")."""
     kwargs: dict[str, object] = {"dest": option.name, "help": option.help}
     if option.kind in ("size", "degree"):
-        kwargs["type"] = _positive
+        kwargs["type"] = _seq if option.name == "seq" else _positive
     elif option.kind == "stage":
         kwargs.update(type=int, choices=option.choices)
     elif option.kind == "flag":
@@ -109,6 +119,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("gpus", help="the GPU catalogue: memory in bytes and where each number comes from")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_gpus)
+
+
+def warn_context(args: argparse.Namespace, config: Mapping[str, Any], name: str, seq: int, positions: int = 0) -> None:
+    """On stderr (not with --quiet): ``seq`` is beyond the context the model was trained for, as the report says."""
+    from ..planning.model import context_warning
+
+    message = context_warning(config, name, seq, positions)
+    if message and not quiet(args):
+        print(f"symbolic: warning: {message}", file=sys.stderr)
+
+
+def warn_plan_context(args: argparse.Namespace, plan: Plan) -> None:
+    """``warn_context`` for a plan: its model's config and the plan's sequence length."""
+    warn_context(args, plan.model.config, plan.model.name, plan.regime.seq, plan.model.positions)
 
 
 def plan_options(args: argparse.Namespace) -> dict[str, object]:
@@ -151,6 +175,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         plan = plan.with_terms(terms, values)
         plan.terms()  # evaluated (each term checked) before anything is printed: an error, not half a table
     fits = plan.fit(gpu).fits if gpu is not None else True
+    warn_plan_context(args, plan)
     if args.json:
         print_json(plan.as_dict(gpu, formulas=args.formula))
         return check_exit(args, fits)
@@ -256,6 +281,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     else:
         answer = planning.fit_gpus(args.model, args.gpu, args.mode, args.over, **options)
     fits = answer.plan is not None and answer.status == "ok"
+    if args.question != "seq":  # a solved context says so in the answer itself
+        shape = planning.load(args.model)  # the answer may have no plan: nothing fits
+        seq = options.get("seq") or planning.regime.default_seq(shape)
+        warn_context(args, shape.config, shape.name, int(seq), shape.positions)  # type: ignore[call-overload]
     if args.json:
         print_json(answer.as_dict())
         return check_exit(args, fits)
@@ -285,6 +314,6 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print(table(rows, "<>>><<>>"))
     print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
           "no device report was found. CUDA's own total is slightly lower and the CUDA context takes a few hundred "
-          "MiB more. Rates: peak dense bf16 and HBM bandwidth from each datasheet (blank where the catalogue has "
-          "none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
+          "MiB more. Rates: peak dense bf16 and memory bandwidth from each datasheet or architecture whitepaper "
+          "(blank where the catalogue has none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
     return 0

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands."""
     p = sub.add_parser("params", help="exact parameter count of a preset or a Hugging Face config.json")
-    p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models') or path to config.json")
+    p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models'), path to config.json, "
+                   "or mlp / mlp-nobias (article A's network)")
     p.add_argument("--formula", action="store_true", help="also print the formula, symbolic and with the numbers")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_params)
@@ -37,9 +38,14 @@ def short_count(value: int) -> str:
 
 def _values(spec: ModelSpec) -> dict[str, int]:
     values = spec.values()
-    if spec.is_moe:
+    if spec.is_moe and spec.active_defined:
         values.update(spec.values(active=True))
     return values
+
+
+def _active(spec: ModelSpec) -> bool:
+    """Whether ``params`` shows an active count: a mixture of experts whose top-k the config gives."""
+    return spec.is_moe and spec.active_defined
 
 
 def params_data(spec: ModelSpec) -> dict[str, object]:
@@ -64,7 +70,12 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
     data["layer_kinds"] = {"params": kinds, "counts": spec.layer_kinds()}
     if spec.sliding_layers:
         data["layer_kinds"]["window"] = spec.window
-    if spec.is_moe:
+    if spec.is_moe and not spec.active_defined:
+        from ..architectures.spec import ACTIVE_UNDEFINED
+
+        data["active"] = None
+        data["active_note"] = ACTIVE_UNDEFINED
+    elif spec.is_moe:
         fa = spec.active_params_formula()
         data["active"] = spec.active_param_count()
         data["active_without_embedding"] = data["active"] - data["components"]["embedding"]
@@ -74,10 +85,60 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
     return data
 
 
+def article_a_data(name: str) -> dict[str, object]:
+    """What ``params`` prints for article A's network (``mlp``, ``mlp-nobias``): the planner's model of it."""
+    from ..architectures import with_numbers
+    from ..planning.model import article_a_shape
+
+    shape = article_a_shape(name)  # what 'symbolic memory mlp' plans
+    f = shape.params
+    values = {s.name: shape.numbers[s.name] for s in f.inputs}
+    ev = f.evaluate(values)
+    return {
+        "model": name, "model_type": shape.model_type, "architecture": ARTICLE_A_ARCHITECTURE, "source": shape.source,
+        "total": int(ev.total), "components": {t.key: int(v) for t, v in ev.terms}, "per_layer": {},
+        "layers": len(shape.matrices), "values": values, "formula": str(f), "latex": f.latex(equation=True),
+        "with_numbers": f"{f.name} = {with_numbers(f, values)}",
+    }
+
+
+ARTICLE_A_ARCHITECTURE = "article A's network (nn.Linear layers gat, up, down, out)"
+
+
+def print_article_a(name: str, json_out: bool, formula: bool) -> int:
+    """``params mlp``: article A's network, its parameter formula and count, in the table path's shape."""
+    from .. import printing
+    from ..planning.model import article_a_shape
+
+    data = article_a_data(name)
+    if json_out:
+        print_json(data)
+        return 0
+    f = article_a_shape(name).params
+    total = int(data["total"])  # type: ignore[call-overload]
+    print(f"{name}: {data['architecture']}, {format_count(total)} parameters ({short_count(total)})")
+    components: dict[str, int] = data["components"]  # type: ignore[assignment]
+    rows = [["component", "formula", "parameters"]]
+    rows += [[t.key, printing.text(t.expr), format_count(components[t.key])] for t in f.terms]
+    rows.append(["total", "", format_count(total)])
+    print(table(rows, "<<>"))
+    values: dict[str, int] = data["values"]  # type: ignore[assignment]
+    print("  at " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    for note in filter(None, [f.note] + [f"{t.key}: {t.note}" for t in f.terms if t.note]):
+        print(f"  note: {note}")
+    if formula:
+        print()
+        _print_formula(f, values, total)
+    return 0
+
+
 def cmd_params(args: argparse.Namespace) -> int:
     from .. import architectures as arch
+    from ..planning.model import ARTICLE_A_MODELS
     from . import generic_params
 
+    if args.model in ARTICLE_A_MODELS:  # article A's network, as 'symbolic memory mlp' resolves it
+        return print_article_a(args.model, args.json, args.formula)
     name, config = arch.resolve_config(args.model)
     if not generic_params.is_table_family(config):  # any other transformers type: the generic torch path
         return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula)
@@ -88,11 +149,15 @@ def cmd_params(args: argparse.Namespace) -> int:
         return 0
     total = spec.param_count()
     head = f"{spec.name}: {spec.architecture} ({spec.model_type}), {format_count(total)} parameters ({short_count(total)})"
-    if spec.is_moe:
+    if _active(spec):
         active = spec.active_param_count()
         head += f"; {format_count(active)} active per token ({short_count(active)})"
+    elif spec.is_moe:
+        head += "; active per token undefined (num_experts_per_tok is not set)"
     print(head)
-    if spec.is_moe and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
+    if "active_note" in data:
+        print(f"  note: {data['active_note']}")
+    if _active(spec) and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
         without = data["active_without_embedding"]
         print(f"  active {format_count(active)} counts the embedding and the LM head; without the input embedding, "
               f"as the {spec.model_type} model card counts: {format_count(without)} ({short_count(without)})")
@@ -109,7 +174,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     if args.formula:
         print()
         _print_formula(spec.params_formula(), spec.values(), total)
-        if spec.is_moe:
+        if _active(spec):
             _print_formula(spec.active_params_formula(), spec.values(active=True), spec.active_param_count())
     return 0
 
@@ -119,7 +184,7 @@ def _table(spec: ModelSpec) -> str:
     from .. import printing
 
     parts = arch.breakdown(spec)
-    active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if spec.is_moe else {}
+    active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if _active(spec) else {}
     mixed = arch.formulas.mixed(spec)
     header = ["component", "formula", "per layer"] + (["layers"] if mixed else []) + ["parameters"]
     rows = [header + (["active"] if active else [])]
@@ -180,7 +245,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     for name in arch.preset_names():
         spec = arch.load(name)
         rows.append({"name": name, "model_type": spec.model_type, "architecture": spec.architecture,
-                     "total": spec.param_count(), "active": spec.active_param_count() if spec.is_moe else None,
+                     "total": spec.param_count(), "active": spec.active_param_count() if _active(spec) else None,
                      "source": spec.source})
     families = family_rows(rows)
     if args.json:

@@ -118,11 +118,13 @@ _UNITS = {"flops_per_token": "FLOPs", "flops_per_step": "FLOPs", "step_seconds":
 
 def cmd_time(args: argparse.Namespace) -> int:
     from ..planning import time as ptime
+    from .memory import warn_plan_context
 
     options = memory_options(args)
     result = ptime.time_plan(args.model, args.gpu, args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
                              achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
                              **options)
+    warn_plan_context(args, result.memory)
     if args.json:
         print_json(result.as_dict(formulas=args.formula))
         return 0
@@ -159,7 +161,8 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from ..planning import search
+    from ..planning import load, search
+    from .memory import warn_context
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
@@ -171,6 +174,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                            max_gpus=args.max_gpus, tokens=args.tokens, mfu=args.mfu,
                            achieved_tflops=args.achieved_tflops, price=args.price, objective=args.objective,
                            top=args.top, compute=args.compute_dtype, **options)
+    shape = load(args.model)  # for the warning: the model's config, as 'symbolic memory' reads it
+    warn_context(args, shape.config, shape.name, seq, shape.positions)
     if args.json:
         print_json(result.as_dict())
         return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from .. import plan_options as opts
 from ..errors import single_line
 from .common import CliError, print_json, quiet, table, verbose, whole_list
 
@@ -60,6 +61,17 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
     return whole_list(text, f"--{name}")  # the message of every whole-number flag (cli/common.py)
 
 
+def _seqs(text: str) -> tuple[int, ...]:
+    """--seq: whole numbers up to the planner's bound (``plan_options.MAX_SEQ``), as every --seq."""
+    values = _ints(text, "seq")
+    try:
+        for value in values:
+            opts.check_seq(value)
+    except opts.PlanOptionError as err:
+        raise CliError(f"argument --seq: {err}") from None
+    return values
+
+
 def _words(text: str, name: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     items = tuple(x.strip() for x in text.split(",") if x.strip())
     if not items or set(items) - set(allowed):
@@ -74,13 +86,14 @@ def _pct(value: float | None) -> str:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .. import measure
 
+    seqs = _seqs(args.seq)  # bad input first, with or without torch
     try:
         measure.require_torch()
     except measure.TorchMissing as err:
         raise CliError(str(err)) from None
     from .. import crosscheck as val
 
-    grid = val.Grid(batch=_ints(args.batch, "batch"), seq=_ints(args.seq, "seq"), layers=_ints(args.layers, "layers"),
+    grid = val.Grid(batch=_ints(args.batch, "batch"), seq=seqs, layers=_ints(args.layers, "layers"),
                     dtype=_words(args.dtype, "dtype", val.DTYPES), attn=_words(args.attn, "attn", ("eager", "sdpa")))
     overrides = val.parse_overrides(args.set or [])
     if args.device == "cuda":

@@ -19,11 +19,11 @@ import sympy
 
 from .. import display
 from ..catalogs import GPU
-from ..plan_options import PlanOptionError
+from ..plan_options import MAX_SEQ, PlanOptionError
 from ..symbols import n_d
 from ..units import format_bytes
 from .build import Plan
-from .model import ModelShape, divisors
+from .model import ModelShape, divisors, trained_phrase
 
 QUESTIONS = ("batch", "seq", "gpus")
 OVER = ("auto", "dp", "tp", "pp")
@@ -91,25 +91,30 @@ def largest(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, options
         raise PlanOptionError(f"{option} is what is solved for; do not also give it")
     start = make(model, **{**options, option: 1})
     solution = start.solve(symbol, gpu.bytes)
-    limit = model.positions if question == "seq" and model.positions else None
+    limit, why = _seq_limit(model) if question == "seq" else (None, "")
     if solution.status != "ok" or solution.value is None:
         if solution.status == "unbounded" and limit:
-            return _at(make, model, gpu, question, option, limit, options,
-                       f"every {option} fits; the model's {limit} learned positions are the limit")
+            return _at(make, model, gpu, question, option, limit, options, f"every {option} fits; {why}")
         return Answer(question, gpu, solution.status, None, None, None, None,
                       _int(solution.total_at_next), f"{option}: {solution.message} on {gpu.name}")
     value = solution.value
     if limit and value > limit:
-        return _at(make, model, gpu, question, option, limit, options,
-                   f"{option} {value} would fit; the model's {limit} learned positions are the limit")
+        return _at(make, model, gpu, question, option, limit, options, f"{option} {value} would fit; {why}")
     at, nxt = _pair(solution.total_at_value, solution.total_at_next)
     message = f"largest {option} that fits {gpu.name} is {value} ({at}; {value + 1} needs {nxt})"
-    trained = model.config.get("max_position_embeddings") if question == "seq" and not limit else None
-    if isinstance(trained, int) and not isinstance(trained, bool) and value > trained:
+    trained = model.trained_context if question == "seq" else None
+    if trained is not None and value > trained:
         # rotary models run past it (often with degraded quality or a scaling scheme): a warning, not a cap
-        message += f"; beyond the {trained:,} positions {model.name} was trained for (max_position_embeddings)"
+        message += f"; beyond {trained_phrase(trained, model.name)}"
     answer = _at(make, model, gpu, question, option, value, options, message)
     return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
+
+
+def _seq_limit(model: ModelShape) -> tuple[int, str]:
+    """The longest context a plan of ``model`` takes, and why: its learned positions, else the planner's bound."""
+    if model.positions:
+        return model.positions, f"the model's {model.positions} learned positions are the limit"
+    return MAX_SEQ, f"the planner's bound of {MAX_SEQ:,} tokens is the limit (plan_options.MAX_SEQ)"
 
 
 def _at(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, option: str, value: int,

@@ -48,6 +48,12 @@ from ..symbols import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..architectures import ModelSpec
 
+# The config field that says how long a context the model was trained for (rotary models run past it).
+TRAINED_FIELD = "max_position_embeddings"
+# What running past it does, said by the report and by the command line's warning alike.
+PAST_TRAINED = ("a rotary model run past its trained length usually loses quality unless a scaling scheme "
+                "(e.g. RoPE scaling) is applied")
+
 # Parameter-formula terms held by the first pipeline stage (with the embedding) and by the last.
 FIRST_STAGE_TERMS = ("embedding", "positions", "token_types", "embedding_norm")
 HEAD_TERMS = ("lm_head", "lm_head_bias")
@@ -96,6 +102,7 @@ class ModelShape:
     @classmethod
     def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
         """The planner's view of an architectures.ModelSpec (and of its config, when read from one)."""
+        _require_top_k(spec)
         params = spec.params_formula()
         moe_layers = (L - L_dense if getattr(spec, "dense_layers", 0) else L) if spec.is_moe else sympy.Integer(0)
         head_dim = H / a if spec.head_dim is None else d_head
@@ -122,6 +129,11 @@ class ModelShape:
         )
 
     # --- derived -------------------------------------------------------------------------
+    @property
+    def trained_context(self) -> int | None:
+        """The context the config says the model was trained for, where learned positions do not cap it."""
+        return trained_context(self.config, self.positions)
+
     def widths(self) -> dict[sympy.Symbol, sympy.Expr]:
         """Replacements for the generic activation terms (which use a_kv, d_head, d_ff)."""
         return {a_kv: self.kv_heads, d_head: self.head_dim, d_ff: self.ffn}
@@ -196,6 +208,38 @@ def _matrices(spec: ModelSpec, head_dim: sympy.Expr, kv: sympy.Expr, ffn: sympy.
     if spec.lm_head and not spec.tied:
         out.append(("lm_head", V, emb, sympy.Integer(1)))
     return tuple(out)
+
+
+def _require_top_k(spec: ModelSpec) -> None:
+    """A one-line refusal of a mixture of experts without its top-k: a plan's activations and FLOPs need it."""
+    if not getattr(spec, "active_defined", True):
+        from ..architectures.spec import ACTIVE_UNDEFINED, ModelSpecError
+
+        raise ModelSpecError(f"{spec.name}: {ACTIVE_UNDEFINED}; a plan needs it (the routed experts' activations "
+                             "and FLOPs): set num_experts_per_tok in the config ('symbolic params' gives the total)")
+
+
+def trained_context(config: Mapping[str, Any], positions: int = 0) -> int | None:
+    """``max_position_embeddings`` of a config, unless learned positions make it a hard limit (``positions``).
+
+    Rotary models run past it, usually with degraded quality: a warning (``context_warning``, the
+    report's summary, ``symbolic fit --for seq``), not a cap.
+    """
+    value = None if positions else config.get(TRAINED_FIELD)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def trained_phrase(value: int, name: str, source: str = TRAINED_FIELD) -> str:
+    """'the 8,192 positions llama-3-70b was trained for (max_position_embeddings in its config)'."""
+    return f"the {value:,} positions {name} was trained for ({source} in its config)"
+
+
+def context_warning(config: Mapping[str, Any], name: str, seq: int, positions: int = 0) -> str | None:
+    """One line when ``seq`` is beyond the context the model was trained for, else None (what the CLI warns)."""
+    trained = trained_context(config, positions)
+    if trained is None or seq <= trained:
+        return None
+    return f"seq {seq:,} is beyond {trained_phrase(trained, name)}: the plan is computed, but {PAST_TRAINED}"
 
 
 # article A's network as a planner model: with the nn.Linear biases, and without them

@@ -190,7 +190,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         return default
 
     batch = _whole("batch", pick("batch", _default("batch")))
-    seq = _whole("seq", pick("seq", default_seq(model)))
+    seq = opts.check_seq(_whole("seq", pick("seq", default_seq(model))))
     if model.positions and seq > model.positions:
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
     dp, tp, pp = (_whole(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))

@@ -17,6 +17,7 @@ from .. import __version__, printing
 from .. import symbols as symtab
 from ..formula import Evaluation, Formula
 from ..library.errata import errata_for
+from ..planning.model import PAST_TRAINED, trained_phrase
 from ..sources import SOURCES
 from ..units import format_bytes
 from . import calc, peak, plan_section
@@ -224,7 +225,7 @@ def _trained_points(scenario: Scenario) -> list[str]:
     if symbol is None or symbol not in scenario.trained:
         return []
     trained = scenario.trained[symbol]
-    what = f"the {trained.value:,} positions {trained.model} was trained for ({trained.source} in its config)"
+    what = trained_phrase(trained.value, trained.model, trained.source)  # the command line's warning says the same
     out = []
     current = scenario.given.get(symbol)
     if current is not None and current > trained.value:
@@ -234,9 +235,8 @@ def _trained_points(scenario: Scenario) -> list[str]:
     if beyond:
         listed = _join([f"{value:,} on {name}" for name, value in beyond])
         out.append(f"The largest context{'s' if len(beyond) > 1 else ''} that fit{'' if len(beyond) > 1 else 's'} "
-                   f"({listed}) {'are' if len(beyond) > 1 else 'is'} beyond {what}: memory allows it, but a "
-                   "rotary model run past its trained length usually loses quality unless a scaling scheme "
-                   "(e.g. RoPE scaling) is applied.")
+                   f"({listed}) {'are' if len(beyond) > 1 else 'is'} beyond {what}: memory allows it, but "
+                   f"{PAST_TRAINED}.")
     return out
 
 

@@ -24,6 +24,8 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
+from ..plan_options import MAX_SEQ, seq_too_long
+
 PLAN_KEYS = ("gpu", "gpus", "max_gpus", "seq", "global_batch", "tokens", "mfu", "achieved_tflops", "price",
              "objective", "top")
 OBJECTIVES = ("time", "cost")
@@ -64,6 +66,8 @@ def check(value: Any, fail: Fail) -> dict[str, Any] | None:
             out[key] = _positive(val, where, fail, whole=False)
         else:
             out[key] = _positive(val, where, fail, whole=True)
+    if out.get("seq", 0) > MAX_SEQ:
+        raise fail(("plan", "seq"), seq_too_long(out["seq"]))
     if ("gpus" in out) == ("max_gpus" in out):
         raise fail(("plan",), "give exactly one of gpus or max_gpus")
     if ("mfu" in out) == ("achieved_tflops" in out):

@@ -98,10 +98,8 @@ def _trained(shape: Any) -> dict[sympy.Symbol, Trained]:
     ``max_position_embeddings``, usually with degraded quality, so it is a warning, as in
     ``symbolic fit`` (planning.fit).
     """
-    trained = shape.config.get("max_position_embeddings") if not shape.positions else None
-    if isinstance(trained, int) and not isinstance(trained, bool) and trained > 0:
-        return {S: Trained(trained, shape.name)}
-    return {}
+    trained = shape.trained_context  # planning.model.trained_context, as the command line's warning reads it
+    return {S: Trained(trained, shape.name)} if trained is not None else {}
 
 
 LAYERS_ONLY = " (transformer layers)"

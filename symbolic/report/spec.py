@@ -77,9 +77,14 @@ RANGE_KEYS = ("from", "to")
 MAX_TEXT = {"title": 200, "author": 200, "date": 60, "notes": 5000}
 MAX_GPUS = 8
 MAX_SWEEP = 40
-MAX_SIZE = 2**24  # batch or sequence length
+MAX_SIZE = 2**24  # batch (a sequence length has the planner's bound, plan_options.MAX_SEQ)
 MAX_DEGREE = 2**16  # dp, tp, pp
 MAX_FILE = 256 * 1024
+
+
+def _high(key: str) -> int:
+    """The largest value of a size key: the planner's bound for a sequence length, ``MAX_SIZE`` for a batch."""
+    return opts.MAX_SEQ if key == "seq" else MAX_SIZE
 
 
 class ReportSpecError(UserError):
@@ -287,6 +292,8 @@ class _Checker:
     def count(self, value: Any, where: tuple[str, ...], low: int, high: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(where, f"expected a whole number, got {_kind(value)}")
+        if value > high == opts.MAX_SEQ:  # a sequence length: the planner's bound and why
+            raise self.fail(where, opts.seq_too_long(value))
         if not low <= value <= high:
             raise self.fail(where, f"{value} is out of range ({low} to {high:,})")
         return value
@@ -359,7 +366,7 @@ class _Checker:
         for key, item in table.items():
             at = where + (key,)
             if key in SIZE_KEYS:
-                out[key] = self.count(item, at, 1, MAX_SIZE)
+                out[key] = self.count(item, at, 1, _high(key))
             elif key in DEGREE_KEYS:
                 out[key] = self.count(item, at, 1, MAX_DEGREE)
             elif key in STAGE_KEYS:
@@ -418,24 +425,24 @@ class _Checker:
         where = ("sweep",)
         table = self.table(value, where)
         self.keys(table, SWEEP_KEYS, where)
-        return Sweep(**{key: self.points(item, where + (key,)) for key, item in table.items()})
+        return Sweep(**{key: self.points(item, where + (key,), _high(key)) for key, item in table.items()})
 
-    def points(self, value: Any, where: tuple[str, ...]) -> tuple[int, ...]:
+    def points(self, value: Any, where: tuple[str, ...], high: int = MAX_SIZE) -> tuple[int, ...]:
         if isinstance(value, dict):
             self.keys(value, RANGE_KEYS, where)
             if set(value) != set(RANGE_KEYS):
                 raise self.fail(where, "a range needs both from and to, e.g. { from = 1, to = 64 }")
-            low = self.count(value["from"], where + ("from",), 1, MAX_SIZE)
-            high = self.count(value["to"], where + ("to",), 1, MAX_SIZE)
-            if high < low:
-                raise self.fail(where, f"to ({high}) is smaller than from ({low})")
+            low = self.count(value["from"], where + ("from",), 1, high)
+            top = self.count(value["to"], where + ("to",), 1, high)
+            if top < low:
+                raise self.fail(where, f"to ({top}) is smaller than from ({low})")
             points = [low]
-            while points[-1] * 2 <= high:
+            while points[-1] * 2 <= top:
                 points.append(points[-1] * 2)
-            if points[-1] != high:
-                points.append(high)
+            if points[-1] != top:
+                points.append(top)
         elif isinstance(value, list):
-            points = [self.count(v, where + (str(i),), 1, MAX_SIZE) for i, v in enumerate(value)]
+            points = [self.count(v, where + (str(i),), 1, high) for i, v in enumerate(value)]
             if len(points) < 2:
                 raise self.fail(where, "give at least two points")
         else:
