@@ -316,8 +316,10 @@ def _raise_swallowed(noted: list[int], records: list[logging.LogRecord]) -> None
             raise err
     errors = [r for r in records if r.levelno >= logging.ERROR]
     if errors:
-        cause = f" ({type(caught[0]).__name__}: {shorten(caught[0], 200)})" if caught else ""
-        raise PdfError(f"the PDF was not written: WeasyPrint: {_one_line(errors[0])}{cause}")
+        message = _one_line(errors[0])
+        if caught and str(caught[0]) not in message:  # 'Failed to render SVG image': say why
+            message += f" ({type(caught[0]).__name__}: {shorten(caught[0], 200)})"
+        raise PdfError(f"the PDF was not written: WeasyPrint: {message}")
 
 
 def _one_line(record: logging.LogRecord) -> str:
