@@ -206,7 +206,7 @@ def test_killed_writer_leaves_no_partial_report(tmp_path):
 def test_failed_render_writes_nothing(tmp_path, monkeypatch):
     out = tmp_path / "r.pdf"
 
-    def boom(html):
+    def boom(html, warn=None):
         raise OSError("disk full while laying out")
 
     monkeypatch.setattr(render, "html_to_pdf", boom)
