@@ -194,3 +194,80 @@ def test_weasyprint_warnings_are_progress_lines_without_quiet(capsys, tmp_path):
     assert code == 0 and len(warned) == 1, err
     assert warned[0].startswith("symbolic report: [") and "] WeasyPrint: Ignored `colr: red`" in warned[0], err
     assert all(line.startswith("symbolic report: ") for line in err.splitlines()), err
+
+
+# --- 2: user templates are bounded --------------------------------------------------------------------------
+HOSTILE = [  # (template, what the one-line error says)
+    ("{{ range(10**9)|list }}", "range() of more than"),
+    ("{{ '%0999999999d'|format(1) }}", "format would make more than"),
+    ("{{ '%0999999999d' % 1 }}", "format would make more than"),
+    ("{{ '%0*d' % (10**9, 1) }}", "format would make more than"),
+    ("{{ '{:>999999999}'.format(1) }}", "format would make more than"),
+    ("{{ 'a' * 10**12 }}", "repetition would make more than"),
+    ("{{ [0] * 10**10 }}", "repetition would make more than"),
+    ("{{ 'x'.center(10**9) }}", "str.center of width"),
+    ("{{ 'x'|center(10**9) }}", "|center of width"),
+    ("{{ 'x'|indent(10**9, true) }}", "|indent would make more than"),
+    ("{{ 'x'.zfill(10**9) }}", "str.zfill of width"),
+    ("{{ 'a'|replace('', 'b' * 60000000) }}", "replace would make more than"),
+    ("{{ 7 ** 1000000 }}", "bits"),
+    ("{{ lipsum(10**6) }}", "lipsum of"),
+    ("{{ [1]|batch(10**9, 'x')|list }}", "|batch would make more than"),
+    ("{{ ('a' * 60000000)|list|length }}", "|list of a string"),
+    ("{% set a = ['x' * 60000000] * 100000 %}{{ a|join }}", "would make more than"),
+    ("{% set a = ['x' * 60000000] * 100000 %}{{ a }}", "printed value would make more than"),
+    ("{% set a = 'x' * 60000000 %}{% set b = a ~ a %}{{ b|length }}", "concatenation would make more than"),
+    ("{% macro f(s, n) %}{{ f(s ~ s, n - 1) if n else s|length }}{% endmacro %}{{ f('ab', 40) }}", "concatenation"),
+    ("{% macro m() %}{% for i in range(1000) %}{{ 'a' * 30000000 }}{% endfor %}{% endmacro %}{{ m() }}",
+     "rendered text passes"),
+    ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "loop iterations"),
+    ("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", "RecursionError"),
+]
+
+
+@pytest.mark.parametrize("source, message", HOSTILE)
+def test_a_template_cannot_exhaust_memory_or_time(tmp_path, source, message):
+    (tmp_path / "report.html.j2").write_text(source, encoding="utf-8")
+    start = time.monotonic()
+    with pytest.raises(render.TemplateError, match="template report.html.j2: ") as caught:
+        render.render_html({"meta": {}}, tmp_path)
+    assert message in str(caught.value) and "\n" not in str(caught.value), caught.value
+    assert time.monotonic() - start < 10
+
+
+def test_the_text_cap_stops_the_stream_as_it_passes(tmp_path, monkeypatch):
+    """The document is counted as it is generated: rendering stops at the cap, not after building everything."""
+    from symbolic.report import sandbox
+
+    monkeypatch.setattr(sandbox, "MAX_TEXT", 10_000)
+    (tmp_path / "report.html.j2").write_text("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", "utf-8")
+    env = render.html_environment(tmp_path)
+    with pytest.raises(render.TemplateError, match="rendered text passes"):
+        render._render(env, "report.html.j2", {}, user=True)
+    assert env.budget.steps <= 10_000 // 100 + 1 and env.budget.text <= 10_000 + 100  # a hundred of 100,000 loops
+
+
+FEATURES = ("{{ 2 + 3 }} {{ '%5.2f'|format(3.14159) }} {{ '%(n)d' % {'n': 7} }} {{ '{:,}'.format(123456789) }} "
+            "{% for x in [1, 2, 3] if x > 1 %}{{ loop.index }}{{ loop.last }}{{ loop.length }}{% else %}none{% endfor %} "
+            "{{ [1, 2] * 3 }} {{ 'ab' ~ 'cd' }} {{ [3, 1, 2]|sort|join(',') }} {{ 'x'|center(7) }}|{{ 'a b'|replace(' ', '-') }} "
+            "{% set ns = namespace(a=1) %}{% for i in range(3) %}{% set ns.a = ns.a * 2 %}{% endfor %}{{ ns.a }} "
+            "{% for a in [[1, 2], [3]] recursive %}{{ a }}{% endfor %} {{ '<b>' }} {% filter upper %}x{% endfilter %} "
+            "{% macro m(x) %}[{{ x }}]{% endmacro %}{{ m('y') }} {{ [1, 2, 3]|sum }} {{ 2 ** 10 }} {{ 'ab' * 2 }} "
+            "{{ {'k': [1, (2, 3)]} }} {{ 'a\\tb'.expandtabs(4) }} {{ '-'.join(['a', 'b']) }} {{ 'x'.ljust(3) }}|")
+
+
+def test_ordinary_templates_render_as_in_jinja2s_own_sandbox():
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    plain = ImmutableSandboxedEnvironment(autoescape=True, undefined=jinja2.StrictUndefined)
+    assert render.html_environment().from_string(FEATURES).render() == plain.from_string(FEATURES).render()
+
+
+@pytest.mark.parametrize("source", ["{{ range(10**9)|list }}", "{{ 'a' * 10**12 }}"])
+def test_template_errors_exit_2_on_one_line(capsys, tmp_path, source):
+    (tmp_path / "report.html.j2").write_text(source, encoding="utf-8")
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "-q", "--templates", str(tmp_path), "--html",
+                         str(tmp_path / "r.html"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("symbolic: error: template "), err
+    assert not (tmp_path / "r.html").exists()

@@ -27,11 +27,11 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from ..collector import frozen_heap
 from ..errors import Terminated, UserError, shorten
+from .sandbox import BoundedSandbox, TemplateLimit
 from .texescape import TexCode, escape
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -93,19 +93,19 @@ def _loader(user_dir: Path | None) -> jinja2.BaseLoader:
     return jinja2.ChoiceLoader([UserFolderLoader(folder), package])
 
 
-def html_environment(user_dir: Path | None = None) -> jinja2.Environment:
-    """The HTML environment: autoescape on, StrictUndefined, sandboxed."""
-    return ImmutableSandboxedEnvironment(loader=_loader(user_dir), autoescape=True, undefined=jinja2.StrictUndefined,
-                                         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+def html_environment(user_dir: Path | None = None) -> BoundedSandbox:
+    """The HTML environment: autoescape on, StrictUndefined, sandboxed and bounded (see ``sandbox``)."""
+    return BoundedSandbox(loader=_loader(user_dir), autoescape=True, undefined=jinja2.StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
 def _tex_finalize(value: Any) -> str:
     return escape(value)
 
 
-def tex_environment(user_dir: Path | None = None) -> jinja2.Environment:
+def tex_environment(user_dir: Path | None = None) -> BoundedSandbox:
     """The LaTeX environment: \\VAR{}/\\BLOCK{} delimiters, TeX escaping of every non-TexCode value."""
-    env = ImmutableSandboxedEnvironment(
+    env = BoundedSandbox(
         loader=_loader(user_dir), autoescape=False, undefined=jinja2.StrictUndefined,
         block_start_string=r"\BLOCK{", block_end_string="}",
         variable_start_string=r"\VAR{", variable_end_string="}",
@@ -113,13 +113,22 @@ def tex_environment(user_dir: Path | None = None) -> jinja2.Environment:
         line_statement_prefix=None, line_comment_prefix="%#",
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_tex_finalize,
     )
-    env.filters["tex"] = escape
+    env.filters["tex"] = env.bounded_filter("tex", escape)
     return env
 
 
-def _render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
+def _render(env: BoundedSandbox, name: str, context: dict[str, Any], user: bool = False) -> str:
+    """``name`` rendered as a stream, its text counted as it grows (``sandbox.MAX_TEXT``); one-line errors.
+
+    With ``user`` (a ``--templates`` folder), anything the template raises is the user's error.
+    """
+    env.budget = type(env.budget)()
     try:
-        return env.get_template(name).render(**context)
+        parts = []
+        for part in env.get_template(name).generate(**context):
+            env.budget.spend_text(len(part))
+            parts.append(part)
+        return "".join(parts)
     except jinja2.TemplateNotFound as err:
         raise TemplateError(f"template not found: {err.name}") from None
     except jinja2.UndefinedError as err:
@@ -128,6 +137,12 @@ def _render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
         raise TemplateError(f"template {err.filename or name}:{err.lineno}: {err.message}") from None
     except jinja2.exceptions.SecurityError as err:
         raise TemplateError(f"template {name}: refused by the sandbox: {err}") from None
+    except TemplateLimit as err:
+        raise TemplateError(f"template {name}: {err}") from None
+    except Exception as err:  # MemoryError, RecursionError, a TypeError...: the user's template, or a bug of ours
+        if not (user or isinstance(err, jinja2.TemplateError)):
+            raise
+        raise TemplateError(f"template {name}: {type(err).__name__}: {shorten(err, 200)}") from None
 
 
 def render_html(context: dict[str, Any], user_dir: Path | None = None) -> str:
@@ -137,12 +152,12 @@ def render_html(context: dict[str, Any], user_dir: Path | None = None) -> str:
         css, _, _ = env.loader.get_source(env, CSS_FILE)  # type: ignore[union-attr]
     except jinja2.TemplateNotFound:
         raise TemplateError(f"template not found: {CSS_FILE}") from None
-    return _render(env, HTML_TEMPLATE, {**context, "css": Markup(css.replace("</", "<\\/"))})
+    return _render(env, HTML_TEMPLATE, {**context, "css": Markup(css.replace("</", "<\\/"))}, user_dir is not None)
 
 
 def render_tex(context: dict[str, Any], user_dir: Path | None = None) -> str:
     """The report as a standalone LaTeX document (pdflatex, amsmath, booktabs, longtable)."""
-    return _render(tex_environment(user_dir), TEX_TEMPLATE, context)
+    return _render(tex_environment(user_dir), TEX_TEMPLATE, context, user_dir is not None)
 
 
 # --- PDF -----------------------------------------------------------------------------------------
