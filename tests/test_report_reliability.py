@@ -271,3 +271,30 @@ def test_template_errors_exit_2_on_one_line(capsys, tmp_path, source):
                          str(tmp_path / "r.html"))
     assert code == 2 and out == "" and err.count("\n") == 1 and err.startswith("symbolic: error: template "), err
     assert not (tmp_path / "r.html").exists()
+
+
+# --- 4: an output's name says its format ----------------------------------------------------------------------
+@pytest.mark.parametrize("flag, name, kind", [
+    ("-o", "x.docx", "PDF"), ("--pdf", "report.html", "PDF"), ("--output", "x.tex", "PDF"),
+    ("--html", "x.pdf", "HTML"), ("--html", "page.txt", "HTML"), ("--tex", "x.pdf", "LaTeX"), ("--tex", "doc.latex", "LaTeX"),
+])
+def test_an_output_with_another_formats_extension_is_refused_before_any_work(capsys, monkeypatch, tmp_path, flag, name,
+                                                                            kind):
+    from symbolic.report import adapter
+
+    monkeypatch.setattr(adapter, "scenario_for", lambda *a, **k: pytest.fail("worked before refusing the name"))
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "-q", flag, str(tmp_path / name))
+    assert code == 2 and out == "" and err.count("\n") == 1 and kind in err and name in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag, name", [("-o", "r.PDF"), ("--html", "r.htm"), ("--html", "r.HTML"), ("--tex", "r.tex"),
+                                        ("--tex", "r")])
+def test_the_formats_own_extension_in_any_case_or_none_is_written(capsys, tmp_path, flag, name):
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "-q", flag, str(tmp_path / name))
+    assert code == 0 and out == f"{tmp_path / name}\n" and (tmp_path / name).stat().st_size > 0, err
+
+
+def test_a_device_without_an_extension_still_takes_a_pdf(capsys):
+    code, out, err = run(capsys, "report", str(MLP_SPEC), "-q", "-o", os.devnull)
+    assert code == 0 and out == f"{os.devnull}\n", err
