@@ -27,7 +27,7 @@ from .typeset import CALC_POINTS, CALC_WIDTH_PX, Typesetter
 
 Progress = Callable[[str], None]
 UNIT_NAMES = {"bytes": "bytes", "params": "parameters", "elements": "elements"}
-TERMS_MATH_PX = 220.0  # a sources table's expression column: 35 % of the 176 mm page, less its padding (report.css)
+TERMS_MATH_PX = 220.0  # a sources table's formulas are set this wide at most, so that its notes keep 30 % (report.css)
 
 
 def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool = True,
