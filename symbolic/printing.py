@@ -39,6 +39,10 @@ class _Latex(LatexPrinter):
         super().__init__(settings)
         self.values = values or {}
 
+    def _print_Integer(self, expr: sympy.Integer) -> str:
+        """A whole-number constant grouped as a substituted value is: 419{,}430{,}400, but 4096."""
+        return number_latex(expr)
+
     def _print_Symbol(self, expr: sympy.Symbol, style: str = "plain") -> str:
         if expr in self.values:
             return number_latex(self.values[expr])

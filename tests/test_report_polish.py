@@ -419,10 +419,21 @@ def test_a_wide_max_breaks_after_its_commas():
     from symbolic.report import calc
 
     row = r"{} + \max\left(\frac{8 N}{N_{d}}, \frac{2 B H S}{t} + L \left(\frac{12 B H S}{t} + 4\right)\right) + 7"
-    lines = calc.split_max(row, len, 50)
+    lines = calc.split_max(row, len, 80)
     assert lines == [r"{} + \max\left(\frac{8 N}{N_{d}},\right.",
                      r"\left.\quad \frac{2 B H S}{t} + L \left(\frac{12 B H S}{t} + 4\right)\right) + 7"]
     assert all(width(line) > 0 for line in lines)  # each line typesets on its own (balanced delimiters)
     assert calc.split_max(row, len, 500) == [row]  # fits: left alone
     inside = r"2 + \frac{3 \max\left(a, b\right)}{50}"
     assert calc.split_max(inside, len, 5) == [inside]  # a max inside a fraction cannot break
+
+
+def test_an_argument_of_a_max_still_too_wide_breaks_between_its_terms():
+    """Issue 25: a table cell's max whose argument alone is wider than the column (the peak term's phases)."""
+    from symbolic.report import calc
+
+    row = r"{} + \max\left(\frac{8 N}{N_{d}}, \frac{2 B H S}{t} + L \left(\frac{12 B H S}{t} + 4\right)\right) + 7"
+    lines = calc.split_max(row, len, 50)
+    assert lines == [r"{} + \max\left(\frac{8 N}{N_{d}},\right.", r"\left.\quad \frac{2 B H S}{t}\right.",
+                     r"\left.\qquad {} + L \left(\frac{12 B H S}{t} + 4\right)\right) + 7"]
+    assert all(width(line) > 0 for line in lines)  # each line typesets on its own (balanced delimiters)

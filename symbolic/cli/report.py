@@ -23,8 +23,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="build a capacity-planning report (PDF, HTML, LaTeX) from a TOML specification",
                        description="Build a report from SPEC (a TOML file; see reports/). Without SPEC, the default "
                                    "example; '-' reads it from standard input. Without -o/--html/--tex, writes "
-                                   "SPEC's name with .pdf (report.pdf for '-') in the current folder. --quiet: no "
-                                   "progress, only the paths written; --verbose: also each file's size.")
+                                   "SPEC's name with .pdf (report.pdf for '-') in the current folder. An output's name "
+                                   "ends in its format's extension (.pdf; .html or .htm; .tex) or has none "
+                                   "(/dev/null). --quiet: no progress, only the paths written; --verbose: also each "
+                                   "file's size.")
     p.add_argument("spec", nargs="?", metavar="SPEC",
                    help="report specification (.toml; '-': read it from standard input, relative paths in it taken "
                         "from the current folder); default: the example")
@@ -104,7 +106,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     to_stdout = [flag for flag, value in (("-o", args.pdf), ("--html", args.html), ("--tex", args.tex)) if value == "-"]
     if len(to_stdout) > 1:
         raise CliError(f"{' and '.join(to_stdout)} both write to stdout ('-'); give all but one a file name")
-    outputs = Outputs(pdf=_path(args.pdf), html=_path(args.html), tex=_path(args.tex))
+    outputs = Outputs(pdf=_output(args.pdf, "PDF"), html=_output(args.html, "HTML"), tex=_output(args.tex, "LaTeX"))
     if outputs.pdf is None and outputs.html is None and outputs.tex is None:
         from ..report.build import default_spec
 
@@ -149,5 +151,20 @@ def _missing(err: ImportError) -> str:
             "pip install --force-reinstall symbolic-memory (or, in a checkout, pip install -e .)")
 
 
-def _path(text: str | None) -> Path | None:
-    return Path(text) if text else None
+EXTENSIONS = {"PDF": (".pdf",), "HTML": (".html", ".htm"), "LaTeX": (".tex",)}
+
+
+def _output(text: str | None, kind: str) -> Path | None:
+    """Where to write a ``kind`` document: '-', a name without an extension (/dev/null) or with the kind's own.
+
+    ``-o x.docx`` would otherwise write a PDF named .docx; refused before any work.
+    """
+    if not text:
+        return None
+    path = Path(text)
+    suffix = path.suffix.lower()
+    if text != STDIN and suffix and suffix not in EXTENSIONS[kind]:
+        allowed = " or ".join(EXTENSIONS[kind])
+        raise CliError(f"{text}: a {kind} document's name ends in {allowed} (or has no extension, or is '-' for "
+                       f"standard output), not {path.suffix}")
+    return path

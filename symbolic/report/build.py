@@ -66,7 +66,7 @@ def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates:
                 outputs.written.append(write.write_text(outputs.html, html))
             if outputs.pdf is not None:
                 say("laying out the PDF (WeasyPrint)")
-                pdf = render.html_to_pdf(html)
+                pdf = render.html_to_pdf(html, warn=lambda message: say(f"WeasyPrint: {message}"))
                 outputs.written.append(write.write_bytes(outputs.pdf, pdf))
         if outputs.tex is not None:
             say("rendering LaTeX")

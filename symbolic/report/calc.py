@@ -77,6 +77,29 @@ class _ShownMin(_ShownMax):
     word = r"\min"
 
 
+class _Scaled(sympy.Function):
+    """``c · max(...)`` printed with its fraction in front, ``\\frac{3}{50} \\max(...)``: printed, never evaluated."""
+
+    def _latex(self, printer: object) -> str:
+        coefficient, rest = self.args
+        return f"{printer._print(coefficient)} {printer._print(rest)}"  # type: ignore[attr-defined]
+
+
+def coefficient_first(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with each fraction of a max or min (``\\frac{3 \\max(...)}{50}``) printed coefficient first.
+
+    A max inside a fraction cannot break after its commas; ``\\frac{3}{50} \\max(...)`` can, so a
+    table cell too narrow for the whole max still shows it at a readable size (``split_max``).
+    """
+    mapping = {}
+    for node in sympy.preorder_traversal(expr):
+        if node.is_Mul:
+            coefficient, rest = node.as_coeff_Mul()
+            if coefficient.is_Rational and not coefficient.is_Integer and isinstance(rest, (sympy.Max, sympy.Min)):
+                mapping[node] = _Scaled(coefficient, rest)
+    return expr.xreplace(mapping) if mapping else expr
+
+
 def worked(expr: sympy.Expr, values: dict) -> sympy.Expr:
     """``expr`` with each max/min of whole phases replaced by the max/min of their numbers.
 
@@ -139,7 +162,8 @@ def split_max(row: str, measure: Callable[[str], float], limit: float) -> list[s
     """A row wider than ``limit`` because of one max(...) of long arguments, broken after its commas.
 
     ``\\max\\left(a, b\\right)`` becomes ``\\max\\left(a,\\right.`` and ``\\left.\\quad b\\right)``: each line keeps
-    its delimiters balanced, as TeX's align and ziamath need.
+    its delimiters balanced, as TeX's align and ziamath need. An argument still wider than ``limit``
+    breaks between its terms, its continuation lines indented by ``\\qquad``.
     """
     start = row.find(r"\max\left(")
     if measure(row) <= limit or start < 0 or _depth(row[:start]) != 0:
@@ -161,10 +185,23 @@ def split_max(row: str, measure: Callable[[str], float], limit: float) -> list[s
         return [row]
     bounds = [inner_start, *(c + 1 for c in commas), end + 1]
     args = [row[a:b - 1].strip() for a, b in zip(bounds, bounds[1:])]
-    lines = [row[:start] + r"\max\left(" + args[0] + r",\right."]
-    lines += [r"\left.\quad " + arg + r",\right." for arg in args[1:-1]]
-    lines.append(r"\left.\quad " + args[-1] + r"\right)" + row[end + len(r"\right)"):])
-    return lines
+    openings = [row[:start] + r"\max\left(", *[r"\left.\quad "] * (len(args) - 1)]
+    closings = [*[r",\right."] * (len(args) - 1), r"\right)" + row[end + len(r"\right)"):]]
+    return [line for opening, arg, closing in zip(openings, args, closings)
+            for line in _split_argument(opening, arg, closing, measure, limit)]
+
+
+def _split_argument(opening: str, arg: str, closing: str, measure: Callable[[str], float], limit: float) -> list[str]:
+    """One argument's line of a broken max, itself broken between its terms when it is wider than ``limit``."""
+    line = opening + arg + closing
+    parts = split_sum(arg)
+    if len(parts) < 2 or measure(line) <= limit:
+        return [line]
+    rows = wrap(parts, lambda text: measure(r"\left.\qquad " + text + r",\right."), limit)
+    if len(rows) < 2:
+        return [line]
+    middle = [r"\left.\qquad " + row + r"\right." for row in rows[1:-1]]
+    return [opening + rows[0] + r"\right.", *middle, r"\left.\qquad " + rows[-1] + closing]
 
 
 def _depth(latex: str) -> int:

@@ -8,7 +8,7 @@ arithmetic), formatted with IEC units; LaTeX comes from the project's printers.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -28,6 +28,7 @@ from .typeset import CALC_POINTS, CALC_WIDTH_PX, Typesetter
 
 Progress = Callable[[str], None]
 UNIT_NAMES = {"bytes": "bytes", "params": "parameters", "elements": "elements"}
+TERMS_MATH_PX = 220.0  # a sources table's formulas are set this wide at most, so that its notes keep 30 % (report.css)
 
 
 def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool = True,
@@ -36,8 +37,11 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
     say = progress or (lambda _message: None)
     ev = scenario.evaluate()
     formula = scenario.formula
+    if getattr(spec, "plan", None):
+        say("searching the layouts of the capacity plan")
+    plan = plan_section.build(spec, ts, charts)
     say("solving for the largest batch and context on each GPU")
-    summary = _summary(scenario, ev, ts)
+    summary = _summary(scenario, ev, ts, [section["summary"] for section in plan])
     say("typesetting the hand calculations")
     calculations = [_calculation(step.formula, step.formula.evaluate(step.formula.restrict(step.values)), ts) for step in scenario.steps]
     calculations.append(_calculation(formula, ev, ts, main=True))
@@ -72,7 +76,7 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
         "sources": _sources(scenario, ts),
         "cited": _cited(scenario),
         "errata": _errata(scenario),
-        "plan": plan_section.build(spec, ts, charts),
+        "plan": plan,
     }
     context["has_variants"] = [1] if context["variants"] else []
     context["has_sensitivity"] = [1] if context["sensitivity"]["table"]["rows"] else []
@@ -140,8 +144,14 @@ def _symbol_latex(symbol: sympy.Symbol) -> str:
     return printing.latex(symbol)
 
 
+def _cell_latex(expr: sympy.Expr) -> str:
+    """A term's expression for a table cell: a fraction of a max printed coefficient first, so that the max can break."""
+    return printing.latex(calc.coefficient_first(expr))
+
+
 # --- summary -------------------------------------------------------------------------------------
-def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, Any]:
+def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[str] = ()) -> dict[str, Any]:
+    """The first page: the total, the verdict per GPU, the plan's sentence (``plan``), the peak and the largest term."""
     formula = scenario.formula
     total = ev.total
     columns = [("GPU", "left"), ("capacity", "right"), ("fits?", "center"), ("headroom", "right")]
@@ -181,6 +191,7 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, An
             points.append(f"Fits on {_join(fits)}" + (f"; does not fit on {_join(fails)}." if fails else "."))
         else:
             points.append(f"Does not fit on any of the GPUs compared ({_join(fails)}).")
+    points.extend(plan)
     if phases is not None and scenario.phases is not None:
         points.extend(peak.sentences(phases, scenario.phases, total, format_bytes, percent, count))
     expr_text = printing.text(top_term.expr)
@@ -325,7 +336,7 @@ def _breakdown(scenario: Scenario, ev: Evaluation, ts: Typesetter, charts: bool)
     rows = []
     for term, value in ev.terms:
         share = float(value / total) if total else 0.0
-        rows.append(_row([ts.cell(term.title), ts.cell(math=printing.latex(term.expr), width=240), ts.cell(count(value)),
+        rows.append(_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=240), ts.cell(count(value)),
                           ts.cell(amount(value, formula.unit)), ts.cell(percent(share)), ts.cell(term.source)]))
     rows.append(_row([ts.cell("total"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
                       ts.cell(amount(total, formula.unit)), ts.cell(percent(1.0, 0)), ts.cell("")], "total"))
@@ -355,7 +366,7 @@ def _phase_breakdown(scenario: Scenario, v: peak.PeakView, ev: Evaluation, ts: T
     rows = []
     for term, value in v.components():
         share = percent(float(value / total)) if term.key in at_peak and total else "—"
-        rows.append(_row([ts.cell(term.title), ts.cell(math=printing.latex(term.expr), width=150), ts.cell(count(value)),
+        rows.append(_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=150), ts.cell(count(value)),
                           ts.cell(format_bytes(value)), ts.cell(share), ts.cell(", ".join(where[term.key])),
                           ts.cell(term.source)], "peak" if term.key in at_peak else "off-peak"))
     rows.append(_rule(_row([ts.cell("resident terms"), ts.cell("alive in every phase"),
@@ -527,7 +538,7 @@ def _sources(scenario: Scenario, ts: Typesetter) -> list[dict[str, Any]]:
     out = []
     for source_id, items in terms.items():
         source = SOURCES.get(source_id)
-        rows = [_row([ts.cell(term.title), ts.cell(math=printing.latex(term.expr), width=200),
+        rows = [_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=TERMS_MATH_PX),
                       ts.cell(", ".join(keys), code=True), ts.cell(term.where, code=True), ts.cell(term.note)])
                 for term, keys in items.values()]
         out.append({

@@ -29,6 +29,7 @@ from ..plan_options import MAX_SEQ, seq_too_long
 PLAN_KEYS = ("gpu", "gpus", "max_gpus", "seq", "global_batch", "tokens", "mfu", "achieved_tflops", "price",
              "objective", "top")
 OBJECTIVES = ("time", "cost")
+TITLE = "Capacity plan: layout, time and cost"  # the section's heading in both templates
 Fail = Callable[[tuple[str, ...], str], Exception]
 
 
@@ -78,37 +79,44 @@ def check(value: Any, fail: Fail) -> dict[str, Any] | None:
     return out
 
 
-def _days(seconds: float) -> str:
-    return f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds / 3600:,.1f} hours"
+TIME_UNITS = (("days", 86400), ("hours", 3600), ("minutes", 60))
 
 
-def _chart(layouts: list[dict[str, Any]], frontier: list[int], by_cost: bool) -> str:
-    """Time to train against cost (or GPUs), every fitting layout a dot, the frontier joined, the chosen starred."""
+def time_unit(seconds: float) -> tuple[str, int]:
+    """The unit of the section's times: the largest in which the chosen layout's time to train is at least 1."""
+    return next(((label, size) for label, size in TIME_UNITS if seconds >= size), TIME_UNITS[-1])
+
+
+def _duration(seconds: float, unit: tuple[str, int]) -> str:
+    return f"{seconds / unit[1]:,.1f} {unit[0]}"
+
+
+def _summary(best: dict[str, Any], gpu: str, tokens: int, unit: tuple[str, int], result: Any) -> str:
+    """The plan in one sentence for the first page: the chosen layout, time to train, GPU-hours and cost."""
+    cost = f", {best['cost']:,.0f} USD" if "cost" in best else ""
+    ranked = "fastest" if result.objective == "time" else "cheapest"
+    return (f"Capacity plan: training on {tokens:,} tokens takes {_duration(best['train_seconds'], unit)} on "
+            f"{best['gpus']} × {gpu} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']}, ZeRO {best['zero']}), "
+            f"{best['gpu_hours']:,.0f} GPU-hours{cost}: the {ranked} of {result.fitting:,} layouts that fit "
+            f"(see “{TITLE}”).")
+
+
+def _chart(layouts: list[dict[str, Any]], frontier: list[int], by_cost: bool, unit: tuple[str, int]) -> str:
+    """Time to train (in the section's unit) against cost (or GPUs), the frontier joined, the chosen starred."""
     from . import plots
 
-    with plots._context():
-        fig = plots._figure(3.2)
-        ax = fig.add_subplot(111)
-        xs = [lay["cost"] if by_cost else lay["gpus"] for lay in layouts]
-        ys = [lay["train_seconds"] / 86400 for lay in layouts]
-        ax.scatter(xs, ys, s=10, color=plots.colour(0), alpha=0.5, label="layouts that fit")
-        front = sorted(frontier, key=lambda i: xs[i])
-        ax.plot([xs[i] for i in front], [ys[i] for i in front], color=plots.colour(1), marker="o", markersize=4,
-                label="frontier")
-        ax.scatter([xs[0]], [ys[0]], s=80, marker="*", color=plots.colour(2), zorder=3, label="chosen")
-        ax.set_xlabel("cost (USD)" if by_cost else "GPUs")
-        ax.set_ylabel("time to train (days)")
-        if not by_cost:
-            ax.set_xscale("log", base=2)
-        ax.legend(frameon=False, fontsize=8)
-        return plots._svg(fig)
+    xs = [lay["cost"] if by_cost else lay["gpus"] for lay in layouts]
+    ys = [lay["train_seconds"] / unit[1] for lay in layouts]
+    return plots.plan(xs, ys, frontier, "cost (USD)" if by_cost else "GPUs", f"time to train ({unit[0]})",
+                      log_x=not by_cost)
 
 
 def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     """The plan section's context entry: one section, or none without a ``[plan]`` table (templates loop over it).
 
-    Each section has ``intro`` (text), ``chosen``, ``alternatives`` and ``charts`` (lists of zero
-    or one table or chart, so that the logic-free templates only loop).
+    Each section has ``intro`` and ``summary`` (text; the summary is the first page's line about the
+    plan), ``chosen``, ``alternatives`` and ``charts`` (lists of zero or one table or chart, so that
+    the logic-free templates only loop).
     """
     plan = getattr(spec, "plan", None)
     if not plan or spec.model.is_article or spec.mode != "train":
@@ -137,20 +145,26 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     intro = (f"{result.considered:,} layouts of {plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name} "
              f"for {plan['global_batch']:,} sequences of {seq:,} tokens per step and {plan['tokens']:,} tokens "
              f"({how}); {result.fitting:,} fit, ranked by {result.objective}.")
-    section: dict[str, Any] = {"intro": intro, "chosen": [], "alternatives": [], "charts": []}
+    pool = f"{plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name}"
+    section: dict[str, Any] = {"intro": intro, "chosen": [], "alternatives": [], "charts": [],
+                               "summary": f"Capacity plan: none of the {result.considered:,} layouts of {pool} fits "
+                                          f"{plan['global_batch']:,} sequences of {seq:,} tokens per step (see "
+                                          f"“{TITLE}”)."}
     if not result.layouts:
         section["intro"] += " None fits: more GPUs, a shorter sequence or offload."
         return [section]
     best = result.layouts[0]
+    unit = time_unit(best["train_seconds"])  # one unit for the chosen layout, the alternatives and the chart
     pairs = [("GPUs", f"{best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']})"),
              ("ZeRO stage", str(best["zero"])), ("recompute", str(best["recompute"])),
              ("sequence parallel", "on" if best["sequence_parallel"] else "off"),
              ("micro-batch × accumulation", f"{best['micro_batch']} × {best['grad_accum']}"),
              ("memory per GPU", f"{best['memory_bytes']:,} bytes = {format_bytes(best['memory_bytes'])}"),
-             ("step", f"{best['step_seconds']:,.3f} s"), ("time to train", _days(best["train_seconds"])),
+             ("step", f"{best['step_seconds']:,.3f} s"), ("time to train", _duration(best["train_seconds"], unit)),
              ("GPU-hours", f"{best['gpu_hours']:,.0f}")]
     if "cost" in best:
         pairs.append(("cost", f"{best['cost']:,.0f} USD at {price} USD per GPU-hour"))
+    section["summary"] = _summary(best, gpu.name, plan["tokens"], unit, result)
     section["chosen"] = [_table([("chosen layout", "left"), ("", "left")],
                                [_row([ts.cell(k), ts.cell(v)]) for k, v in pairs], {0: "5.5cm", 1: "10.5cm"})]
     columns = [("GPUs", "right"), ("dp", "right"), ("tp", "right"), ("pp", "right"), ("ZeRO", "right"),
@@ -161,7 +175,7 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     for lay in result.layouts[: plan.get("top", 8)]:
         cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), lay["recompute"],
                  f"{lay['micro_batch']} × {lay['grad_accum']}", format_bytes(lay["memory_bytes"]),
-                 _days(lay["train_seconds"])]
+                 _duration(lay["train_seconds"], unit)]
         if price is not None:
             cells.append(f"{lay['cost']:,.0f}")
         rows.append(_row([ts.cell(c) for c in cells]))
@@ -170,7 +184,7 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
         by_cost = price is not None
         front = (search.frontier(result.layouts, "train_seconds", "cost") if by_cost
                  else search.frontier(result.layouts, "gpus", "train_seconds"))
-        svg = _chart(result.layouts, front, by_cost)
+        svg = _chart(result.layouts, front, by_cost, unit)
         data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
         section["charts"] = [{"src": f"data:image/svg+xml;base64,{data}",
                               "alt": "time to train against " + ("cost" if by_cost else "GPUs") + ", frontier marked"}]

@@ -266,6 +266,33 @@ def elasticities_figure(labels: Sequence[str], values: Sequence[float]):  # noqa
         return fig
 
 
+def plan(xs: Sequence[float], ys: Sequence[float], frontier: Sequence[int], xlabel: str, ylabel: str,
+         log_x: bool) -> str:
+    """Every fitting layout a dot, the frontier joined, the first (chosen) layout starred."""
+    return _svg(plan_figure(xs, ys, frontier, xlabel, ylabel, log_x))
+
+
+def plan_figure(xs: Sequence[float], ys: Sequence[float], frontier: Sequence[int], xlabel: str, ylabel: str,
+                log_x: bool):  # noqa: ANN201
+    """The plan chart as a matplotlib Figure (``plan`` draws it as SVG): the axes leave room for both labels."""
+    height, left_in, bottom_in, top_in, right_in = 3.2, 0.62, 0.52, 0.1, 0.12
+    with _context():
+        fig = _figure(height)
+        ax = fig.add_axes((left_in / WIDTH_IN, bottom_in / height, 1 - (left_in + right_in) / WIDTH_IN,
+                           1 - (bottom_in + top_in) / height))
+        ax.scatter(xs, ys, s=10, color=colour(0), alpha=0.5, label="layouts that fit")
+        front = sorted(frontier, key=lambda i: xs[i])
+        ax.plot([xs[i] for i in front], [ys[i] for i in front], color=colour(1), marker="o", markersize=4,
+                label="frontier")
+        ax.scatter([xs[0]], [ys[0]], s=80, marker="*", color=colour(2), zorder=3, label="chosen")
+        ax.set_xlabel(xlabel, labelpad=2)
+        ax.set_ylabel(ylabel)
+        if log_x:
+            ax.set_xscale("log", base=2)
+        ax.legend(frameon=False, fontsize=8)
+        return fig
+
+
 def _short(x: int) -> str:
     if x >= 2**20 and x % 2**20 == 0:
         return f"{x // 2**20}M"

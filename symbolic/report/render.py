@@ -15,18 +15,23 @@ a byte-identical PDF.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import mimetypes
+import re
+import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
 
 from ..collector import frozen_heap
-from ..errors import UserError
+from ..errors import Terminated, UserError, shorten
+from .sandbox import BoundedSandbox, TemplateLimit
 from .texescape import TexCode, escape
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -41,6 +46,10 @@ class TemplateError(UserError):
 
 class FetchRefused(UserError):
     """A URL outside the allow-list (data: URIs and the package's own templates folder)."""
+
+
+class PdfError(UserError):
+    """WeasyPrint could not draw part of the report (an image, a stylesheet): no PDF is written."""
 
 
 MAX_TEMPLATE = 1 << 20  # bytes of one user template or stylesheet
@@ -84,19 +93,19 @@ def _loader(user_dir: Path | None) -> jinja2.BaseLoader:
     return jinja2.ChoiceLoader([UserFolderLoader(folder), package])
 
 
-def html_environment(user_dir: Path | None = None) -> jinja2.Environment:
-    """The HTML environment: autoescape on, StrictUndefined, sandboxed."""
-    return ImmutableSandboxedEnvironment(loader=_loader(user_dir), autoescape=True, undefined=jinja2.StrictUndefined,
-                                         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+def html_environment(user_dir: Path | None = None) -> BoundedSandbox:
+    """The HTML environment: autoescape on, StrictUndefined, sandboxed and bounded (see ``sandbox``)."""
+    return BoundedSandbox(loader=_loader(user_dir), autoescape=True, undefined=jinja2.StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
 
 
 def _tex_finalize(value: Any) -> str:
     return escape(value)
 
 
-def tex_environment(user_dir: Path | None = None) -> jinja2.Environment:
+def tex_environment(user_dir: Path | None = None) -> BoundedSandbox:
     """The LaTeX environment: \\VAR{}/\\BLOCK{} delimiters, TeX escaping of every non-TexCode value."""
-    env = ImmutableSandboxedEnvironment(
+    env = BoundedSandbox(
         loader=_loader(user_dir), autoescape=False, undefined=jinja2.StrictUndefined,
         block_start_string=r"\BLOCK{", block_end_string="}",
         variable_start_string=r"\VAR{", variable_end_string="}",
@@ -104,13 +113,22 @@ def tex_environment(user_dir: Path | None = None) -> jinja2.Environment:
         line_statement_prefix=None, line_comment_prefix="%#",
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, finalize=_tex_finalize,
     )
-    env.filters["tex"] = escape
+    env.filters["tex"] = env.bounded_filter("tex", escape)
     return env
 
 
-def _render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
+def _render(env: BoundedSandbox, name: str, context: dict[str, Any], user: bool = False) -> str:
+    """``name`` rendered as a stream, its text counted as it grows (``sandbox.MAX_TEXT``); one-line errors.
+
+    With ``user`` (a ``--templates`` folder), anything the template raises is the user's error.
+    """
+    env.budget = type(env.budget)()
     try:
-        return env.get_template(name).render(**context)
+        parts = []
+        for part in env.get_template(name).generate(**context):
+            env.budget.spend_text(len(part))
+            parts.append(part)
+        return "".join(parts)
     except jinja2.TemplateNotFound as err:
         raise TemplateError(f"template not found: {err.name}") from None
     except jinja2.UndefinedError as err:
@@ -119,6 +137,12 @@ def _render(env: jinja2.Environment, name: str, context: dict[str, Any]) -> str:
         raise TemplateError(f"template {err.filename or name}:{err.lineno}: {err.message}") from None
     except jinja2.exceptions.SecurityError as err:
         raise TemplateError(f"template {name}: refused by the sandbox: {err}") from None
+    except TemplateLimit as err:
+        raise TemplateError(f"template {name}: {err}") from None
+    except Exception as err:  # MemoryError, RecursionError, a TypeError...: the user's template, or a bug of ours
+        if not (user or isinstance(err, jinja2.TemplateError)):
+            raise
+        raise TemplateError(f"template {name}: {type(err).__name__}: {shorten(err, 200)}") from None
 
 
 def render_html(context: dict[str, Any], user_dir: Path | None = None) -> str:
@@ -128,12 +152,12 @@ def render_html(context: dict[str, Any], user_dir: Path | None = None) -> str:
         css, _, _ = env.loader.get_source(env, CSS_FILE)  # type: ignore[union-attr]
     except jinja2.TemplateNotFound:
         raise TemplateError(f"template not found: {CSS_FILE}") from None
-    return _render(env, HTML_TEMPLATE, {**context, "css": Markup(css.replace("</", "<\\/"))})
+    return _render(env, HTML_TEMPLATE, {**context, "css": Markup(css.replace("</", "<\\/"))}, user_dir is not None)
 
 
 def render_tex(context: dict[str, Any], user_dir: Path | None = None) -> str:
     """The report as a standalone LaTeX document (pdflatex, amsmath, booktabs, longtable)."""
-    return _render(tex_environment(user_dir), TEX_TEMPLATE, context)
+    return _render(tex_environment(user_dir), TEX_TEMPLATE, context, user_dir is not None)
 
 
 # --- PDF -----------------------------------------------------------------------------------------
@@ -179,10 +203,12 @@ def require_pdf_renderer() -> None:
     import weasyprint  # noqa: F401
 
 
-def html_to_pdf(html: str) -> bytes:
-    """PDF bytes from the report's HTML; no dates in the metadata, a content-derived identifier."""
-    import logging
+def html_to_pdf(html: str, warn: Callable[[str], None] | None = None) -> bytes:
+    """PDF bytes from the report's HTML; no dates in the metadata, a content-derived identifier.
 
+    WeasyPrint's warnings go to ``warn`` (one line each), its errors fail the build, and a signal
+    it swallowed is raised again (see ``guarded_weasyprint``).
+    """
     import weasyprint
 
     from . import pdfpaths
@@ -190,10 +216,132 @@ def html_to_pdf(html: str) -> bytes:
     pdfpaths.install()  # the same bytes, each glyph outline parsed once (see pdfpaths)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     identifier = hashlib.sha256(html.encode("utf-8")).hexdigest()[:32].encode("ascii")
-    with frozen_heap():
+
+    def write() -> bytes:
         document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=url_fetcher())
         return document.write_pdf(pdf_identifier=identifier)
 
+    with frozen_heap():
+        return guarded_weasyprint(write, warn)
 
-__all__ = ["TexCode", "allowed_path", "frozen_heap", "html_environment", "html_to_pdf", "render_html", "render_tex",
-           "require_pdf_renderer", "tex_environment", "url_fetcher"]
+
+# --- WeasyPrint's swallowed signals and logged failures -------------------------------------------------
+# WeasyPrint 70 catches BaseException around an SVG image's drawing (and a colour profile's loading) and
+# only logs it: a Ctrl-C or SIGTERM landing there would give exit 0 and a PDF without that picture.
+PDF_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+WEASYPRINT_LOGGER = "weasyprint"
+_DATA_URI = re.compile(r"data:[^\s'\"]{40,}")
+T = TypeVar("T")
+
+
+class _Records(logging.Handler):
+    """Every record WeasyPrint logs during one call (debug ones too: they carry the exceptions it caught)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def guarded_weasyprint(work: Callable[[], T], warn: Callable[[str], None] | None = None) -> T:
+    """``work()`` (a WeasyPrint call) with what WeasyPrint hides brought back.
+
+    A signal that arrived during the call (SIGINT, SIGTERM, SIGHUP: noted by a wrapper of their
+    handlers, main thread only) or a ``KeyboardInterrupt``/``Terminated`` found in a log record
+    is raised again after the call; an ERROR record (an image that failed to render or load, a
+    stylesheet refused) is a ``PdfError``; WARNING records go to ``warn``, one line each. WeasyPrint's
+    records do not reach the root logger meanwhile, so nothing else prints them.
+    """
+    noted: list[int] = []
+    records = _Records()
+    with _noting_signals(noted), _captured(records):
+        try:
+            result = work()
+        except BaseException as err:
+            if noted and not isinstance(err, (KeyboardInterrupt, Terminated)):
+                raise _signal_exception(noted[0]) from None
+            raise
+    _raise_swallowed(noted, records.records)
+    for record in records.records:
+        if record.levelno == logging.WARNING and warn is not None:
+            warn(_one_line(record))
+    return result
+
+
+@contextlib.contextmanager
+def _noting_signals(noted: list[int]) -> Iterator[None]:
+    """Each callable handler of ``PDF_SIGNALS`` wrapped so that it appends its signal to ``noted`` first."""
+    wrapped: dict[int, tuple[Any, Any]] = {}
+    for name in PDF_SIGNALS:
+        number = getattr(signal, name, None)
+        previous = signal.getsignal(number) if number is not None else None
+        if not callable(previous):  # SIG_DFL, SIG_IGN or not set from Python: left alone
+            continue
+        note = _noting(previous, noted)
+        try:
+            signal.signal(number, note)
+        except ValueError:  # not the main thread: signals are left alone
+            break
+        wrapped[number] = (note, previous)
+    try:
+        yield
+    finally:
+        for number, (note, previous) in wrapped.items():
+            if signal.getsignal(number) is note:  # a handler that replaced itself (SIG_IGN while cleaning up) stays
+                signal.signal(number, previous)
+
+
+def _noting(handler: Callable[[int, Any], Any], noted: list[int]) -> Callable[[int, Any], Any]:
+    def note(signum: int, frame: Any) -> Any:
+        noted.append(signum)
+        return handler(signum, frame)
+
+    return note
+
+
+@contextlib.contextmanager
+def _captured(records: _Records) -> Iterator[None]:
+    """WeasyPrint's logger sends every record to ``records`` only, for the duration of the block."""
+    logger = logging.getLogger(WEASYPRINT_LOGGER)
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(records)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(records)
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def _signal_exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def _raise_swallowed(noted: list[int], records: list[logging.LogRecord]) -> None:
+    """Raise what WeasyPrint caught and only logged: a signal first, then an exception, then an error."""
+    if noted:
+        raise _signal_exception(noted[0])
+    caught = [r.exc_info[1] for r in records if r.exc_info and r.exc_info[1] is not None]
+    for err in caught:
+        if not isinstance(err, Exception):  # KeyboardInterrupt, Terminated, SystemExit
+            raise err
+    errors = [r for r in records if r.levelno >= logging.ERROR]
+    if errors:
+        message = _one_line(errors[0])
+        if caught and str(caught[0]) not in message:  # 'Failed to render SVG image': say why
+            message += f" ({type(caught[0]).__name__}: {shorten(caught[0], 200)})"
+        raise PdfError(f"the PDF was not written: WeasyPrint: {message}")
+
+
+def _one_line(record: logging.LogRecord) -> str:
+    """A log record's message on one short line, long data: URIs cut."""
+    text = _DATA_URI.sub(lambda m: f"{m.group()[:40]}… ({len(m.group()):,} characters)", record.getMessage())
+    return shorten(" ".join(text.split()), 300)
+
+
+__all__ = ["PdfError", "TexCode", "allowed_path", "frozen_heap", "guarded_weasyprint", "html_environment", "html_to_pdf",
+           "render_html", "render_tex", "require_pdf_renderer", "tex_environment", "url_fetcher"]

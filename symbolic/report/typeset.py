@@ -40,8 +40,9 @@ class Typesetter:
              width: float | None = None, code: bool = False) -> dict[str, Any]:
         """A table cell: ``text`` and ``svg`` for HTML, ``tex`` (escaped text, then math) for LaTeX.
 
-        Math wider than ``width`` px wraps between terms in HTML; ``code=True`` lets LaTeX break
-        identifiers such as ``plan.params_per_gpu`` after dots and underscores.
+        Math wider than ``width`` px wraps between terms in HTML, and a max still too wide after its
+        commas; ``code=True`` lets LaTeX break identifiers such as ``plan.params_per_gpu`` after dots
+        and underscores.
         """
         words = "" if text is None else str(text)
         piece = self.math(math, points) if math else {"svg": Markup(""), "tex": TexCode("")}
@@ -50,7 +51,9 @@ class Typesetter:
         if math:  # in table cells TeX may break a long formula inside plain parentheses, not \left( \right)
             tex += self._tex_cell_math(math, points, width)
         if math and width and self.svg and self.width(math, points) > width:
-            lines = calc.wrap(calc.split_sum(math), lambda part: self.width(part, points), width, self.tolerance)
+            measure = lambda part: self.width(part, points)  # noqa: E731
+            lines = [row for line in calc.wrap(calc.split_sum(math), measure, width, self.tolerance)
+                     for row in calc.split_max(line, measure, width)]
             piece["svg"] = Markup("<br>").join(self.math(line, self._fitting(line, points, width))["svg"]
                                                for line in lines)
         return {"text": words, "words": html_words(words), "svg": piece["svg"], "tex": TexCode(tex)}
