@@ -2,7 +2,7 @@
 """How much memory the CUDA caching allocator needs beyond the live tensors of real training steps.
 
 Records the allocation sequence of three training steps on the meta device
-(``symbolic.allocator_trace.training_trace``: no computation, the same events as on the CPU),
+(``symbolic.measured.allocator_trace.training_trace``: no computation, the same events as on the CPU),
 replays it through the allocator's rules (``symbolic.library.caching_allocator``) and prints, as
 a Markdown table, the tensor peak, the reserved peak with memory to spare, and the least memory
 with which the allocator serves the step (``min_capacity``), against the runtime's allowance
@@ -45,9 +45,9 @@ def row(label: str, family: str, config: dict, batch: int, seq: int, dtype: str,
     import torch
     import transformers
 
-    from symbolic.allocator_trace import training_trace
     from symbolic.library import runtime
     from symbolic.library.caching_allocator import min_capacity, replay
+    from symbolic.measured.allocator_trace import training_trace
 
     transformers.logging.set_verbosity_error()
     with torch.device("meta"):

@@ -30,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _common import markdown_table, publish, seconds  # noqa: E402
 
-from symbolic import compiled, planning  # noqa: E402
+from symbolic import planning  # noqa: E402
+from symbolic.math import compiled
 from symbolic.planning import search  # noqa: E402
 from symbolic.planning import time as ptime  # noqa: E402
 

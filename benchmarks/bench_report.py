@@ -78,7 +78,7 @@ def clear_caches() -> None:
     """Drop the memos a second build in the same process would reuse; imports and loaded fonts stay."""
     import sympy.core.cache
 
-    from symbolic import compiled
+    from symbolic.math import compiled
 
     for name, module in list(sys.modules.items()):
         if name != "symbolic" and not name.startswith("symbolic."):

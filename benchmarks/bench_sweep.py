@@ -33,8 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _common import interleaved, markdown_table, publish, seconds  # noqa: E402
 
 import symbolic  # noqa: E402
-from symbolic import compiled as compiled_module  # noqa: E402
 from symbolic.cli import main as cli_main  # noqa: E402
+from symbolic.math import compiled as compiled_module  # noqa: E402
 
 FIXED = {"V": 50000, "d_ff": 3072, "D": 1024}
 AXES = {

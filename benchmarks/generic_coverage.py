@@ -15,7 +15,7 @@ from multiprocessing import Pool
 
 def survey(model_type: str) -> dict[str, object]:
     """One type's row: build at its default config, compare the generic path with the real counts."""
-    from symbolic.architectures import generic_survey
+    from symbolic.networks.generic import survey as generic_survey
 
     return generic_survey.survey_type(model_type)
 
@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", action="store_true", help="measure the serving cache instead of the parameters")
     parser.add_argument("--json", action="store_true", help="print the rows and the coverage as one JSON object")
     args = parser.parse_args(argv)
-    from symbolic.architectures import generic, generic_survey
+    from symbolic.networks.generic import probes as generic
+    from symbolic.networks.generic import survey as generic_survey
 
     types = args.types or list(generic.causal_lm_types())
     start = time.time()
@@ -47,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def survey_with_cache(model_type: str) -> dict[str, object]:
     """The serving cache's check alone: a prefill at two lengths, confirmed at a third point."""
-    from symbolic.architectures import generic_cache, generic_survey
-    from symbolic.architectures.families import FAMILIES
+    from symbolic.networks.generic import cache as generic_cache
+    from symbolic.networks.generic import survey as generic_survey
+    from symbolic.networks.transformer.families import FAMILIES
 
     row: dict[str, object] = {"model_type": model_type, "table": model_type in FAMILIES}
     try:  # the denominator: types transformers builds the plain way, whether or not a prefill runs

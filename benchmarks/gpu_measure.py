@@ -3,7 +3,7 @@
 
 For each model and grid point it builds the model on the GPU with random weights, measures
 
-- the bytes saved for backward (``symbolic.measure.saved_tensors``),
+- the bytes saved for backward (``symbolic.measured.measure.saved_tensors``),
 - the peak of each phase (forward, backward, optimizer) of two whole training steps with the
   caching allocator's statistics (``torch.cuda.max_memory_allocated``, read and reset at each
   phase boundary: includes allocator rounding and workspaces), ``max_memory_reserved``, and the
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 LLAMA_SHRUNK = {"hidden_size": 512, "intermediate_size": 1792, "num_attention_heads": 8, "num_key_value_heads": 2,
                 "vocab_size": 32000}
 FULL = [
-    # name, overrides, dropout, grid, options (see symbolic.crosscheck.run)
+    # name, overrides, dropout, grid, options (see symbolic.measured.crosscheck.run)
     ("mlp", {}, "config", {"batch": (1, 128, 512)}, {}),
     ("mlp-nobias", {}, "config", {"batch": (128,), "dtype": ("fp32", "bf16-mixed")}, {"optimizer": "sgd-momentum"}),
     ("gpt2", {}, "config", {"batch": (1, 4), "seq": (256, 1024), "layers": (1, 2), "dtype": ("bf16-mixed", "bf16")}, {}),
@@ -60,8 +60,8 @@ def measure_all(device: str = "cuda", quick: bool = False) -> dict[str, Any]:
     """Every case on ``device``; plain data (see the module docstring)."""
     import torch
 
-    from symbolic import crosscheck as validate
-    from symbolic import measure
+    from symbolic.measured import crosscheck as validate
+    from symbolic.measured import measure
 
     started = time.perf_counter()
     info = validate.environment()

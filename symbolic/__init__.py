@@ -8,31 +8,26 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported on first use (SymPy takes a while): ``import symbolic`` stays light,
-    from .formula import Evaluation, Formula, Sensitivity  # so the CLI can handle Ctrl-C from the start
-    from .symbols import lookup as symbol
-    from .term import Term
+# imported on first use (SymPy takes a while): ``import symbolic`` stays light, so the CLI can
+# handle Ctrl-C from the start
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .core.symbols import lookup as symbol
+    from .core.term import Term
+    from .math.formula import Evaluation, Formula, Sensitivity
+    from .math.sweeps import Sweep
 
 
-class _Package(types.ModuleType):
-    """This package's module type: importing the submodule ``symbolic.formula`` keeps the function ``formula``."""
+_LAZY = {"Evaluation": ("math.formula", "Evaluation"), "Formula": ("math.formula", "Formula"),
+         "Sensitivity": ("math.formula", "Sensitivity"), "symbol": ("core.symbols", "lookup"),
+         "Term": ("core.term", "Term"),
+         "init_printing": ("text.display", "init_printing"), "UserError": ("core.errors", "UserError")}
 
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "formula" and isinstance(value, types.ModuleType):
-            return  # the import system binds each submodule on its package; this name is the function's
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-_LAZY = {"Evaluation": ("formula", "Evaluation"), "Formula": ("formula", "Formula"),
-         "Sensitivity": ("formula", "Sensitivity"), "symbol": ("symbols", "lookup"), "Term": ("term", "Term"),
-         "sweep": ("sweeps", "sweep"), "init_printing": ("display", "init_printing")}
-
+# Modules the documented Python API names at the top level, where they live now.
+_MODULES = {"architectures": "networks.transformer"}
 
 # The library builds every formula's expressions when it is imported (and SymPy's first sum
 # imports sympy.tensor and sympy.combinatorics): it loads on the first lookup, not on
@@ -44,6 +39,15 @@ def formula(key: str) -> Formula:
     return get(key)
 
 
+def sweep(formula: Formula | str, grid: Mapping[str, object], values: Mapping[object, object] | None = None, /,
+          **fixed: object) -> Sweep:
+    """Each term and the total of a formula (or a formula's key) at every point of ``grid``; see ``math.sweeps``."""
+    from .library import get
+    from .math.sweeps import sweep as sweep_formula
+
+    return sweep_formula(get(formula) if isinstance(formula, str) else formula, grid, values, **fixed)
+
+
 def keys() -> list[str]:
     """Every formula key, in registration order."""
     from .library import keys as library_keys
@@ -52,7 +56,7 @@ def keys() -> list[str]:
 
 
 def __getattr__(name: str) -> object:
-    """Submodules on first use (``symbolic.library``, ``symbolic.compiled``, ...), PEP 562."""
+    """Submodules on first use (``symbolic.library``, ``symbolic.math.compiled``, ...), PEP 562."""
     import importlib
 
     if name in _LAZY:
@@ -60,6 +64,8 @@ def __getattr__(name: str) -> object:
         value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
         globals()[name] = value
         return value
+    if name in _MODULES:
+        return importlib.import_module(f"{__name__}.{_MODULES[name]}")
     if not name.startswith("_"):
         try:
             return importlib.import_module(f"{__name__}.{name}")
@@ -68,5 +74,5 @@ def __getattr__(name: str) -> object:
                 raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Evaluation", "Formula", "Sensitivity", "Term", "formula", "keys", "symbol"]
+__all__ = ["Evaluation", "Formula", "Sensitivity", "Term", "UserError", "formula", "keys", "sweep", "symbol"]
 __version__ = "0.1.0"

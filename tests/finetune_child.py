@@ -7,7 +7,7 @@ builds a tiny GPT-2 or Llama (hidden 64, two layers, vocabulary 512) on the CPU,
 user would (``peft.get_peft_model`` with a ``LoraConfig``; QLoRA: ``from_pretrained`` with a
 ``BitsAndBytesConfig``; frozen embeddings: ``get_input_embeddings().requires_grad_(False)``), and
 measures the bytes saved for backward and the peak of two AdamW steps over the trainable
-parameters (``symbolic.measure``). Writes one JSON object on stdout; exits with ``SKIP`` (77)
+parameters (``symbolic.measured.measure``). Writes one JSON object on stdout; exits with ``SKIP`` (77)
 when a package is missing.
 """
 
@@ -75,7 +75,7 @@ def _quantized(target, dtype: str, attn: str):  # noqa: ANN001, ANN202
     import torch
     from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
-    from symbolic import crosscheck as cc
+    from symbolic.measured import crosscheck as cc
 
     model = cc.build(target, LAYERS, dtype, attn)
     folder = tempfile.mkdtemp()
@@ -118,8 +118,8 @@ def _quant_state_bytes(model) -> tuple[int, int]:  # noqa: ANN001
 def measure_case(name: str) -> dict:
     import torch
 
-    from symbolic import crosscheck as cc
-    from symbolic import measure
+    from symbolic.measured import crosscheck as cc
+    from symbolic.measured import measure
 
     model_name, dtype, attn, dropout, options = CASES[name]
     target = cc.load_target(model_name, SIZES[model_name], dropout)
@@ -143,8 +143,8 @@ def measure_case(name: str) -> dict:
 def measure_checkpointed(name: str) -> dict:
     import torch
 
-    from symbolic import crosscheck as cc
-    from symbolic import measure
+    from symbolic.measured import crosscheck as cc
+    from symbolic.measured import measure
 
     model_name, dtype, attn, with_lora, sizes = CHECKPOINTED[name]
     target = cc.load_target(model_name, {**SIZES[model_name], **sizes}, "off")

@@ -4,7 +4,7 @@ Reads one JSON request on stdin, with any of these keys, and writes one JSON obj
 
 - ``survey`` (true): one row per causal-LM type transformers knows, ``benchmarks/generic_coverage.py``'s
   rows (``generic_survey.survey_type``), and under ``coverage`` their counts;
-- ``params`` ({name: config}): what ``symbolic.architectures.generic`` found (total, the formula's value
+- ``params`` ({name: config}): what ``symbolic.networks.generic.probes`` found (total, the formula's value
   at its values, active counts, status, the formula's expanded text);
 - ``cache`` ({name: config}): the measured cache formula;
 - ``forward`` ([type, ...]): a plain forward's argument and output names;
@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 def params(name: str, config: dict) -> dict:
     import sympy
 
-    from symbolic.architectures import generic
+    from symbolic.networks.generic import probes as generic
 
     archs = config.get("architectures")
     if set(config) == {"model_type"}:  # a type's default config: the analysis the survey row also uses
@@ -53,7 +53,7 @@ def params(name: str, config: dict) -> dict:
 
 
 def cache(config: dict) -> dict:
-    from symbolic.architectures import generic_cache
+    from symbolic.networks.generic import cache as generic_cache
 
     c = generic_cache.cache_formula(config)
     return {"per_token": int(c.per_token), "per_sequence": int(c.per_sequence), "verified": c.verified,
@@ -75,7 +75,7 @@ def plain_forward(model_type: str) -> dict:
 
 
 def preset(name: str) -> dict:
-    from symbolic import architectures
+    from symbolic.networks import transformer as architectures
 
     _, config = architectures.resolve_config(name)
     return params(name, config)
@@ -120,7 +120,7 @@ def command_line(argv: list[str]) -> dict:
 
 
 def survey(model_type: str, with_params: bool) -> dict:
-    from symbolic.architectures import generic_survey
+    from symbolic.networks.generic import survey as generic_survey
 
     row = generic_survey.survey_type(model_type)
     return {"row": row, "params": params(model_type, {"model_type": model_type}) if with_params else None}
@@ -140,7 +140,7 @@ def run(task: tuple) -> tuple:
 
 def tasks(request: dict) -> list[tuple]:
     """The request's work, the longest kinds first (caches run real prefills, the survey is many short tasks)."""
-    from symbolic.architectures import generic
+    from symbolic.networks.generic import probes as generic
 
     surveyed = set(generic.causal_lm_types()) if request.get("survey") else set()
     default = {name for name, c in request.get("params", {}).items() if set(c) == {"model_type"}
@@ -180,12 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out[kind][name] = result
     if request.get("known"):
-        from symbolic.architectures import generic
+        from symbolic.networks.generic import probes as generic
 
         imported, read = set(generic.transformers_types()), generic.known_types()
         out["known"] = {"missing": sorted(imported - read), "extra": sorted(read - imported)}
     if request.get("survey"):
-        from symbolic.architectures import generic_survey
+        from symbolic.networks.generic import survey as generic_survey
 
         out["survey"] = {"rows": rows, "coverage": generic_survey.coverage(rows)}
     json.dump(out, sys.stdout)

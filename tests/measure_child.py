@@ -43,11 +43,11 @@ CASES = [
 
 
 def unit_checks() -> dict:
-    """Checks of ``symbolic.measure`` on hand-made modules."""
+    """Checks of ``symbolic.measured.measure`` on hand-made modules."""
     import torch
 
-    from symbolic import crosscheck as validate
-    from symbolic import measure
+    from symbolic.measured import crosscheck as validate
+    from symbolic.measured import measure
 
     out: dict = {}
     with torch.device("meta"):
@@ -82,7 +82,7 @@ def unit_checks() -> dict:
 
 
 def validation() -> list[dict]:
-    from symbolic import crosscheck as validate
+    from symbolic.measured import crosscheck as validate
 
     results = []
     for name, overrides, dropout, grid, options in CASES:

@@ -69,7 +69,7 @@ def planner(model: str, batch: int, seq: int, precision: str, attn: str, optimiz
 
 
 def cases(folder: Path) -> list[dict]:
-    from symbolic import crosscheck
+    from symbolic.measured import crosscheck
 
     results = []
     for name, overrides, batch, seq, precision, attn, optimizer, masks, loss in CASES:
@@ -113,7 +113,7 @@ def lora_cases(folder: Path, finetune: dict[str, dict]) -> list[dict]:
     """peft's LoRA/QLoRA steps (``finetune_child``'s measurements, ``finetune``) against the planner
     with the same options."""
     child = finetune_child()
-    from symbolic import crosscheck
+    from symbolic.measured import crosscheck
 
     results = []
     for name in LORA_CASES:

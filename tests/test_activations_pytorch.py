@@ -1,7 +1,7 @@
 """The PyTorch-aware activation and peak terms, without torch.
 
 The expected byte counts were measured with torch 2.13.0 (CPU) and transformers 5.24.0 through
-``symbolic.measure.saved_tensors`` (and cross-checked by walking ``grad_fn._saved_*``); the
+``symbolic.measured.measure.saved_tensors`` (and cross-checked by walking ``grad_fn._saved_*``); the
 torch tests (``test_measure.py``) re-measure them on every run where torch is installed.
 """
 
@@ -13,7 +13,7 @@ import sympy
 import symbolic
 from symbolic.library import activations_pytorch as act
 from symbolic.library import peak_pytorch as pk
-from symbolic.predict import activation_bytes
+from symbolic.measured.predict import activation_bytes
 
 TINY_GPT2 = {"H": 48, "L": 1, "a": 4, "V": 128, "d_ff": 192, "B": 3, "S": 8}
 TINY_LLAMA = {"H": 48, "L": 1, "a": 4, "a_kv": 2, "d_head": 12, "V": 128, "d_ff": 80, "B": 3, "S": 8}

@@ -16,11 +16,12 @@ import pytest
 import sympy
 
 from symbolic import Formula
-from symbolic.architectures import (
+from symbolic.core.symbols import H, L, V, a_kv, d_ff, k_exp, n_exp, n_pos
+from symbolic.networks.transformer import (
     SUPPORTED,
     ConfigError,
     ModelSpec,
-    SpecError,
+    ModelSpecError,
     breakdown,
     load,
     preset_config,
@@ -29,7 +30,6 @@ from symbolic.architectures import (
     spec_from_config,
     with_numbers,
 )
-from symbolic.symbols import H, L, V, a_kv, d_ff, k_exp, n_exp, n_pos
 
 REFERENCE = json.loads((resources.files("symbolic") / "presets" / "reference_counts.json").read_text())
 COUNTS = REFERENCE["counts"]
@@ -172,7 +172,7 @@ def test_formula_built_on_demand_not_registered() -> None:
 def test_symbolic_architectures_load_is_exported() -> None:
     import symbolic
 
-    assert symbolic.architectures.load("gpt2").param_count() == 124_439_808
+    assert symbolic.networks.transformer.load("gpt2").param_count() == 124_439_808
 
 
 # --- reading configs -------------------------------------------------------------------------
@@ -318,7 +318,7 @@ def test_spec_is_frozen_hashable_and_validated() -> None:
 ])
 def test_spec_errors(changes: dict, fragment: str) -> None:
     fields = {"name": "tiny", "model_type": "llama", "hidden": 64, "layers": 2, "heads": 4, "vocab": 100}
-    with pytest.raises(SpecError, match=fragment):
+    with pytest.raises(ModelSpecError, match=fragment):
         ModelSpec(**{**fields, **changes})
 
 

@@ -23,7 +23,7 @@ import pytest
 from helpers import run
 
 from symbolic import planning
-from symbolic.architectures import SUPPORTED, ModelSpecError, preset_config, preset_names, spec_from_config
+from symbolic.networks.transformer import SUPPORTED, ModelSpecError, preset_config, preset_names, spec_from_config
 
 pytestmark = pytest.mark.torch
 

@@ -19,7 +19,7 @@ from symbolic import catalogs, library
 from symbolic.catalogs import gpus
 from symbolic.cli import build_parser, common
 from symbolic.cli.completion import SHELLS, commands, script
-from symbolic.errors import UnknownNameError, UserError
+from symbolic.core.errors import UnknownNameError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP_SPEC = ROOT / "reports" / "article-a-mlp.toml"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from symbolic import collector
+from symbolic.core import collector
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +83,7 @@ def test_no_pass_runs_inside():
 
 
 def test_the_generic_analysis_runs_paused(monkeypatch):
-    from symbolic.architectures import generic
+    from symbolic.networks.generic import probes as generic
 
     seen = []
     monkeypatch.setattr(generic, "torch_available", lambda: True)

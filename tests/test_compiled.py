@@ -9,10 +9,10 @@ import pytest
 import sympy
 
 import symbolic
-from symbolic import compiled
-from symbolic.formula import Formula
-from symbolic.symbols import B, H, L, N, S, a, b, p
-from symbolic.term import Term
+from symbolic.core.symbols import B, H, L, N, S, a, b, p
+from symbolic.core.term import Term
+from symbolic.math import compiled
+from symbolic.math.formula import Formula
 
 GPT2_LIKE = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072}
 RUN = {**GPT2_LIKE, "S": 1024, "D": 1024}
@@ -62,7 +62,7 @@ def test_every_library_formula_matches_evaluate(key):
     for _ in range(3):
         point: dict[str, object] = {}
         for name in fn.inputs:
-            if symbolic.symbols.info(name).integer:
+            if symbolic.core.symbols.info(name).integer:
                 point[name] = int(rng.integers(1, 5000))
             else:
                 point[name] = [Fraction(1, 2), Fraction(1), Fraction(2), Fraction(4), Fraction(3, 8)][rng.integers(5)]
@@ -233,7 +233,7 @@ def test_cache_and_forms():
 def test_sums_over_monomials_get_their_common_denominator_directly():
     """``_fraction``'s shortcut: whole numerators over monomial denominators, as ``together`` would give
     (the same fraction here); anything else (a sum in a denominator, a rational power) is left to it."""
-    from symbolic.symbols import n_d, t
+    from symbolic.core.symbols import n_d, t
 
     expr = 3 * H * B / (2 * t) + N / n_d + 7 * S + H**2 / (t * n_d)
     num, den = compiled._over_monomials(expr)  # noqa: SLF001

@@ -7,7 +7,7 @@ import sympy
 from helpers import run
 
 import symbolic
-from symbolic.custom import CustomTerm, CustomTermError, parse_cli_term, with_terms
+from symbolic.math.userterms import CustomTerm, CustomTermError, parse_cli_term, with_terms
 
 RUN = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072, "B": 8, "S": 1024, "D": 1024}
 

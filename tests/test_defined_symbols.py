@@ -10,9 +10,9 @@ import sympy
 from helpers import run
 
 import symbolic
-from symbolic.formula import Formula
-from symbolic.symbols import B, D, H, L, N, S, V
-from symbolic.term import Term
+from symbolic.core.symbols import B, D, H, L, N, S, V
+from symbolic.core.term import Term
+from symbolic.math.formula import Formula
 
 GPT2_LIKE = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072}
 RUN = {**GPT2_LIKE, "B": 8, "S": 1024, "D": 1024}

@@ -13,10 +13,12 @@ import pytest
 import sympy
 
 import symbolic
-from symbolic import display, planning, quantities
-from symbolic.architectures import load as load_model
-from symbolic.errors import UserError
-from symbolic.units import SizeError
+from symbolic import planning
+from symbolic.core.errors import UserError
+from symbolic.core.units import SizeError
+from symbolic.math import quantities
+from symbolic.networks.transformer import load as load_model
+from symbolic.text import display
 
 POINT = dict(H=768, L=12, V=50000, d_ff=3072, B=8, S=1024, D=1024)
 NO_B = {k: v for k, v in POINT.items() if k != "B"}
@@ -201,7 +203,7 @@ def test_display_expression_typesets_project_names_and_compares_equal(peak) -> N
     assert r"d_{\mathrm{ff}}" in e._repr_latex_() and "d_{ff}" in sympy.latex(d)
     assert e == d and d == e and hash(e) == hash(d)
     assert e + 1 == d + 1 and 2 * e == 2 * d and sympy.expand(e) == sympy.expand(d)
-    assert e.free_symbols == d.free_symbols and str(e) == symbolic.printing.text(d)
+    assert e.free_symbols == d.free_symbols and str(e) == symbolic.text.printing.text(d)
     assert repr(e) == repr(d)
 
 
@@ -256,7 +258,7 @@ def test_display_expression_copies_pickles_and_compares(peak) -> None:
 
 
 def test_fit_questions_take_a_capacity_as_a_size() -> None:
-    from symbolic.errors import UnknownNameError
+    from symbolic.core.errors import UnknownNameError
 
     answer = planning.fit_batch("gpt2", "16GiB", seq=512)
     assert answer.status == "ok" and answer.plan.total <= 16 * 2**30 < answer.next_total

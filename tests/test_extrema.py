@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from symbolic import extrema, planning
-from symbolic.symbols import B, H, L, N, S, V, d_ff
+from symbolic import planning
+from symbolic.core.symbols import B, H, L, N, S, V, d_ff
+from symbolic.math import extrema
 
 PLANS = [
     ("llama-3-8b", "train", {"batch": 1, "seq": 4096}),

@@ -7,12 +7,12 @@ import json
 import pytest
 from helpers import run
 
-from symbolic.errors import UserError
+from symbolic.core.errors import UserError
+from symbolic.core.symbols import N
 from symbolic.library import lora
-from symbolic.plan_options import PlanOptionError
+from symbolic.networks import shape as planmodel
+from symbolic.options.table import PlanOptionError
 from symbolic.planning import finetune, regime
-from symbolic.planning import model as planmodel
-from symbolic.symbols import N
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +82,8 @@ def test_frozen_embeddings_states(llama):
 
 
 def test_adapters_shard_like_weights(llama):
+    from symbolic.core.symbols import n_d
     from symbolic.library import parallel as par
-    from symbolic.symbols import n_d
 
     r = regime.resolve(llama, "train", lora_rank=8, zero=3, dp=8)
     terms = finetune.state_terms(llama, r, N)

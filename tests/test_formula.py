@@ -4,9 +4,9 @@ import pytest
 import sympy
 
 import symbolic
-from symbolic.formula import Formula
-from symbolic.symbols import B, H, L, S, V, d_ff
-from symbolic.term import Term
+from symbolic.core.symbols import B, H, L, S, V, d_ff
+from symbolic.core.term import Term
+from symbolic.math.formula import Formula
 
 GPT2_LIKE = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072}
 RUN = {**GPT2_LIKE, "B": 8, "S": 1024, "D": 1024}
@@ -134,8 +134,8 @@ def test_a_term_counted_as_zero_adds_no_plus_zero(capsys):
     # but a printed sum does not end in "+ 0" (issue 25)
     from helpers import run
 
-    from symbolic import latex_layout, printing
-    from symbolic.report import calc
+    from symbolic.report import calc, latex_layout
+    from symbolic.text import printing
 
     params = symbolic.formula("llm.params")
     assert params.term("output").expr == 0

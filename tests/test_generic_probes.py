@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from symbolic.architectures import generic
+from symbolic.networks.generic import probes as generic
 
 BASE = {"num_hidden_layers": 24, "hidden_size": 64, "intermediate_size": 176, "vocab_size": 1000,
         "attn_period": 8, "attn_offset": 3, "max_position_embeddings": 2048, "num_labels_like": 5}

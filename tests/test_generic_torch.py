@@ -22,10 +22,10 @@ import pytest
 import sympy
 from helpers import run, torch_child
 
-from symbolic import architectures
-from symbolic.architectures import generic
 from symbolic.cli import generic_params
-from symbolic.symbols import H, L, V, a, a_kv, d_ff, d_head, n_pos
+from symbolic.core.symbols import H, L, V, a, a_kv, d_ff, d_head, n_pos
+from symbolic.networks import transformer as architectures
+from symbolic.networks.generic import probes as generic
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic import architectures, predict
-from symbolic.architectures import hub
-from symbolic.errors import UnknownNameError
-from symbolic.planning import model as planning_model
+from symbolic.core.errors import UnknownNameError
+from symbolic.measured import predict
+from symbolic.networks import hub
+from symbolic.networks import shape as planning_model
+from symbolic.networks import transformer as architectures
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 

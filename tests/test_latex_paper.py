@@ -14,8 +14,8 @@ import pytest
 from helpers import run
 
 import symbolic
-from symbolic import latex_layout
 from symbolic.cli.report import snippet
+from symbolic.report import latex_layout
 
 OVERFULL = re.compile(r"Overfull \\hbox \((\d+(?:\.\d+)?)pt too wide\)[^\n]*?lines? (\d+)")
 needs_tex = pytest.mark.skipif(shutil.which("pdflatex") is None,

@@ -15,8 +15,8 @@ import pytest
 from helpers import run
 
 from symbolic import planning
-from symbolic.architectures import ConfigError, load, spec_from_config
 from symbolic.library import registry
+from symbolic.networks.transformer import ConfigError, load, spec_from_config
 
 
 def spec(config: dict):  # noqa: ANN201 - a ModelSpec

@@ -5,7 +5,7 @@ fine-tuning tests also peft and bitsandbytes).
 One child process (``plan_phases_child.py``) measures all three sets, so that torch, transformers
 and peft are imported once:
 
-- ``measure_child.py``: ``symbolic.measure`` and ``symbolic.crosscheck`` on tiny models against the
+- ``measure_child.py``: ``symbolic.measured.measure`` and ``symbolic.measured.crosscheck`` on tiny models against the
   ``pytorch.saved`` and ``pytorch.peak`` formulas (the ``measured_steps`` tests): the bytes saved
   for backward and each phase's peak over a small grid, within 0.5 % and 1 %;
 - ``finetune_child.py``'s cases: tiny GPT-2 and Llama models wrapped on the CPU as a user would,
@@ -28,12 +28,13 @@ import pytest
 import sympy
 from helpers import torch_child
 
-from symbolic import crosscheck as cc
 from symbolic.library import lora
 from symbolic.library import peak_pytorch as pypeak
+from symbolic.measured import crosscheck as cc
+from symbolic.networks import shape as planmodel
 from symbolic.planning import finetune, regime
-from symbolic.planning import model as planmodel
 from symbolic.planning.build import build
+from symbolic.planning.pytorch import plain_saved
 
 pytestmark = pytest.mark.torch
 
@@ -224,7 +225,7 @@ def _values(shape: planmodel.ModelShape, **extra: int) -> dict[str, int]:
 @pytest.mark.parametrize("name", NAMES)
 def test_saved_bytes_reproduce_peft(measured, name, tmp_path):
     shape, r = _plan_inputs(name, tmp_path)
-    saved = finetune.step_arguments(shape, r)["saved_override"]
+    saved = finetune.step_arguments(shape, r, plain_saved(shape, r))["saved_override"]
     predicted = saved.formula.evaluate(saved.formula.restrict(_values(shape))).total
     assert predicted == measured[name]["saved"], (name, measured[name]["by_module"], saved.by_module(_values(shape)))
     plan = _plan(name, shape, r)
@@ -241,7 +242,7 @@ def test_trainable_parameters_are_peft_s(measured, name, tmp_path):
 @pytest.mark.parametrize("name", ["gpt2-fp32-frozen-embeddings", "llama-bf16-frozen-embeddings"])
 def test_frozen_embeddings_train_everything_else(measured, name, tmp_path):
     shape, r = _plan_inputs(name, tmp_path)
-    count = finetune.step_arguments(shape, r)["trainable_count"]
+    count = finetune.step_arguments(shape, r, plain_saved(shape, r))["trainable_count"]
     n = measured[name]["parameters"]
     assert sympy.Integer(count.xreplace({pypeak.N: n}).xreplace(
         {s: shape.numbers[s.name] for s in count.free_symbols if s.name in shape.numbers})) == measured[name]["trainable"]
@@ -258,7 +259,7 @@ def test_qlora_storage_is_bitsandbytes(measured, tmp_path):
 
 def _finetune_step(shape: planmodel.ModelShape, r: regime.Regime) -> object:
     """The step of ``peak_pytorch`` built from the fine-tuning arguments alone (``finetune.step_arguments``)."""
-    kwargs = finetune.step_arguments(shape, r)
+    kwargs = finetune.step_arguments(shape, r, plain_saved(shape, r))
     saved = kwargs["saved_override"]
     return pypeak.step(saved.family, saved.setup, **kwargs)
 
@@ -299,7 +300,7 @@ def _checkpointed(name: str, tmp: Path) -> tuple[planmodel.ModelShape, regime.Re
 def test_checkpointed_saved_bytes_reproduce_transformers(measured, name, tmp_path):
     """``model.gradient_checkpointing_enable()``: layer inputs plus what lies outside the layers."""
     shape, r = _checkpointed(name, tmp_path)
-    saved = finetune.saved_model(shape, r)
+    saved = finetune.saved_model(shape, r, plain_saved(shape, r))
     assert saved.formula.evaluate(saved.formula.restrict(_values(shape))).total == measured[name]["saved"]
 
 
@@ -309,7 +310,7 @@ def test_checkpointed_lora_step_peak_within_one_percent(measured, name, tmp_path
     shape, r = _checkpointed(name, tmp_path)
     step = _finetune_step(shape, r)
     values = _values(shape, N=measured[name]["parameters"])
-    extra = finetune.extra_phases(shape, r, step)
+    extra = finetune.extra_phases(shape, r, plain_saved(shape, r), step)
     assert "recompute" in extra
     merged = dataclasses.replace(step, phases={**step.phases, **extra})
     phases = merged.phase_exprs()
@@ -323,10 +324,10 @@ def test_checkpointed_full_training_step_peak_within_one_percent(measured, name,
     """Full training under checkpointing: the step's phases plus the recompute phase with the parameter
     gradients that exist by then (``finetune.full_gradients``) against the measured peak."""
     shape, r = _checkpointed(name, tmp_path)
-    saved = finetune.saved_model(shape, r)
+    saved = finetune.saved_model(shape, r, plain_saved(shape, r))
     tied = saved.family == "gpt2" or bool(shape.config.get("tie_word_embeddings", False))
     step = pypeak.step(saved.family, saved.setup, saved_override=saved, tied=tied)
-    merged = dataclasses.replace(step, phases={**step.phases, **finetune.extra_phases(shape, r, step)})
+    merged = dataclasses.replace(step, phases={**step.phases, **finetune.extra_phases(shape, r, plain_saved(shape, r), step)})
     values = _values(shape, N=measured[name]["parameters"])
     phases = {k: e.xreplace({s: values[s.name] for s in e.free_symbols}) for k, e in merged.phase_exprs().items()}
     truth = measured[name]["peak"]

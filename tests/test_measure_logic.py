@@ -1,10 +1,10 @@
-"""The parts of ``symbolic.measure`` that need no real torch: CUDA phase bookkeeping, results."""
+"""The parts of ``symbolic.measured.measure`` that need no real torch: CUDA phase bookkeeping, results."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from symbolic import measure
+from symbolic.measured import measure
 
 
 class FakeCuda:

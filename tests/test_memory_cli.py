@@ -108,7 +108,7 @@ def test_errors_are_one_line_exit_2(capsys, argv, message) -> None:
 ])
 def test_a_sequence_past_the_planners_bound_is_refused(capsys, command) -> None:
     """--seq 1e9 answered in PiB with exit 0; past plan_options.MAX_SEQ (2^27 tokens) it is one line, exit 2."""
-    from symbolic.plan_options import MAX_SEQ
+    from symbolic.options.table import MAX_SEQ
 
     name, *flags = command
     for seq in ("1000000000", str(MAX_SEQ + 1)):
@@ -120,7 +120,7 @@ def test_a_sequence_past_the_planners_bound_is_refused(capsys, command) -> None:
 
 
 def test_the_bound_itself_is_planned(capsys) -> None:
-    from symbolic.plan_options import MAX_SEQ
+    from symbolic.options.table import MAX_SEQ
 
     code, out, err = run(capsys, "memory", "llama-3-8b", "--seq", str(MAX_SEQ), "--json")
     assert code == 0 and json.loads(out)["values"]["S"] == MAX_SEQ and "trained for" in err

@@ -9,12 +9,12 @@ import pytest
 import sympy
 
 from symbolic import library
+from symbolic.core.symbols import B, H, K, N, S, V, a, a_kv, d_ff, d_head, n_d, n_mat, t
 from symbolic.library import activations as acts
 from symbolic.library import inference as infer
 from symbolic.library import optimizers as optim
 from symbolic.library import parallel as par
 from symbolic.library import precision as prec
-from symbolic.symbols import B, H, K, N, S, V, a, a_kv, d_ff, d_head, n_d, n_mat, t
 
 # --- the ZeRO paper (Rajbhandari et al. 2020), Ψ = 7.5 B, K = 12, N_d = 64 -----------------------------
 

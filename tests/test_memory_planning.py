@@ -3,10 +3,11 @@
 import pytest
 import sympy
 
-from symbolic import planning, symbols
+from symbolic import planning
 from symbolic.catalogs import GPUS
-from symbolic.formula import Formula
+from symbolic.core import symbols
 from symbolic.library import activations as acts
+from symbolic.math.formula import Formula
 
 N8 = 8_030_261_248  # Llama-3-8B parameters
 H, L, A, KV, FF, V = 4096, 32, 32, 8, 14336, 128256
@@ -223,7 +224,7 @@ def test_plan_as_dict_for_reports(llama) -> None:
 
 def test_fit_seq_stops_at_the_planners_bound() -> None:
     """A capacity that would hold more than plan_options.MAX_SEQ tokens answers the bound, as learned positions cap."""
-    from symbolic.plan_options import MAX_SEQ
+    from symbolic.options.table import MAX_SEQ
 
     answer = planning.fit_seq("qwen2-0.5b", "4PiB", mode="infer")
     assert answer.status == "ok" and answer.value == MAX_SEQ and answer.plan.regime.seq == MAX_SEQ

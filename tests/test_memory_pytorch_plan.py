@@ -8,9 +8,10 @@ import pytest
 import sympy
 from helpers import run
 
-from symbolic import planning, predict
-from symbolic.algebra import at_point, solve_max
-from symbolic.custom import CustomTerm
+from symbolic import planning
+from symbolic.math.algebra import at_point, solve_max
+from symbolic.math.userterms import CustomTerm
+from symbolic.measured import predict
 from symbolic.planning import pytorch
 from symbolic.report import adapter, context, spec
 from symbolic.report.typeset import Typesetter
@@ -232,5 +233,5 @@ def test_report_spec_with_pytorch_activations_builds_its_context(tmp_path) -> No
 def test_report_spec_rejects_unknown_attn(tmp_path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text('title = "x"\nmodel = "gpt2"\n[regime]\nactivations = "pytorch"\nattn = "flash"\n')
-    with pytest.raises(spec.SpecError, match="attn"):
+    with pytest.raises(spec.ReportSpecError, match="attn"):
         spec.load(path)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic.architectures import SUPPORTED, generic, preset_config, preset_names
+from symbolic.networks.generic import probes as generic
+from symbolic.networks.transformer import SUPPORTED, preset_config, preset_names
 
 
 def test_params_json_gpt2(capsys) -> None:
@@ -147,7 +148,7 @@ def test_params_of_article_a_network_as_memory_resolves_it(capsys, name: str, bi
 
 def test_a_mixture_of_experts_without_top_k_has_a_total_and_says_the_active_count_is_undefined(capsys, tmp_path) -> None:
     """DeepSeek-V2's default config (transformers leaves num_experts_per_tok None): total yes, active no."""
-    from symbolic.architectures import spec_from_config
+    from symbolic.networks.transformer import spec_from_config
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "deepseek_v2", "num_experts_per_tok": None}), encoding="utf-8")
@@ -193,7 +194,7 @@ def test_a_transformers_model_type_is_not_a_typo_of_a_table_family(capsys, tmp_p
 
 def test_a_bare_table_model_type_is_its_default_config(capsys) -> None:
     """'params mixtral' (no such preset): transformers' default Mixtral config, counted by the table, no torch."""
-    from symbolic.architectures import spec_from_config
+    from symbolic.networks.transformer import spec_from_config
 
     assert "mixtral" not in preset_names()
     code, out, err = run(capsys, "params", "mixtral", "--json")

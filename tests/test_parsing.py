@@ -1,4 +1,4 @@
-"""Tests for symbolic.parsing: grammar, error reporting, limits and safety."""
+"""Tests for symbolic.text.parsing: grammar, error reporting, limits and safety."""
 
 from __future__ import annotations
 
@@ -18,15 +18,8 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from symbolic import parsing
-from symbolic.parsing import (
-    DEFAULT_LIMITS,
-    FUNCTION_NAMES,
-    ParseError,
-    ParseLimits,
-    parse_expression,
-    to_text,
-)
+from symbolic.text import parsing
+from symbolic.text.parsing import DEFAULT_LIMITS, FUNCTION_NAMES, ParseError, ParseLimits, parse_expression, to_text
 
 NAMES = ["B", "S", "H", "E", "L", "V", "a", "b", "c", "x", "y", "d_model"]
 SYMS = {name: sympy.Symbol(name, positive=True) for name in NAMES}

@@ -177,7 +177,7 @@ def test_memory_text_names_the_peak_phase_and_formula_shows_the_phases(capsys) -
 
 
 def planning_format(n: int) -> str:
-    from symbolic.units import format_bytes
+    from symbolic.core.units import format_bytes
 
     return format_bytes(n)
 
@@ -227,10 +227,11 @@ def test_lora_plan_keeps_the_base_resident_and_adapter_gradients_in_the_optimize
 
 def test_pytorch_checkpointing_is_a_phase_of_its_own() -> None:
     from symbolic.planning import finetune
+    from symbolic.planning.pytorch import plain_saved
 
     plan = planning.plan("gpt2", activations="pytorch", recompute="full", batch=2, seq=128, device="cpu")
     assert "recompute" in plan.phases and plan.regime.use_cache is False  # transformers turns the cache off
-    checkpointed = finetune.saved_model(plan.model, plan.regime).formula
+    checkpointed = finetune.saved_model(plan.model, plan.regime, plain_saved(plan.model, plan.regime)).formula
     assert plan.activation_bytes == math.ceil(checkpointed.evaluate(checkpointed.restrict(
         {**plan.values, "d_ff": 3072})).total)
     assert plan.activation_bytes < planning.plan("gpt2", activations="pytorch", batch=2, seq=128,

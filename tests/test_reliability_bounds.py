@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic import architectures
-from symbolic.architectures import ConfigError, ModelSpec
-from symbolic.architectures.spec import MAX_LAYERS
+from symbolic.networks import transformer as architectures
+from symbolic.networks.shape import divisors
+from symbolic.networks.transformer import ConfigError, ModelSpec
+from symbolic.networks.transformer.spec import MAX_LAYERS
 from symbolic.planning import search
 from symbolic.planning import time as ptime
-from symbolic.planning.model import divisors
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = 30  # seconds: what used to run without end must answer well within this
@@ -176,7 +176,7 @@ def test_every_way_of_giving_a_gpu_memory_has_one_range(capsys, tmp_path, memory
                                              ("memory_bytes = 1", 1), ("memory_bytes = 1.5", 1),
                                              (f"memory_bytes = {2**80}", 2**80)])
 def test_a_gpu_memory_within_the_range_is_whole_bytes(tmp_path, memory, expected) -> None:
-    from symbolic.catalogs.custom import load_gpu
+    from symbolic.catalogs.gpu_files import load_gpu
 
     assert load_gpu(str(_gpu_file(tmp_path, memory))).bytes == expected
 
@@ -201,7 +201,7 @@ def test_a_custom_gpu_name_with_a_line_break_stays_on_its_line(capsys, tmp_path)
     code, out, err = run(capsys, "memory", "gpt2", "--gpu", str(path), "-q")
     assert code == 0 and err == ""
     assert out.count("\n") == 1 and f"on g\\n{FAKE} (" in out
-    from symbolic.catalogs.custom import load_gpu
+    from symbolic.catalogs.gpu_files import load_gpu
 
     gpu = load_gpu(str(path))
     assert (gpu.name, gpu.source, gpu.rates_source, gpu.title) == (f"g\\n{FAKE}", "our cluster", "our cluster", "t x")
@@ -234,14 +234,15 @@ def test_a_report_progress_line_escapes_the_model_folder_name(capsys, tmp_path) 
 
 @pytest.mark.parametrize("name", ["lora\n", "lora\n\n"])
 def test_a_term_name_with_a_trailing_line_break_is_refused(name) -> None:
-    from symbolic.custom import CustomTerm, CustomTermError
+    from symbolic.math.userterms import CustomTerm, CustomTermError
 
     with pytest.raises(CustomTermError, match="must match"):
         CustomTerm(name, "2*H")
 
 
 def test_config_fields_and_hub_ids_with_a_trailing_line_break_are_not_names() -> None:
-    from symbolic.architectures import generic, hub
+    from symbolic.networks import hub
+    from symbolic.networks.generic import probes as generic
 
     assert generic.int_fields({"hidden_size\n": 64, "hidden_size": 64}) == {("hidden_size",): 64}
     assert not hub.looks_like_hub_id("org/name\n")
@@ -250,7 +251,7 @@ def test_config_fields_and_hub_ids_with_a_trailing_line_break_are_not_names() ->
 # --- messages name the constraint that failed -------------------------------------------------------
 @pytest.mark.parametrize("text", ["1e-300", "5e-100"])
 def test_a_tiny_value_names_the_exponent_bound_not_the_largest_value(capsys, text) -> None:
-    from symbolic.values import MAX_EXPONENT
+    from symbolic.core.values import MAX_EXPONENT
 
     code, out, err = run(capsys, "eval", "--example", "mlp.total", "--set", f"B={text}")
     assert code == 2 and out == ""
@@ -287,7 +288,7 @@ def test_a_report_model_that_is_a_folder_is_not_missing(capsys, tmp_path) -> Non
 
 
 def test_file_problem_tells_missing_from_unreadable(tmp_path, monkeypatch) -> None:
-    from symbolic import userfiles
+    from symbolic.core import userfiles
 
     assert userfiles.file_problem(tmp_path / "none.json", "a config.json") == \
         f"{tmp_path / 'none.json'}: no such file (expected a config.json)"

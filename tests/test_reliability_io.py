@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic import atomic, userfiles
 from symbolic.cli import main
-from symbolic.errors import InputFileError, OutputError, UserError
+from symbolic.core import atomic, userfiles
+from symbolic.core.errors import InputFileError, OutputError, UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 NULL, ZERO, FULL = (1, 3), (1, 5), (1, 7)  # Linux major/minor numbers of /dev/null, /dev/zero, /dev/full
@@ -248,7 +248,7 @@ def test_messages_quote_a_short_prefix(capsys, argv):
 
 
 def test_out_of_range_value_says_the_limit(tmp_path, capsys):
-    from symbolic import values
+    from symbolic.core import values
 
     with pytest.raises(values.ValueProblem, match="largest value accepted is 1e30"):
         values.validate("B", 1e308)
@@ -379,16 +379,19 @@ def test_debug_shows_the_traceback_of_a_bug(capsys, monkeypatch):
 
 
 def test_every_user_error_class_is_a_user_error_and_lookups_stay_key_errors():
-    from symbolic import compiled, custom, grid, parsing, symbols, units, values
-    from symbolic.architectures import configs
-    from symbolic.architectures import spec as arch_spec
     from symbolic.cli.common import CliError
+    from symbolic.core import symbols, units, values
     from symbolic.library.registry import UnknownKeyError
+    from symbolic.math import compiled, grid
+    from symbolic.math import userterms as custom
+    from symbolic.networks.transformer import configs
+    from symbolic.networks.transformer import spec as arch_spec
     from symbolic.report import render
     from symbolic.report import spec as report_spec
+    from symbolic.text import parsing
 
     classes = [compiled.CompileError, units.SizeError, symbols.UnknownSymbolError, UnknownKeyError,
-               render.TemplateError, render.FetchRefused, report_spec.SpecError, arch_spec.SpecError,
+               render.TemplateError, render.FetchRefused, report_spec.ReportSpecError, arch_spec.ModelSpecError,
                values.ValueProblem, grid.GridError, parsing.ParseError, configs.ConfigError, CliError,
                custom.CustomTermError]
     assert [c.__name__ for c in classes if not issubclass(c, UserError)] == []

@@ -97,6 +97,6 @@ def test_hostile_custom_terms_are_rejected_with_file_and_line(tmp_path, expr, ex
     path.write_text(f'title = "x"\nmodel = "article-a"\n[[terms]]\nexpr = {expr!r}\nname = "t"\n'.replace("'", '"')
                     if '"' not in expr and "'" not in expr else
                     f"title = 'x'\nmodel = 'article-a'\n[[terms]]\nexpr = \"{expr}\"\nname = 't'\n")
-    with pytest.raises(spec.SpecError) as info:
+    with pytest.raises(spec.ReportSpecError) as info:
         spec.load(path)
     assert expected in str(info.value) and "\n" not in str(info.value)

@@ -24,10 +24,11 @@ import sympy
 from wheel_env import clean_environment, install_wheel, wheel_metadata
 
 import symbolic
-from symbolic import algebra, planning
+from symbolic import planning
+from symbolic.core.units import format_bytes
+from symbolic.math import algebra
 from symbolic.report import Outputs, build
 from symbolic.report.build import default_spec
-from symbolic.units import format_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports"

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import sympy
 
-from symbolic import printing
 from symbolic.report import Outputs, adapter, build, context, plan_section, plots, render, spec
 from symbolic.report.build import default_spec
 from symbolic.report.typeset import Typesetter
+from symbolic.text import printing
 
 needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None, reason="pdftotext is not installed (poppler-utils)")
 

@@ -6,7 +6,7 @@ import weakref
 
 import pytest
 
-from symbolic.report import Outputs, SpecError, build, render
+from symbolic.report import Outputs, ReportSpecError, build, render
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +56,7 @@ def test_build_leaves_the_collector_as_found(tmp_path):
     assert gc.isenabled() and gc.get_freeze_count() == 0
     spec = tmp_path / "bad.toml"
     spec.write_text('title = "x"\nmodel = "llama-3-8b"\nmode = "train"\n[values]\nH = 8\n', encoding="utf-8")
-    with pytest.raises(SpecError):
+    with pytest.raises(ReportSpecError):
         build(spec, Outputs(tex=tmp_path / "bad.tex"))  # fails inside the frozen block (the planner's scenario)
     assert gc.isenabled() and gc.get_freeze_count() == 0
 

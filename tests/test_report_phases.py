@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from symbolic import planning
+from symbolic.core.units import format_bytes
 from symbolic.planning.build import runtime_keys
 from symbolic.report import adapter, context, render, spec
 from symbolic.report.texescape import escape
 from symbolic.report.typeset import Typesetter
-from symbolic.units import format_bytes
 
 TRAIN = '''title = "Phases"
 model = "llama-3-8b"

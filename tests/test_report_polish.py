@@ -17,12 +17,13 @@ import pytest
 import sympy
 from helpers import run
 
-from symbolic import planning, printing
+from symbolic import planning
+from symbolic.core.symbols import S
 from symbolic.report import adapter, context, planned, plots, render, spec, texescape
 from symbolic.report.mathsvg import MARGIN, for_ziamath, px, width
 from symbolic.report.texescape import CHUNK, breakable
 from symbolic.report.typeset import Typesetter, html_words
-from symbolic.symbols import S
+from symbolic.text import printing
 
 needs_poppler = pytest.mark.skipif(shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None,
                                    reason="pdftotext/pdfinfo are not installed (poppler-utils)")
@@ -389,8 +390,8 @@ PEAK = (r"\frac{3 \max\left(2 N, 2 B H L S + 14 B H S + \frac{4 B H S a_{\mathrm
 
 
 def test_hand_calculation_works_out_max_arguments():
+    from symbolic.core.symbols import B, N
     from symbolic.report import calc
-    from symbolic.symbols import B, N
 
     expr = 3 * sympy.Max(2 * N, 2 * B * S + 14 * B) / 50 + 7
     values = {B: sympy.Integer(1), S: sympy.Integer(4096), N: sympy.Integer(8030261248)}

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import run
 
-from symbolic.errors import Terminated
+from symbolic.core.errors import Terminated
 from symbolic.report import render
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import atomic as write
+from symbolic.core import atomic as write
 from symbolic.report import Outputs, build, render, spec
 from symbolic.report.texescape import TexCode, escape
 
@@ -191,7 +191,7 @@ def test_killed_writer_leaves_no_partial_report(tmp_path):
     target = tmp_path / "report.pdf"
     code = textwrap.dedent(f"""
         import os, signal
-        from symbolic import atomic as write
+        from symbolic.core import atomic as write
         with write.atomic_open({str(target)!r}) as handle:
             handle.write(b"%PDF-1.7 half")
             handle.flush()

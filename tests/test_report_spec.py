@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from symbolic.report import spec
-from symbolic.report.spec import SpecError
+from symbolic.report.spec import ReportSpecError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "reports").glob("*.toml"))
@@ -20,7 +20,7 @@ def write(tmp_path: Path, text: str, name: str = "r.toml") -> Path:
 
 
 def error(path: Path) -> str:
-    with pytest.raises(SpecError) as info:
+    with pytest.raises(ReportSpecError) as info:
         spec.load(path)
     message = str(info.value)
     assert "\n" not in message
@@ -130,7 +130,7 @@ def test_copy_of_example_builds_a_spec_elsewhere(tmp_path):
 
 
 def test_loader_never_tracebacks_on_generated_input(tmp_path):
-    """Any TOML-shaped data gives a spec or a one-line SpecError, never another exception."""
+    """Any TOML-shaped data gives a spec or a one-line ReportSpecError, never another exception."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -148,7 +148,7 @@ def test_loader_never_tracebacks_on_generated_input(tmp_path):
     def check(data):
         try:
             spec.parse(data, origin=tmp_path / "fuzz.toml")
-        except SpecError as err:
+        except ReportSpecError as err:
             assert "\n" not in str(err)
 
     check()
@@ -161,7 +161,7 @@ def test_loader_never_tracebacks_on_generated_input(tmp_path):
      "plan.seq"),
 ])
 def test_a_sequence_past_the_planners_bound_is_refused(tmp_path, table, line):
-    from symbolic.plan_options import MAX_SEQ
+    from symbolic.options.table import MAX_SEQ
 
     path = write(tmp_path, f'title = "t"\nmodel = "llama-3-8b"\n{table}\n')
     message = error(path)

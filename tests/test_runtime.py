@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import sympy
 
-from symbolic import sources
 from symbolic.catalogs import gpus
-from symbolic.errors import UserError
+from symbolic.core import sources
+from symbolic.core.errors import UserError
 from symbolic.library import runtime
 from symbolic.library.caching_allocator import (
     CachingAllocator,
@@ -181,7 +181,7 @@ def test_out_of_memory_releases_free_segments_and_retries() -> None:
 def _trace(model, vocab: int, batch: int, seq: int, optimizer=None):
     import torch
 
-    from symbolic.allocator_trace import training_trace
+    from symbolic.measured.allocator_trace import training_trace
 
     ids = torch.randint(0, vocab, (batch, seq), device=model.device)
     return training_trace(model, ids, lambda m, x: m(input_ids=x, labels=x).loss, steps=3, optimizer=optimizer)

@@ -2,7 +2,7 @@
 
 
 import symbolic
-from symbolic import seeds
+from symbolic.library import seeds
 
 A = {"d_in": 2048, "d_h": 4096, "n_out": 10}
 B_EX = {"H": 768, "L": 12, "V": 50000, "d_ff": 3072}

@@ -16,7 +16,7 @@ import sympy
 from helpers import run
 
 import symbolic
-from symbolic.custom import CustomTerm
+from symbolic.math.userterms import CustomTerm
 from symbolic.report import adapter, context, spec
 from symbolic.report.typeset import Typesetter
 

@@ -1,7 +1,7 @@
 """Contract S: ``peak_pytorch.step`` — what one PyTorch training step keeps alive, phase by phase.
 
 No torch here. The byte counts below were measured with torch 2.13.0 (CPU) and transformers
-5.24.0 through ``symbolic.measure.saved_tensors`` (tiny models: hidden 64, one layer);
+5.24.0 through ``symbolic.measured.measure.saved_tensors`` (tiny models: hidden 64, one layer);
 ``test_measure.py`` re-measures the same kinds of case, whole steps included, where torch is
 installed.
 """

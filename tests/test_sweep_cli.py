@@ -14,7 +14,7 @@ from helpers import run
 import symbolic
 from symbolic.cli import main
 from symbolic.cli import sweep as sweep_cli
-from symbolic.errors import UserError
+from symbolic.core.errors import UserError
 
 PEAK = ["sweep", "llm.peak", "--example", "--set", "D=1024"]
 HEAVY = ("matplotlib", "weasyprint", "ziamath", "torch", "numpy")
@@ -190,7 +190,7 @@ def test_light_commands_load_no_heavy_package(code):
 
 
 def test_grid_axes_parse_exactly_and_count_before_materialising():
-    from symbolic import grid
+    from symbolic.math import grid
 
     axis = grid.parse_axis("b=1/4..1:1/4,2")
     assert axis.count == 5 and [str(v) for v in axis.array()] == ["1/4", "1/2", "3/4", "1", "2"]
@@ -261,10 +261,10 @@ def test_sweep_memory_does_not_grow_with_the_axis(capsys, tmp_path, monkeypatch)
 
 
 def _grid_calls(n: int) -> int:
-    """Python function calls inside symbolic.grid to parse, count and tabulate an n-item list axis."""
+    """Python function calls inside symbolic.math.grid to parse, count and tabulate an n-item list axis."""
     import sys
 
-    from symbolic import grid
+    from symbolic.math import grid
 
     items = ",".join(str(i) for i in range(1, n + 1))
     calls = 0

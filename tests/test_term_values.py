@@ -16,12 +16,12 @@ import pytest
 from helpers import run
 
 import symbolic
-from symbolic.compiled import ApproximateWarning
-from symbolic.custom import CustomTerm, with_terms
-from symbolic.errors import UserError
+from symbolic.core.errors import UserError
+from symbolic.math.compiled import ApproximateWarning
+from symbolic.math.sweeps import SweepError
+from symbolic.math.userterms import CustomTerm, with_terms
 from symbolic.report import adapter, context, spec
 from symbolic.report.typeset import Typesetter
-from symbolic.sweeps import SweepError
 
 SIZES = ["--set", "H=768", "--set", "L=12", "--set", "V=50000", "--set", "d_ff=3072", "--set", "S=1024",
          "--set", "D=1024"]

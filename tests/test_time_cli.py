@@ -169,7 +169,7 @@ def test_library_formulas_listed_and_shown(capsys) -> None:
 
 
 def _presets() -> list[str]:
-    from symbolic import architectures
+    from symbolic.networks import transformer as architectures
 
     return architectures.preset_names()
 
@@ -187,7 +187,8 @@ def test_time_works_for_every_preset(model) -> None:
 @pytest.mark.parametrize("model", ["gpt2", "mistral-7b", "mixtral-8x7b", "gpt-oss-20b", "qwen3-30b-a3b",
                                    "deepseek-v3"])
 def test_plan_works_for_the_layer_kinds(model) -> None:
-    from symbolic import architectures, planning
+    from symbolic import planning
+    from symbolic.networks import transformer as architectures
     from symbolic.planning import search
 
     if model not in architectures.preset_names():

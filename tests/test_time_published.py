@@ -15,7 +15,8 @@ import json
 import pytest
 import sympy
 
-from symbolic import architectures, library
+from symbolic import library
+from symbolic.networks import transformer as architectures
 from symbolic.planning import time as ptime
 
 # GPT-3 175B as Narayanan et al. train it (Table 1 and §5.1): 96 layers, h = 12288, 96 heads,

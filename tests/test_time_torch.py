@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from symbolic import architectures
+from symbolic.networks import transformer as architectures
 from symbolic.planning import time as ptime
 
 pytestmark = pytest.mark.torch

@@ -3,8 +3,8 @@
 import pytest
 import sympy
 
-from symbolic.units import SizeError, format_bytes, format_count, parse_size
-from symbolic.values import ValueProblem, bind, parse_number, validate
+from symbolic.core.units import SizeError, format_bytes, format_count, parse_size
+from symbolic.core.values import ValueProblem, bind, parse_number, validate
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -50,7 +50,7 @@ def test_validate_by_symbol_meaning():
 
 
 def test_bind_rejects_names_outside_the_formula():
-    from symbolic.symbols import B, S
+    from symbolic.core.symbols import B, S
     assert bind({"B": 2}, [B, S], "test") == {B: 2}
     with pytest.raises(KeyError, match="did you mean 'B'"):
         bind({"BB": 2}, [B, S], "test")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from .gpus import GPU, GPUS, get, names
+from .gpu import GPU
+from .gpus import GPUS, get, names
 
 __all__ = ["GPU", "GPUS", "get", "names"]

@@ -20,66 +20,14 @@ Nothing here is measured by this project; every entry names its source.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from ..errors import UnknownNameError, UserError, quote
-from ..symbols import suggest
+from ..core.errors import UnknownNameError, quote
+from ..core.symbols import suggest
+from .gpu import GIVEN, GPU
 
 MIB = 2**20
 MODAL = "https://github.com/modal-labs/modal-client/pull/2797 (nvidia-smi memory.total of Modal's GPUs)"
-
-
-@dataclass(frozen=True)
-class GPU:
-    """One accelerator model and its memory."""
-
-    name: str  # short id used on the command line
-    title: str
-    vendor_label: str  # what the vendor's name says
-    bytes: int
-    basis: str  # "nvidia-smi", "rocm-smi" or "vendor"
-    source: str
-    note: str = ""
-    # rates (issue 15), per GPU: peak dense FLOP/s by dtype, bytes/s per direction; see rates.py
-    flops: Mapping[str, float] = field(default_factory=dict, compare=False)
-    hbm_bandwidth: float | None = None
-    nvlink_bandwidth: float | None = None
-    network_bandwidth: float | None = None
-    gpus_per_node: int = 8
-    rates_source: str = ""
-
-    @property
-    def gib(self) -> float:
-        """Capacity in GiB (2³⁰ bytes)."""
-        return self.bytes / 2**30
-
-    @property
-    def gb(self) -> float:
-        """Capacity in decimal GB (10⁹ bytes)."""
-        return self.bytes / 10**9
-
-    def as_dict(self) -> dict[str, object]:
-        """Plain data for JSON."""
-        return {"name": self.name, "title": self.title, "vendor_label": self.vendor_label, "bytes": self.bytes,
-                "gib": round(self.gib, 3), "gb": round(self.gb, 3), "basis": self.basis, "source": self.source,
-                "note": self.note, "flops": dict(self.flops), "hbm_bandwidth": self.hbm_bandwidth,
-                "nvlink_bandwidth": self.nvlink_bandwidth, "network_bandwidth": self.network_bandwidth,
-                "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source}
-
-    def peak_flops(self, dtype: str) -> float:
-        """Peak dense FLOP/s in ``dtype``; a one-line error when the datasheet gives none."""
-        if not self.flops and self.basis == GIVEN:
-            raise UserError(f"--gpu {self.name} gives a capacity only, with no FLOP rates, which time and layout "
-                            "search need: name a catalogue GPU ('symbolic gpus') or a custom GPU .toml file")
-        if not self.flops and not self.rates_source and self.name in WITHOUT_RATES:
-            raise UserError(f"{self.name} has no FLOP rates: {WITHOUT_RATES[self.name]}; give a custom GPU file "
-                            "(--gpu FILE.toml) with its rates")
-        if dtype not in self.flops:
-            have = ", ".join(self.flops) or "none"
-            raise UserError(f"{self.name} has no {dtype} peak in the catalogue (it has: {have}); choose another "
-                            "--compute-dtype or give a custom GPU file")
-        return self.flops[dtype]
 
 
 def _smi(name: str, title: str, label: str, mib: int, source: str, note: str = "") -> GPU:
@@ -116,14 +64,13 @@ _ENTRIES = (
         "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes."),
 )
 
-from .rates import RATES, WITHOUT_RATES  # noqa: E402  (the time half: one table beside the memory one)
+from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
 
 GPUS: dict[str, GPU] = {g.name: replace(g, **RATES[g.name]) if g.name in RATES else g for g in _ENTRIES}
 # Names people also say, where they name one entry. "h100" is not one of them: it names the
 # 80 GB SXM5 and the 94 GB NVL, and a lookup that picked one would plan against the wrong size.
 ALIASES = {"h100-sxm": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",
            "3090": "rtx-3090", "a10": "a10g"}
-GIVEN = "given"  # the basis of a GPU named by its capacity ("80GiB"): memory only, no rates
 
 
 def names() -> list[str]:
@@ -141,7 +88,7 @@ def capacity(text: str, source: str = "a capacity given on the command line or i
 
     The text needs a unit: a bare "80" is refused (80 bytes is never meant).
     """
-    from ..units import format_bytes, parse_size
+    from ..core.units import format_bytes, parse_size
 
     size = parse_size(text.strip(), flag="GPU")
     shown = format_bytes(size)
@@ -156,14 +103,14 @@ def get(name: str) -> GPU:
     An abbreviation that names one entry is taken; one that names several (``h100``) is a
     one-line error listing them with their sizes, never a silent choice.
     """
-    from ..units import is_size
+    from ..core.units import is_size
 
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key in GPUS:
         return GPUS[key]
     if key.endswith(".toml"):
-        from .custom import load_gpu
+        from .gpu_files import load_gpu
 
         return load_gpu(name.strip())
     if key[:1].isdigit() and is_size(key):

@@ -3,7 +3,7 @@
 Each group of subcommands lives in its own module with an ``add_commands(subparsers)``
 function; this module wires them together and decides the exit code:
 
-- 0: done; 2: bad input (a ``symbolic.errors.UserError``, or an ``OSError`` on a path the user
+- 0: done; 2: bad input (a ``symbolic.core.errors.UserError``, or an ``OSError`` on a path the user
   named), one line on stderr; 3: "does not fit", only with ``--check`` (``common.EXIT_DOES_NOT_FIT``,
   returned by ``common.check_exit``); 1: anything else, which is a bug ("internal error", one
   line, the traceback with ``SYMBOLIC_DEBUG=1``); 130 on Ctrl-C, 143 on SIGTERM (129 on SIGHUP),
@@ -14,7 +14,7 @@ function; this module wires them together and decides the exit code:
   are shown escaped, never sent to the terminal raw.
 
 Import rule (start-up time): this module imports only the standard library and
-``symbolic.errors`` at its top, so that Ctrl-C during start-up is handled too. Every command
+``symbolic.core.errors`` at its top, so that Ctrl-C during start-up is handled too. Every command
 module is imported to build the parser, for every command, so a command module's top level
 imports only the standard library and light project modules (sympy-level: library, formula,
 printing). Heavy packages (numpy, matplotlib, weasyprint, ziamath, jinja2, torch,
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import StdoutError, Terminated, UserError
+from ..core.errors import StdoutError, Terminated, UserError
 
 COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate", "completion")
 SIGNALS = ("SIGTERM", "SIGHUP")
@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _main(words)
         finally:
-            from .. import atomic
+            from ..core import atomic
 
             atomic.remove_leftovers()
 
@@ -266,7 +266,7 @@ def _internal(err: BaseException) -> int:
         import traceback
 
         traceback.print_exception(err)
-    from ..errors import shorten
+    from ..core.errors import shorten
 
     print(_one_line(f"symbolic: internal error: {type(err).__name__}: {shorten(err, 300)} "
                     "(set SYMBOLIC_DEBUG=1 for a traceback)"), file=sys.stderr)

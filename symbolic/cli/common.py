@@ -19,15 +19,15 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..errors import QUOTE_LIMIT, UserError, quote, single_line
-from ..values import parse_assignment
+from ..core.errors import QUOTE_LIMIT, UserError, quote, single_line
+from ..core.values import parse_assignment
 
 if TYPE_CHECKING:
-    from ..formula import Formula
+    from ..math.formula import Formula
 
 
 MAX_MESSAGE = 1000  # characters of one error line; what the user typed is quoted shorter still
@@ -277,7 +277,7 @@ def cli_terms(args: argparse.Namespace) -> list:
     """The CustomTerm objects named by --term (parsed lazily: most commands have none)."""
     if not getattr(args, "term", None):
         return []
-    from ..custom import parse_cli_term
+    from ..math.userterms import parse_cli_term
 
     terms = [parse_cli_term(text) for text in args.term]
     if args.implicit:
@@ -292,6 +292,15 @@ def with_cli_terms(formula: Formula, args: argparse.Namespace) -> Formula:
     terms = cli_terms(args)
     if not terms:
         return formula
-    from ..custom import with_terms
+    from ..math.userterms import with_terms
 
     return with_terms(formula, terms)
+
+
+def warn_context(args: argparse.Namespace, config: Mapping[str, Any], name: str, seq: int, positions: int = 0) -> None:
+    """On stderr (not with --quiet): ``seq`` is beyond the context the model was trained for, as the report says."""
+    from ..networks.shape import context_warning
+
+    message = context_warning(config, name, seq, positions)
+    if message and not quiet(args):
+        print(f"symbolic: warning: {message}", file=sys.stderr)

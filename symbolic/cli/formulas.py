@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from .. import library, printing, seeds
-from .. import symbols as symtab
-from ..formula import Formula, Sensitivity, to_plain
+from .. import library
+from ..core import symbols as symtab
+from ..core.units import format_bytes, format_count, parse_size
+from ..library import seeds
 from ..library.errata import ERRATA
-from ..units import format_bytes, format_count, parse_size
+from ..math.formula import Formula, Sensitivity, to_plain
+from ..text import printing
 from .common import CliError, add_term_options, parse_sets, print_json, table, with_cli_terms
 
 FORMS = ("terms", "expanded", "simplified", "composed")

@@ -14,10 +14,10 @@ from typing import Any
 
 import sympy
 
-from .. import printing
-from ..errors import UserError
-from ..symbols import B, S
-from ..units import format_bytes
+from ..core.errors import UserError
+from ..core.symbols import B, S
+from ..core.units import format_bytes
+from ..text import printing
 from .common import print_json, table
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "int8": 1}
@@ -27,7 +27,7 @@ SUPPORTED_OPTIONS = ("batch", "seq", "weights", "kv_dtype")
 
 def wants_generic(model: str) -> bool:
     """Whether ``model`` resolves to a config whose type has no family table."""
-    from .. import architectures
+    from ..networks import transformer as architectures
     from .generic_params import is_table_family
 
     _, config = architectures.resolve_config(model)
@@ -36,8 +36,8 @@ def wants_generic(model: str) -> bool:
 
 def infer_data(model: str, options: dict[str, object]) -> dict[str, Any]:
     """Plain data of the generic inference estimate (the keys ``memory --json`` uses where they apply)."""
-    from .. import architectures
-    from ..architectures import generic_cache
+    from ..networks import transformer as architectures
+    from ..networks.generic import cache as generic_cache
     from .generic_params import load_generic
 
     extra = sorted(k for k in options if k not in SUPPORTED_OPTIONS and k != "mode")
@@ -82,8 +82,8 @@ def cmd_memory(args: argparse.Namespace, options: dict[str, object]) -> int:
     if args.mode != "infer":
         raise UserError("this model type has no family table: the generic torch path plans --mode infer only")
     data = infer_data(args.model, options)
-    from .. import architectures
-    from .memory import warn_context
+    from ..networks import transformer as architectures
+    from .common import warn_context
 
     warn_context(args, architectures.resolve_config(args.model)[1], data["model"], data["options"]["seq"])
     if getattr(args, "json", False):

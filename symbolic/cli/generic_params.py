@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import UnknownNameError
-from ..units import format_count
+from ..core.errors import UnknownNameError
+from ..core.units import format_count
 from .common import print_json, table
 
 # Integer fields that size nothing in a decoder's parameters (positions are rotary in most families).
@@ -22,7 +22,7 @@ _NOT_SIZES = {"max_position_embeddings", "sliding_window", "max_window_layers", 
 
 def is_table_family(config: Mapping[str, Any]) -> bool:
     """Whether the config's model_type has a family table (counted without torch)."""
-    from ..architectures.families import FAMILIES
+    from ..networks.transformer.families import FAMILIES
 
     model_type = config.get("model_type")
     return isinstance(model_type, str) and model_type in FAMILIES  # a list or dict is the config reader's error
@@ -30,8 +30,8 @@ def is_table_family(config: Mapping[str, Any]) -> bool:
 
 def same_layout(config: Mapping[str, Any]) -> str | None:
     """A table family that reads every size field this config has (the only kind worth suggesting)."""
-    from ..architectures.families import FAMILIES
-    from ..architectures.generic import int_fields
+    from ..networks.generic.probes import int_fields
+    from ..networks.transformer.families import FAMILIES
 
     present = {p[0] for p in int_fields(config) if len(p) == 1} - _NOT_SIZES
     if not present:
@@ -48,8 +48,8 @@ def same_layout(config: Mapping[str, Any]) -> str | None:
 
 def unsupported_message(config: Mapping[str, Any]) -> str:
     """One line for a model type without a table when torch is missing."""
-    from ..architectures.families import FAMILIES
-    from ..architectures.generic import EXTRA, INSTALL_EXTRA, known_types
+    from ..networks.generic.probes import EXTRA, INSTALL_EXTRA, known_types
+    from ..networks.transformer.families import FAMILIES
 
     model_type = config.get("model_type")
     if model_type in known_types():  # a type transformers builds: what it needs, not a table it might be
@@ -64,7 +64,7 @@ def unsupported_message(config: Mapping[str, Any]) -> str:
 
 def load_generic(name: str, config: Mapping[str, Any]) -> Any:
     """The GenericModel of a resolved config, or a one-line error without torch."""
-    from ..architectures import generic
+    from ..networks.generic import probes as generic
 
     if not generic.torch_available():
         raise UnknownNameError(unsupported_message(config))
@@ -75,7 +75,7 @@ def load_generic(name: str, config: Mapping[str, Any]) -> Any:
 
 def params_data(m: Any) -> dict[str, object]:
     """What ``params --json`` prints for a GenericModel (the same keys as the table path's where they apply)."""
-    from ..architectures import with_numbers
+    from ..networks.transformer import with_numbers
 
     f = m.params_formula()
     values = m.formula_values()
@@ -98,9 +98,9 @@ def params_data(m: Any) -> dict[str, object]:
 
 def print_params(m: Any, json_out: bool, formula: bool) -> int:
     """Print ``params`` for a GenericModel."""
-    from .. import printing
-    from ..architectures import with_numbers
-    from .models import short_count
+    from ..core.units import short_count
+    from ..networks.transformer import with_numbers
+    from ..text import printing
 
     data = params_data(m)
     if json_out:
@@ -138,7 +138,7 @@ def print_params(m: Any, json_out: bool, formula: bool) -> int:
 
 def generic_rows(tables: set[str]) -> list[dict[str, object]]:
     """``symbolic models`` rows for the causal-LM types without a table (only with torch installed)."""
-    from ..architectures import generic
+    from ..networks.generic import probes as generic
 
     if not generic.torch_available():
         return []

@@ -8,14 +8,12 @@ planner is imported inside the handlers (see the import rule in ``cli/__init__.p
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .. import plan_options as opts
-from ..errors import quote, single_line
-from ..units import format_bytes
+from ..core.errors import quote, single_line
+from ..core.units import format_bytes
+from ..options import table as opts
 from .common import (
     CliError,
     add_check,
@@ -27,6 +25,7 @@ from .common import (
     quiet,
     table,
     verbose,
+    warn_context,
     whole,
 )
 
@@ -121,15 +120,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_gpus)
 
 
-def warn_context(args: argparse.Namespace, config: Mapping[str, Any], name: str, seq: int, positions: int = 0) -> None:
-    """On stderr (not with --quiet): ``seq`` is beyond the context the model was trained for, as the report says."""
-    from ..planning.model import context_warning
-
-    message = context_warning(config, name, seq, positions)
-    if message and not quiet(args):
-        print(f"symbolic: warning: {message}", file=sys.stderr)
-
-
 def warn_plan_context(args: argparse.Namespace, plan: Plan) -> None:
     """``warn_context`` for a plan: its model's config and the plan's sequence length."""
     warn_context(args, plan.model.config, plan.model.name, plan.regime.seq, plan.model.positions)
@@ -216,7 +206,7 @@ def _phase_line(plan: Plan) -> str:
 
 
 def _print_terms(plan: Plan, formulas: bool) -> None:
-    from .. import printing
+    from ..text import printing
 
     terms = plan.terms()
     total = plan.total

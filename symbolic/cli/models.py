@@ -6,12 +6,12 @@ import argparse
 import re
 from typing import TYPE_CHECKING
 
-from ..units import format_count
+from ..core.units import format_count, short_count
 from .common import print_json, table
 
 if TYPE_CHECKING:
-    from ..architectures import ModelSpec
-    from ..formula import Formula
+    from ..math.formula import Formula
+    from ..networks.transformer import ModelSpec
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -28,14 +28,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_models)
 
 
-def short_count(value: int) -> str:
-    """'8.03 B', '124.44 M' or the plain number."""
-    for label, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("k", 10**3)):
-        if value >= size:
-            return f"{value / size:.2f} {label}"
-    return str(value)
-
-
 def _values(spec: ModelSpec) -> dict[str, int]:
     values = spec.values()
     if spec.is_moe and spec.active_defined:
@@ -50,7 +42,7 @@ def _active(spec: ModelSpec) -> bool:
 
 def params_data(spec: ModelSpec) -> dict[str, object]:
     """Everything ``params`` prints, as plain data."""
-    from .. import architectures as arch
+    from ..networks import transformer as arch
 
     f = spec.params_formula()
     parts = arch.breakdown(spec)
@@ -71,7 +63,7 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
     if spec.sliding_layers:
         data["layer_kinds"]["window"] = spec.window
     if spec.is_moe and not spec.active_defined:
-        from ..architectures.spec import ACTIVE_UNDEFINED
+        from ..networks.transformer.spec import ACTIVE_UNDEFINED
 
         data["active"] = None
         data["active_note"] = ACTIVE_UNDEFINED
@@ -87,8 +79,8 @@ def params_data(spec: ModelSpec) -> dict[str, object]:
 
 def article_a_data(name: str) -> dict[str, object]:
     """What ``params`` prints for article A's network (``mlp``, ``mlp-nobias``): the planner's model of it."""
-    from ..architectures import with_numbers
-    from ..planning.model import article_a_shape
+    from ..networks.shape import article_a_shape
+    from ..networks.transformer import with_numbers
 
     shape = article_a_shape(name)  # what 'symbolic memory mlp' plans
     f = shape.params
@@ -107,8 +99,8 @@ ARTICLE_A_ARCHITECTURE = "article A's network (nn.Linear layers gat, up, down, o
 
 def print_article_a(name: str, json_out: bool, formula: bool) -> int:
     """``params mlp``: article A's network, its parameter formula and count, in the table path's shape."""
-    from .. import printing
-    from ..planning.model import article_a_shape
+    from ..networks.shape import article_a_shape
+    from ..text import printing
 
     data = article_a_data(name)
     if json_out:
@@ -133,8 +125,8 @@ def print_article_a(name: str, json_out: bool, formula: bool) -> int:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    from .. import architectures as arch
-    from ..planning.model import ARTICLE_A_MODELS
+    from ..networks import transformer as arch
+    from ..networks.shape import ARTICLE_A_MODELS
     from . import generic_params
 
     if args.model in ARTICLE_A_MODELS:  # article A's network, as 'symbolic memory mlp' resolves it
@@ -180,8 +172,8 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def _table(spec: ModelSpec) -> str:
-    from .. import architectures as arch
-    from .. import printing
+    from ..networks import transformer as arch
+    from ..text import printing
 
     parts = arch.breakdown(spec)
     active = {c.key: c.total for c in arch.breakdown(spec, active=True)} if _active(spec) else {}
@@ -204,7 +196,7 @@ def _table(spec: ModelSpec) -> str:
 
 
 def _print_formula(f: Formula, values: dict[str, int], total: int) -> None:
-    from ..architectures import with_numbers
+    from ..networks.transformer import with_numbers
 
     print(f"{f}")
     print("  at " + ", ".join(f"{k}={v}" for k, v in values.items()) + ":")
@@ -226,7 +218,7 @@ def short_source(source: str) -> str:
 
 def family_rows(presets: list[dict[str, object]]) -> list[dict[str, object]]:
     """One row per model type the table covers: its classes, its presets and how it is covered."""
-    from ..architectures.families import FAMILIES
+    from ..networks.transformer.families import FAMILIES
 
     rows = []
     for model_type, family in FAMILIES.items():
@@ -239,7 +231,7 @@ def family_rows(presets: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from .. import architectures as arch
+    from ..networks import transformer as arch
 
     rows = []
     for name in arch.preset_names():

@@ -10,9 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import latex_layout, library
-from ..errors import single_line
-from ..formula import Formula
+from .. import library
+from ..core.errors import single_line
+from ..math.formula import Formula
+from ..report import latex_layout
 from .common import CliError, parse_sets, quiet, read_stdin, verbose
 
 FORMS = ("terms", "expanded", "simplified", "composed")
@@ -116,7 +117,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     # one line each: a model folder's or a file's name may hold a line break
     progress = None if quiet(args) else (lambda message: print(f"symbolic report: {single_line(message)}",
                                                                file=sys.stderr))
-    from ..custom import parse_cli_term
+    from ..math.userterms import parse_cli_term
 
     terms = tuple(parse_cli_term(text) for text in args.term or ())
     try:

@@ -19,15 +19,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
-from ..atomic import atomic_text_open
+from ..core.atomic import atomic_text_open
 from .common import CliError, parse_sets, print_json, table, verbosity
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..compiled import CompiledFormula, Inputs
-    from ..formula import Formula
-    from ..grid import Axis
+    from ..math.compiled import CompiledFormula, Inputs
+    from ..math.formula import Formula
+    from ..math.grid import Axis
 
 CHUNK = 1 << 20  # rows computed (and written) at a time: bounded memory, progress steps
 TABLE_ROWS = 100  # the text output lists every row up to this many
@@ -58,9 +58,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 # --- the plan: which symbols vary, which are fixed ---------------------------------------
 def _plan(formula: Formula, args: argparse.Namespace) -> tuple[CompiledFormula, list[Axis], dict[str, object]]:
     """The compiled formula, the axes and the fixed values, all validated."""
-    from .. import grid as grids
-    from .. import symbols as symtab
-    from .. import values as vals
+    from ..core import symbols as symtab
+    from ..core import values as vals
+    from ..math import grid as grids
 
     axes = [grids.parse_axis(text) for text in args.grid]
     sets = parse_sets(args.set)
@@ -125,7 +125,7 @@ def _grouped(value: object) -> str:
 
 
 def _human(unit: str, value: object) -> str:
-    from ..units import format_bytes, format_count
+    from ..core.units import format_bytes, format_count
 
     plain = _plain(value)
     return format_bytes(plain) if unit == "bytes" else format_count(plain)
@@ -287,7 +287,7 @@ def _sweep(grid: _Grid, out: IO[str] | None, keep: bool, progress: Progress
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .. import library
-    from ..compiled import ApproximateWarning
+    from ..math.compiled import ApproximateWarning
 
     formula = library.get(args.key)
     if args.json and args.csv == "-":

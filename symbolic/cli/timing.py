@@ -41,7 +41,7 @@ def memory_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _number(text: str, what: str) -> object:
-    from ..values import parse_number
+    from ..core.values import parse_number
 
     try:
         value = parse_number(text, what)
@@ -162,7 +162,7 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ..planning import load, search
-    from .memory import warn_context
+    from .common import warn_context
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
@@ -190,7 +190,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     head = ["gpus", "dp", "tp", "pp", "zero", "recompute", "mb", "accum", "memory", "step s"]
     extra = [k for k in ("train_seconds", "cost") if k in result.layouts[0]]
     rows = [tuple(head + [{"train_seconds": "train days", "cost": "cost USD"}[k] for k in extra])]
-    from ..units import format_bytes
+    from ..core.units import format_bytes
 
     for lay in result.layouts:
         row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), str(lay["recompute"]),
@@ -212,7 +212,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _best_line(result: object) -> str:
     """One line: the best layout of a search (what --quiet prints)."""
-    from ..units import format_bytes
+    from ..core.units import format_bytes
 
     head = f"{result.model} on {result.gpu.name}"  # type: ignore[attr-defined]
     if not result.layouts:  # type: ignore[attr-defined]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import plan_options as opts
-from ..errors import single_line
+from ..core.errors import single_line
+from ..options import table as opts
 from .common import CliError, print_json, quiet, table, verbose, whole_list
 
 DEFAULTS = {"batch": "1,2", "seq": "64,128", "layers": "1,2", "dtype": "fp32,bf16", "attn": "eager,sdpa"}
@@ -84,14 +84,14 @@ def _pct(value: float | None) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from .. import measure
+    from ..measured import measure
 
     seqs = _seqs(args.seq)  # bad input first, with or without torch
     try:
         measure.require_torch()
     except measure.TorchMissing as err:
         raise CliError(str(err)) from None
-    from .. import crosscheck as val
+    from ..measured import crosscheck as val
 
     grid = val.Grid(batch=_ints(args.batch, "batch"), seq=seqs, layers=_ints(args.layers, "layers"),
                     dtype=_words(args.dtype, "dtype", val.DTYPES), attn=_words(args.attn, "attn", ("eager", "sdpa")))
@@ -166,7 +166,7 @@ def markdown_row(model: str, points: list[Any], summary: dict[str, Any]) -> str:
 
 
 def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, Any], info: dict[str, str]) -> None:
-    from ..units import format_bytes
+    from ..core.units import format_bytes
 
     first = points[0]
     print(f"symbolic validate {single_line(args.model)}: family {first.family}, device {args.device}, "
@@ -229,6 +229,6 @@ def _print_text(args: argparse.Namespace, points: list[Any], summary: dict[str, 
 
 
 def val_tolerance(kind: str) -> float:
-    from .. import crosscheck as val
+    from ..measured import crosscheck as val
 
     return val.TOLERANCE_SAVED if kind == "saved" else val.TOLERANCE_PEAK

@@ -57,10 +57,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..errors import UnknownNameError
-from ..formula import Formula
-from ..symbols import B, H, S, V, a, a_kv, d_ff, d_head, k_exp, n_exp, t
-from ..term import Term
+from ..core.errors import UnknownNameError
+from ..core.symbols import B, H, S, V, a, a_kv, d_ff, d_head, k_exp, n_exp, t
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 SRC = "korthikanti2022"

@@ -4,7 +4,7 @@ Article B's ``L(14E + 4BSS) + 6BSV`` and Korthikanti's ``sbh(34 + 5as/h)`` descr
 layer. The terms here follow, tensor by tensor, what ``torch.autograd`` keeps alive between the
 forward and the backward pass of three real implementations:
 
-- ``mlp``: article A's network as PyTorch code (``symbolic.crosscheck.ArticleANet``): four
+- ``mlp``: article A's network as PyTorch code (``symbolic.measured.crosscheck.ArticleANet``): four
   ``nn.Linear`` layers with or without biases, ReLUs, a softmax output and
   ``F.cross_entropy(probs, targets)`` as the loss;
 - ``gpt2``: Hugging Face ``GPT2LMHeadModel`` (LayerNorm, ``Conv1D`` projections, the Python
@@ -15,7 +15,7 @@ forward and the backward pass of three real implementations:
 
 How the terms were found (the derivation, written down once):
 
-1. Measure. ``symbolic.measure.saved_tensors`` records every tensor autograd's pack hook sees,
+1. Measure. ``symbolic.measured.measure.saved_tensors`` records every tensor autograd's pack hook sees,
    once per storage, parameters excluded, and attributes it to the innermost module running
    when it was first saved. Walking ``grad_fn._saved_*`` of the graph names the op that keeps
    each tensor. Both were done for each module type in isolation and for whole models.
@@ -89,10 +89,10 @@ from typing import Any
 
 import sympy
 
-from ..errors import UnknownNameError
-from ..formula import Formula
-from ..symbols import B, H, L, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out
-from ..term import Term
+from ..core.errors import UnknownNameError
+from ..core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 SRC = "pytorch"

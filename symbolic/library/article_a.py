@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sympy
 
-from ..formula import Formula
-from ..symbols import B, N, b, d_h, d_in, n_out
-from ..term import Term
+from ..core.symbols import B, N, b, d_h, d_in, n_out
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 SRC = "article-A"

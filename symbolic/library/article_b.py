@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sympy
 
-from ..formula import Formula
-from ..symbols import B, D, E, H, L, N, S, V, b, d_ff
-from ..term import Term
+from ..core.symbols import B, D, E, H, L, N, S, V, b, d_ff
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 SRC = "article-B"

@@ -6,7 +6,7 @@ inside segments that other live blocks keep. This module replays an allocation t
 allocator's own rules (``c10/cuda/CUDACachingAllocator.cpp`` of torch 2.13.0, default
 configuration: no ``max_split_size_mb``, no ``roundup_power2_divisions``, no expandable segments,
 one stream) so that the runtime's fragmentation allowance can be checked against the allocation
-sequences of real training steps, which ``symbolic.allocator_trace`` records on the CPU.
+sequences of real training steps, which ``symbolic.measured.allocator_trace`` records on the CPU.
 
 The rules replayed:
 

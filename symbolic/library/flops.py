@@ -28,10 +28,10 @@ from collections.abc import Iterable
 
 import sympy
 
-from .. import sources
-from ..formula import Formula
-from ..symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_head, declare
-from ..term import Term
+from ..core import sources
+from ..core.symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_head, declare
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 for _id, _citation, _url in (

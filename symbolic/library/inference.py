@@ -31,11 +31,11 @@ from dataclasses import dataclass
 
 import sympy
 
-from .. import sources
-from ..errors import UnknownNameError
-from ..formula import Formula
-from ..symbols import B, H, L, L_conv, L_swa, N, S, W, a_kv, b, b_kv, b_s, d_head, d_rope, g_q, k_conv, r_kv, t
-from ..term import Term
+from ..core import sources
+from ..core.errors import UnknownNameError
+from ..core.symbols import B, H, L, L_conv, L_swa, N, S, W, a_kv, b, b_kv, b_s, d_head, d_rope, g_q, k_conv, r_kv, t
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 if "transformers" not in sources.SOURCES:

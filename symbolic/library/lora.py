@@ -51,10 +51,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..errors import UnknownNameError, UserError
-from ..formula import Formula
-from ..symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
-from ..term import Term
+from ..core.errors import UnknownNameError, UserError
+from ..core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
+from ..core.term import Term
+from ..math.formula import Formula
 from . import activations_pytorch as act
 
 SRC = "peft"
@@ -430,7 +430,7 @@ def recompute_phase(plain: act.SavedModel, checkpointed_model: act.SavedModel,
                     gradients: sympy.Expr = 0) -> tuple[Term, ...]:
     """What a checkpointed step keeps besides the resident states while the last layer is rebuilt in backward.
 
-    The moment is the MLP backward of the last layer (measured with ``symbolic.measure``'s peak
+    The moment is the MLP backward of the last layer (measured with ``symbolic.measured.measure``'s peak
     snapshots): the checkpoint's kept tensors except those behind the layers, whose backward has
     run (final norm, head input, loss); the rebuilt layer's saved tensors (one layer's share of
     ``plain``, the saved model without checkpointing; in fp32 Llama the norm's fp32 input is the

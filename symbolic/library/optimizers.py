@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..errors import UnknownNameError
-from ..formula import Formula
-from ..symbols import N, n_mat
-from ..term import Term
+from ..core.errors import UnknownNameError
+from ..core.symbols import N, n_mat
+from ..core.term import Term
+from ..math.formula import Formula
 from .registry import register
 
 BLOCK_8BIT = 2048  # bitsandbytes block-wise quantization: elements per fp32 absmax

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import sympy
 
-from ..errors import UserError
-from ..formula import Formula
-from ..symbols import K, N, n_d, p, t
-from ..term import Term
+from ..core.errors import UserError
+from ..core.symbols import K, N, n_d, p, t
+from ..core.term import Term
+from ..math.formula import Formula
 from . import precision as prec
 from .registry import register
 

@@ -5,7 +5,7 @@ for "bf16-mixed"/"fp16-mixed"); ``loss.backward()``; ``opt.step()``, in the stea
 onwards, when the optimizer's state exists). ``step(...)`` returns a ``StepModel``: ``resident``
 terms alive the whole step (the trainable weights, fp32 under autocast; frozen weights; AdamW's
 two moments or SGD's momentum buffer, in the weights' dtype) and, per phase, what is alive at
-that phase's peak moment besides them. Measured on the CPU with ``symbolic.measure.step_peak``,
+that phase's peak moment besides them. Measured on the CPU with ``symbolic.measured.measure.step_peak``,
 which reads the live bytes at every operator and keeps each phase's peak:
 
 - ``forward``: everything saved for backward (``A_saved``, which includes the input ids or x)
@@ -58,11 +58,11 @@ from dataclasses import dataclass, replace
 
 import sympy
 
-from ..errors import UnknownNameError
-from ..extrema import maximum
-from ..formula import Formula
-from ..symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out, n_pos
-from ..term import Term
+from ..core.errors import UnknownNameError
+from ..core.symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out, n_pos
+from ..core.term import Term
+from ..math.extrema import maximum
+from ..math.formula import Formula
 from . import activations_pytorch as act
 from .registry import register
 
@@ -174,7 +174,7 @@ class StepModel:
             f"pytorch.peak.{self.family}",
             f"Peak memory of one {title} training step of {act.TITLES[self.family]} ({s.label(self.family)})",
             terms, source=SRC, name="M_peak", example=example,
-            note="Steady state (optimizer state exists); measured with symbolic.measure.step_peak per phase.")
+            note="Steady state (optimizer state exists); measured with symbolic.measured.measure.step_peak per phase.")
 
     def _opt_key(self) -> str:
         return f"{self.optimizer}-{'foreach' if self.foreach else 'single'}"

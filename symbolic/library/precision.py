@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..errors import UnknownNameError, UserError
-from ..formula import Formula
-from ..symbols import N
-from ..term import Term
+from ..core.errors import UnknownNameError, UserError
+from ..core.symbols import N
+from ..core.term import Term
+from ..math.formula import Formula
 from . import optimizers as optim
 from .registry import register
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..errors import UnknownNameError, quote
-from ..formula import Formula
-from ..symbols import suggest
+from ..core.errors import UnknownNameError, quote
+from ..core.symbols import suggest
+from ..math.formula import Formula
 
 _FORMULAS: dict[str, Formula] = {}
 

@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import sympy
 
-from .. import sources
-from ..errors import UserError
-from ..term import Term
+from ..core import sources
+from ..core.errors import UserError
+from ..core.term import Term
 
 MIB = 2**20
 KIB = 2**10

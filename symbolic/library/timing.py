@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import sympy
 
-from .. import sources
-from ..formula import Formula
-from ..symbols import B, H, L, N, S, declare, n_d, n_mb, p, t, v_pp
-from ..term import Term
+from ..core import sources
+from ..core.symbols import B, H, L, N, S, declare, n_d, n_mb, p, t, v_pp
+from ..core.term import Term
+from ..math.formula import Formula
 from .flops import F_fwd, F_tok, T
 from .registry import register
 

@@ -69,18 +69,18 @@ change nothing and what the plan leaves out. Approximations are named where they
 
 from __future__ import annotations
 
-from .. import plan_options as _options
 from ..catalogs import GPU, GPUS
 from ..catalogs import get as gpu
-from ..plan_options import PlanOptionError
+from ..networks.shape import ModelShape, load
+from ..options import table as _options
+from ..options.table import PlanOptionError
 from . import fit as _fit
 from .build import Fit, Plan, build
 from .fit import OVER, QUESTIONS, Answer
-from .model import ModelShape, load
 from .pytorch import SavedActivations
 from .regime import ATTN, DEFAULT_SEQ, DEVICES, MODES, Regime, resolve  # noqa: F401 (ATTN, DEVICES, DEFAULT_SEQ: kept)
 
-# Defaults and allowed values of every option, from the one list in symbolic.plan_options.
+# Defaults and allowed values of every option, from the one list in symbolic.options.table.
 DEFAULTS: dict[str, object] = _options.defaults()
 CHOICES: dict[str, tuple[object, ...]] = _options.choices()
 
@@ -99,8 +99,8 @@ def _maker(mode: str):  # noqa: ANN202
 
 def _gpu(value: object) -> GPU:
     """A GPU of the catalogue (or its name), or just a capacity: "80GiB", bytes, a pint quantity."""
-    from .. import quantities
-    from ..errors import UnknownNameError
+    from ..core.errors import UnknownNameError
+    from ..math import quantities
 
     if isinstance(value, GPU):
         return value
@@ -114,7 +114,7 @@ def _gpu(value: object) -> GPU:
     if not limit.is_Integer or limit <= 0:
         raise PlanOptionError(f"a GPU capacity must be a positive whole number of bytes, not {limit}")
     size = int(limit)
-    from ..units import format_bytes
+    from ..core.units import format_bytes
 
     shown = format_bytes(size)
     return GPU(f"{shown} GPU", f"a GPU with {shown} of memory", str(value), size, "given", "given in Python")

@@ -45,23 +45,23 @@ from fractions import Fraction
 
 import sympy
 
-from .. import display, printing
-from ..algebra import Solution
 from ..catalogs import GPU
-from ..custom import CustomTerm, with_terms
-from ..formula import Evaluation, Formula, to_plain
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
+from ..core.term import Term
+from ..core.units import format_bytes
 from ..library import activations as acts
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
 from ..library import registry, runtime
-from ..plan_options import PlanOptionError
-from ..symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
-from ..term import Term
-from ..units import format_bytes
+from ..math.algebra import Solution
+from ..math.formula import Evaluation, Formula, to_plain
+from ..math.userterms import CustomTerm, with_terms
+from ..networks.shape import ModelShape
+from ..options.table import PlanOptionError
+from ..text import display, printing
 from . import finetune, pytorch
-from .model import ModelShape
 from .phases import PEAK_KEY, Layout, lead
 from .regime import Regime
 
@@ -79,7 +79,7 @@ class Fit:
         return {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom": self.headroom, "headroom_bytes": self.headroom,
                 "headroom_human": format_bytes(self.headroom)}
 
-    def __repr__(self) -> str:  # display methods: symbolic.display renders
+    def __repr__(self) -> str:  # display methods: symbolic.text.display renders
         return display.short("Fit", self.gpu.name, f"fits={self.fits}", f"headroom {format_bytes(self.headroom)}")
 
     def _repr_html_(self) -> str:
@@ -112,7 +112,7 @@ class Plan:
     _evaluation: Evaluation | None = field(default=None, repr=False)
     _parts: dict[str, int] | None = field(default=None, repr=False)
 
-    def __repr__(self) -> str:  # display methods: symbolic.display renders
+    def __repr__(self) -> str:  # display methods: symbolic.text.display renders
         return display.short("Plan", f"{self.model.name} {self.regime.mode}", f"{format_bytes(self.total)} per GPU",
                              f"peak in {self.peak_phase}", f"{len(self.terms())} terms")
 
@@ -171,7 +171,7 @@ class Plan:
         values = self.evaluate()
         resident = sum(_ceil(v) for t, v in values.terms if t.key != PEAK_KEY)
         point = {**values.values, **values.derived}
-        from ..algebra import at_point
+        from ..math.algebra import at_point
 
         return {name: resident + _ceil(at_point(self.layout.extra(name), point)) for name in self.layout.phases}
 
@@ -228,7 +228,7 @@ class Plan:
         taken = set(self.terms())
         clash = [c.name for c in terms if c.name in taken]
         if clash:
-            from ..custom import CustomTermError
+            from ..math.userterms import CustomTermError
 
             raise CustomTermError(f"term {clash[0]!r} already exists in {self.formula.key}")
         added = with_terms(Formula(self.formula.key, self.formula.title, resident, source=self.formula.source),

@@ -8,7 +8,7 @@ issue 13, for the plan builder:
 - ``state_terms(model, regime, params)``: the model states (frozen base in 16 bits or NF4,
   adapter weights, their gradients and optimizer state; or full training with frozen embeddings),
   with the keys of ``library.precision.STATE_KINDS`` plus ``adapter_weights``;
-- ``step_arguments(model, regime)``: the keyword arguments of ``peak_pytorch.step`` for
+- ``step_arguments(model, regime, found)``: the keyword arguments of ``peak_pytorch.step`` for
   ``activations="pytorch"`` (trainable tensors, frozen bytes, the saved-tensor model of
   ``library.lora.saved``).
 
@@ -18,20 +18,21 @@ The terms and their measurements are in ``symbolic/library/lora.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import sympy
 
-from .. import plan_options as opts
-from ..errors import UserError
+from ..core.errors import UserError
+from ..core.symbols import N
+from ..core.term import Term
 from ..library import activations_pytorch as pyacts
 from ..library import lora
 from ..library import optimizers as optim
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
-from ..plan_options import PlanOptionError
-from ..symbols import N
-from ..term import Term
-from .model import ModelShape
+from ..networks.shape import ModelShape
+from ..options import table as opts
+from ..options.table import PlanOptionError
 
 QLORA_PRECISIONS = ("bf16", "bf16-mixed")
 
@@ -177,14 +178,11 @@ def state_terms(model: ModelShape, regime: object, params: sympy.Expr) -> list[T
     ]
 
 
-def saved_model(model: ModelShape, regime: object) -> pyacts.SavedModel:
+def saved_model(model: ModelShape, regime: object, found: Any) -> pyacts.SavedModel:
     """What one step of a plan with ``activations="pytorch"`` saves for backward: full training,
     fine-tuning (``library.lora.saved``), and with ``recompute="full"`` under transformers' gradient
-    checkpointing (``library.lora.checkpointed``)."""
-    from . import pytorch as plan_pytorch  # imported here: planning.pytorch imports the regime, which imports this
-
-    plain = regime.replace(lora_rank=0, freeze_embeddings=False, recompute="none")  # type: ignore[attr-defined]
-    found = plan_pytorch.saved(model, plain)  # the full-training model of the same setup (no recursion)
+    checkpointing (``library.lora.checkpointed``). ``found`` is the full-training saved model of the
+    same setup (``planning.pytorch.saved`` without adapters or recomputation)."""
     full = pyacts.saved(found.family, found.setup)
     out = pyacts.SavedModel(found.family, found.setup, found.formula, dict(full.saved_by))
     if active(regime):
@@ -195,10 +193,11 @@ def saved_model(model: ModelShape, regime: object) -> pyacts.SavedModel:
     return out
 
 
-def step_arguments(model: ModelShape, regime: object) -> dict[str, object]:
-    """Keyword arguments of ``peak_pytorch.step`` for a fine-tuning plan with ``activations="pytorch"``."""
+def step_arguments(model: ModelShape, regime: object, found: Any) -> dict[str, object]:
+    """Keyword arguments of ``peak_pytorch.step`` for a fine-tuning plan with ``activations="pytorch"``
+    (``found``: the full-training saved model, as for ``saved_model``)."""
     _check_layout(regime)
-    saved = saved_model(model, regime)
+    saved = saved_model(model, regime, found)
     family = saved.family
     widths = model.widths()
     if not getattr(regime, "lora_rank", 0):
@@ -213,19 +212,20 @@ def step_arguments(model: ModelShape, regime: object) -> dict[str, object]:
             "frozen_bytes": frozen_base_bytes(model, regime, N), "saved_override": saved}
 
 
-def extra_phases(model: ModelShape, regime: object, step: object = None) -> dict[str, tuple[Term, ...]]:
+def extra_phases(model: ModelShape, regime: object, found: Any, step: object = None) -> dict[str, tuple[Term, ...]]:
     """Phases, or phases with more terms, than ``peak_pytorch.step`` gives, for ``recompute="full"``
     (transformers' gradient checkpointing): the ``recompute`` moment, when the last layer is rebuilt in
     backward (``library.lora.recompute_phase``), and, given the ``step`` (a ``StepModel``), its forward
     and backward phases with ``library.lora.checkpoint_leaf`` (a tensor the graph holds, not saved).
 
     Merge them into the step's phases: ``dataclasses.replace(step, phases={**step.phases, **extra})``.
-    Checked for LoRA (no base gradients) and full training (``full_gradients``).
+    Checked for LoRA (no base gradients) and full training (``full_gradients``). ``found`` is the
+    full-training saved model, as for ``saved_model``.
     """
     if getattr(regime, "recompute", "none") != "full":
         return {}
-    plain = saved_model(model, regime.replace(recompute="none"))  # type: ignore[attr-defined]
-    checkpointed = saved_model(model, regime)
+    plain = saved_model(model, regime.replace(recompute="none"), found)  # type: ignore[attr-defined]
+    checkpointed = saved_model(model, regime, found)
     grads = 0 if active(regime) else full_gradients(model, plain, checkpointed)
     out = {"recompute": lora.recompute_phase(plain, checkpointed, grads)}
     leaf = lora.checkpoint_leaf(plain)
@@ -246,7 +246,7 @@ def full_gradients(model: ModelShape, plain: pyacts.SavedModel, checkpointed: py
     the first layer, rebuilt last, every gradient but the embeddings' (GPT-2's position embedding;
     an untied token embedding) and the first layer's own, with the later layers' kept inputs freed.
     """
-    from ..symbols import H, L, V, d_ff, n_pos
+    from ..core.symbols import H, L, V, d_ff, n_pos
 
     family, tb = plain.family, plain.setup.param_bytes
     tied = family == "gpt2" or bool(model.config.get("tie_word_embeddings", False))

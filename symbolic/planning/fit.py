@@ -17,13 +17,13 @@ from fractions import Fraction
 
 import sympy
 
-from .. import display
 from ..catalogs import GPU
-from ..plan_options import MAX_SEQ, PlanOptionError
-from ..symbols import n_d
-from ..units import format_bytes
+from ..core.symbols import n_d
+from ..core.units import format_bytes
+from ..networks.shape import ModelShape, divisors, trained_phrase
+from ..options.table import MAX_SEQ, PlanOptionError
+from ..text import display
 from .build import Plan
-from .model import ModelShape, divisors, trained_phrase
 
 QUESTIONS = ("batch", "seq", "gpus")
 OVER = ("auto", "dp", "tp", "pp")

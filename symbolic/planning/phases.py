@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..core.term import Term
 from ..library import peak_pytorch as pypeak
-from ..term import Term
 
 TRAIN_PHASES = ("forward", "backward", "optimizer")
 INFER_PHASES = ("prefill", "decode")

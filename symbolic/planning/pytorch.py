@@ -38,14 +38,15 @@ from dataclasses import dataclass, replace
 
 import sympy
 
-from .. import extrema, printing
-from ..formula import Formula
+from ..core.symbols import L, N
+from ..core.term import Term
 from ..library import activations_pytorch as pyacts
 from ..library import peak_pytorch as pypeak
-from ..symbols import L, N
-from ..term import Term
+from ..math import extrema
+from ..math.formula import Formula
+from ..networks.shape import ModelShape
+from ..text import printing
 from . import finetune
-from .model import ModelShape
 from .phases import Layout
 from .regime import Regime
 
@@ -97,7 +98,7 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, dropout=frozenset())
     model_saved = pyacts.saved(family, setup, loss=regime.loss if family == "mlp" else "cross-entropy")
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
-        model_saved = finetune.saved_model(model, regime)
+        model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))
     base = model_saved.formula
     widths = model.widths()
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
@@ -163,7 +164,7 @@ OPTIMIZERS = {"adamw": "adamw", "sgd-momentum": "sgd-momentum", "sgd": "sgd"}
 def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations) -> pypeak.StepModel:
     """The step of ``library.peak_pytorch`` (contract S) for this model and regime."""
     if regime.optimizer not in OPTIMIZERS:
-        from ..plan_options import PlanOptionError
+        from ..options.table import PlanOptionError
 
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
                               f"measured), not {regime.optimizer}")
@@ -175,10 +176,15 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
         kwargs["bias"] = bool(model.config.get("attention_bias", model.model_type == "qwen2")) \
             if saved_model.family == "llama" else None
     if finetune.active(regime):
-        kwargs.update(finetune.step_arguments(model, regime))
+        kwargs.update(finetune.step_arguments(model, regime, plain_saved(model, regime)))
     elif _adjusted(regime):
-        kwargs["saved_override"] = finetune.saved_model(model, regime)
+        kwargs["saved_override"] = finetune.saved_model(model, regime, plain_saved(model, regime))
     return pypeak.step(saved_model.family, saved_model.setup, **kwargs)  # type: ignore[arg-type]
+
+
+def plain_saved(model: ModelShape, regime: Regime) -> SavedActivations:
+    """The full-training saved model of the same setup: no adapters, frozen embeddings or recomputation."""
+    return saved(model, regime.replace(lora_rank=0, freeze_embeddings=False, recompute="none"))
 
 
 def _adjusted(regime: Regime) -> bool:
@@ -227,7 +233,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
     resident = mine(step.resident)
     phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
-    extra = finetune.extra_phases(model, regime)
+    extra = finetune.extra_phases(model, regime, plain_saved(model, regime))
     taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
     for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
         added = []
@@ -246,8 +252,8 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
 def _shard(items: list[Term], zero: int) -> list[Term]:
     """ZeRO sharding of the model-state terms among ``items`` (the others stay whole)."""
+    from ..core.symbols import n_d
     from ..library import parallel as par
-    from ..symbols import n_d
 
     known = [t for t in items if t.key in par.SHARDED_FROM]
     sharded = {t.key: t for t in par.shard_terms(known, zero, n_d)}

@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
-from .. import plan_options as opts
 from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
 from ..library import precision as prec
-from ..plan_options import PlanOptionError
+from ..networks.shape import ModelShape
+from ..options import table as opts
+from ..options.table import PlanOptionError
 from . import finetune
-from .model import ModelShape
 
-# The option lists and their defaults live in ``symbolic.plan_options`` (one place for the
+# The option lists and their defaults live in ``symbolic.options.table`` (one place for the
 # planner, the report specification and the command line); these names are kept for callers.
 MODES = opts.MODES
 COMMON = opts.COMMON

@@ -9,7 +9,7 @@ How it stays fast: layouts that share a *structure* (ZeRO stage, recompute, whet
 are above 1, sequence parallelism, micro-batches in flight min(m, p)) have the same memory and
 time formulas with different numbers for t, p, n_d, B and m. One plan is built per structure
 (``planning.plan``, the function ``symbolic memory`` uses), each memory term and the step-time
-formula are compiled once (``symbolic.compiled``), and all layouts of the structure are
+formula are compiled once (``symbolic.math.compiled``), and all layouts of the structure are
 evaluated as NumPy arrays. Memory is exact: every term is evaluated exactly and rounded up to
 a whole byte as ``Plan.total`` does, so a layout's ``memory_bytes`` equals ``symbolic memory``'s
 total for the same flags. Step time is float64.
@@ -36,16 +36,16 @@ import sympy
 
 from ..catalogs import GPU
 from ..catalogs import get as get_gpu
-from ..errors import UserError
+from ..core.errors import UserError
 from ..library.timing import P_gpu
+from ..networks.shape import divisors
+from ..networks.shape import load as load_shape
 from . import time as ptime
-from .model import divisors
-from .model import load as load_shape
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from ..compiled import CompiledFormula
+    from ..math.compiled import CompiledFormula
 
 OBJECTIVES = ("time", "cost")
 MAX_MICRO_BATCH = 64
@@ -174,7 +174,7 @@ def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> d
 
 
 def _compiled(expr: sympy.Expr, key: str, unit: str) -> CompiledFormula:
-    from ..compiled import CompiledFormula
+    from ..math.compiled import CompiledFormula
 
     found = _COMPILED.get(expr)
     if found is None:
@@ -269,7 +269,7 @@ _PARTS: dict[tuple[object, ...], _Compiled] = {}
 
 def _numbers(values: dict[str, object]) -> dict[sympy.Symbol, sympy.Expr]:
     """The model's numbers (every value but the layout's) as exact SymPy numbers."""
-    from ..symbols import lookup
+    from ..core.symbols import lookup
 
     return {lookup(name): sympy.Rational(value) for name, value in values.items()  # type: ignore[arg-type]
             if name not in LAYOUT_SYMBOLS and not isinstance(value, str)}

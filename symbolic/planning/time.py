@@ -34,19 +34,19 @@ import sympy
 
 from ..catalogs import GPU
 from ..catalogs import get as get_gpu
-from ..errors import UserError
-from ..formula import Formula, to_plain
+from ..core.errors import UserError
+from ..core.symbols import B, L, N, N_gpu, S, declare, n_d, n_mb, p, t
+from ..core.term import Term
 from ..library import flops as fl
 from ..library import precision as prec
 from ..library import timing as tm
-from ..symbols import B, L, N, N_gpu, S, declare, n_d, n_mb, p, t
-from ..term import Term
+from ..math.formula import Formula, to_plain
+from ..networks.shape import ModelShape
+from ..networks.shape import load as load_shape
 from .build import Plan
-from .model import ModelShape
-from .model import load as load_shape
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..architectures import ModelSpec
+    from ..networks.transformer import ModelSpec
 
 t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)
 F_step = declare("F_step", r"F_{\mathrm{step}}", "training FLOPs per optimizer step", "flops", integer=False)
@@ -86,7 +86,7 @@ class Flops:
 
 
 def _spec(model: object) -> ModelSpec:
-    from .. import architectures
+    from ..networks import transformer as architectures
 
     if isinstance(model, architectures.ModelSpec):
         return model
@@ -132,7 +132,7 @@ def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sy
     Groups of layers (``architectures.formulas.kinds``: attention on all L layers, experts on the
     MoE layers, a dense MLP on the others) each count on their own number of layers.
     """
-    from ..architectures import formulas as arch
+    from ..networks.transformer import formulas as arch
 
     groups = getattr(arch, "kinds", None)
     if groups is None:  # one kind of layer
@@ -147,7 +147,7 @@ def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sy
 
 
 def _sym(name: str) -> sympy.Symbol:
-    from ..symbols import lookup
+    from ..core.symbols import lookup
 
     return lookup(name)
 
@@ -501,7 +501,7 @@ def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
     shape = memory.model
     if not shape.moe:
         return 0
-    from ..architectures import formulas as arch
+    from ..networks.transformer import formulas as arch
 
     spec = _spec(model)
     groups = getattr(arch, "kinds", None)

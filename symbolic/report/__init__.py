@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from .build import Outputs, build, default_spec
-    from .spec import ReportSpec, ReportSpecError, SpecError, load
+    from .spec import ReportSpec, ReportSpecError, load
 
 # Loaded on first use (PEP 562), so that the renderers (``texescape``, ``render``, ``typeset``,
 # ``mathsvg``) import alone: ``import symbolic.report.texescape`` must not build the planner.
 _LAZY = {"Outputs": "build", "build": "build", "default_spec": "build", "ReportSpec": "spec",
-         "ReportSpecError": "spec", "SpecError": "spec", "load": "spec"}
+         "ReportSpecError": "spec", "load": "spec"}
 
-__all__ = ["Outputs", "ReportSpec", "ReportSpecError", "SpecError", "build", "default_spec", "load"]
+__all__ = ["Outputs", "ReportSpec", "ReportSpecError", "build", "default_spec", "load"]
 
 
 def __getattr__(name: str) -> object:

@@ -1,7 +1,7 @@
 """The one place where reports reach the real-model modules: architectures, GPU catalogue, planning.
 
 Everything else in ``symbolic.report`` works on a ``Scenario``; this module turns a
-specification into one, using ``symbolic.architectures`` (model configs and presets), the GPU
+specification into one, using ``symbolic.networks.transformer`` (model configs and presets), the GPU
 catalogue and the memory planner when the specification asks for a real model.
 """
 
@@ -11,13 +11,14 @@ from typing import Any
 
 import sympy
 
-from .. import custom, printing
-from .. import symbols as symtab
-from ..errors import UserError
-from ..symbols import H, L, V, d_ff
+from ..core import symbols as symtab
+from ..core.errors import UserError
+from ..core.symbols import H, L, V, d_ff
+from ..math import userterms as custom
+from ..text import printing
 from . import articles
 from .scenario import Gpu, Scenario
-from .spec import GpuRef, ModelRef, ReportSpec, SpecError
+from .spec import GpuRef, ModelRef, ReportSpec, ReportSpecError
 
 
 def scenario_for(spec: ReportSpec) -> Scenario:
@@ -52,18 +53,18 @@ def scenario_for(spec: ReportSpec) -> Scenario:
 
 
 def add_terms(scenario: Scenario, spec: ReportSpec) -> None:
-    """Append the specification's custom terms to the scenario's total (symbolic.custom)."""
+    """Append the specification's custom terms to the scenario's total (symbolic.math.userterms)."""
     where = f"{spec.path}: " if spec.path else ""
     try:
         formula = custom.with_terms(scenario.formula, spec.terms)
     except custom.CustomTermError as err:
-        raise SpecError(f"{where}terms: {err}") from None
+        raise ReportSpecError(f"{where}terms: {err}") from None
     added = formula.terms[len(scenario.formula.terms):]
     known = set(scenario.given) | set(formula.definitions)
     for term in added:
         for symbol in symtab.ordered(term.expr.free_symbols - known):
             if symbol.name not in spec.values:
-                raise SpecError(f"{where}values: give a value for {symbol.name}, which term {term.key!r} uses "
+                raise ReportSpecError(f"{where}values: give a value for {symbol.name}, which term {term.key!r} uses "
                                 f"(e.g. [values] {symbol.name} = 8, or --set {symbol.name}=8)")
             scenario.given[symbol] = spec.values[symbol.name]
             scenario.value_notes[symbol] = "the specification's [values]"
@@ -78,14 +79,14 @@ def add_terms(scenario: Scenario, spec: ReportSpec) -> None:
 
 
 def _n() -> sympy.Symbol:
-    from ..symbols import N
+    from ..core.symbols import N
 
     return N
 
 
 def load_model(spec: ReportSpec) -> Any:
-    """The ``ModelSpec`` of a preset name or config path (symbolic.architectures)."""
-    from .. import architectures
+    """The ``ModelSpec`` of a preset name or config path (symbolic.networks.transformer)."""
+    from ..networks import transformer as architectures
 
     ref: ModelRef = spec.model
     try:
@@ -93,7 +94,7 @@ def load_model(spec: ReportSpec) -> Any:
     except (UserError, OSError) as err:
         message = getattr(err, "message", None) or (err.args[0] if err.args else str(err))
         where = f"{spec.path}: " if spec.path else ""
-        raise SpecError(f"{where}model: {str(message).splitlines()[0]}") from None
+        raise ReportSpecError(f"{where}model: {str(message).splitlines()[0]}") from None
 
 
 def resolve_gpus(spec: ReportSpec) -> list[Gpu]:
@@ -115,7 +116,7 @@ def catalogue_gpu(spec: ReportSpec, ref: GpuRef) -> Gpu:
         entry = catalogs.get(ref.name)
     except UserError as err:
         where = f"{spec.path}: " if spec.path else ""
-        raise SpecError(f"{where}gpus: {err}") from None
+        raise ReportSpecError(f"{where}gpus: {err}") from None
     return Gpu(entry.name, entry.bytes, f"{entry.title}; {entry.basis}: {entry.source}")
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sympy
 
-from .. import library, printing
-from .. import symbols as symtab
+from .. import library
+from ..core import symbols as symtab
+from ..core.symbols import B, D, H, L, N, S, V, b, d_ff, d_h, d_in, n_out
 from ..library import article_a, article_b
-from ..symbols import B, D, H, L, N, S, V, b, d_ff, d_h, d_in, n_out
+from ..text import printing
 from .scenario import Gpu, Scenario, Step, VariantGroup, VariantRow
-from .spec import ReportSpec, SpecError
+from .spec import ReportSpec, ReportSpecError
 
 ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 DTYPE_LABEL = {4: "fp32 (4 bytes)", 2: "16-bit (2 bytes)", 1: "8-bit (1 byte)", sympy.Rational(1, 2): "4-bit (1/2 byte)"}
@@ -23,10 +24,10 @@ def _reject(spec: ReportSpec, allowed: set[str], who: str) -> None:
     """Regime keys the article's formulas cannot express are errors."""
     for key, value in spec.regime.options.items():
         if value is not None and key not in allowed:
-            raise SpecError(f"{_where(spec)}regime.{key}: {who}'s formulas have no {key} setting; "
+            raise ReportSpecError(f"{_where(spec)}regime.{key}: {who}'s formulas have no {key} setting; "
                             f"remove it or use a real model with formulas = 'library'")
     if spec.mode != "train":
-        raise SpecError(f"{_where(spec)}mode: {who}'s formulas describe training; use mode = 'train'")
+        raise ReportSpecError(f"{_where(spec)}mode: {who}'s formulas describe training; use mode = 'train'")
 
 
 def _where(spec: ReportSpec) -> str:
@@ -40,11 +41,11 @@ def _values(spec: ReportSpec, defaults: dict[sympy.Symbol, int], reserved: dict[
         if symtab.info(name).unit == "user":
             continue  # a symbol a custom term introduced: adapter.add_terms gives it its value
         if name in reserved:
-            raise SpecError(f"{_where(spec)}values.{name}: set it with {reserved[name]}")
+            raise ReportSpecError(f"{_where(spec)}values.{name}: set it with {reserved[name]}")
         symbol = next((s for s in out if s.name == name), None)
         if symbol is None:
             allowed = ", ".join(s.name for s in out if s.name not in reserved)
-            raise SpecError(f"{_where(spec)}values.{name}: not an input of these formulas; they take {allowed}")
+            raise ReportSpecError(f"{_where(spec)}values.{name}: not an input of these formulas; they take {allowed}")
         out[symbol] = value
         notes[symbol] = "the specification's [values]"
     return {"values": out, "notes": notes}
@@ -55,12 +56,12 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     _reject(spec, {"batch", "precision", "optimizer"}, "article A")
     precision = spec.regime.precision or "fp32"
     if precision not in ELEMENT_BYTES:
-        raise SpecError(f"{_where(spec)}regime.precision: article A stores every tensor with one element size; "
+        raise ReportSpecError(f"{_where(spec)}regime.precision: article A stores every tensor with one element size; "
                         f"choose fp32, bf16 or fp16 (not {precision!r})")
     optimizer = spec.regime.optimizer or "adamw"
     totals = {"adamw": article_a.total, "sgd-momentum": article_a.total_sgd}
     if optimizer not in totals:
-        raise SpecError(f"{_where(spec)}regime.optimizer: article A covers adamw and sgd-momentum, not {optimizer!r}")
+        raise ReportSpecError(f"{_where(spec)}regime.optimizer: article A covers adamw and sgd-momentum, not {optimizer!r}")
     batch = spec.regime.batch or 128
     picked = _values(spec, {d_in: 2048, d_h: 4096, n_out: 10}, {"B": "regime.batch", "b": "regime.precision",
                                                                  "N": "the network's widths"})
@@ -122,10 +123,10 @@ def article_b_scenario(spec: ReportSpec, gpus: list[Gpu], dims: dict[sympy.Symbo
     """
     _reject(spec, {"batch", "seq", "precision", "optimizer"}, "article B")
     if (spec.regime.precision or "fp32") != "fp32":
-        raise SpecError(f"{_where(spec)}regime.precision: article B's formulas count fp32 weights and gradients; "
+        raise ReportSpecError(f"{_where(spec)}regime.precision: article B's formulas count fp32 weights and gradients; "
                         "use precision = 'fp32' or formulas = 'library'")
     if (spec.regime.optimizer or "adamw") != "adamw":
-        raise SpecError(f"{_where(spec)}regime.optimizer: article B's formulas count Adam's two fp32 states; "
+        raise ReportSpecError(f"{_where(spec)}regime.optimizer: article B's formulas count Adam's two fp32 states; "
                         "use optimizer = 'adamw' or formulas = 'library'")
     base = dims or dict(zip((H, L, V, d_ff), (768, 12, 50000, 3072)))
     picked = _values(spec, base, {"B": "regime.batch", "S": "regime.seq", "D": "regime.seq (D = S)",

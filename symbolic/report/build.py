@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic as write
-from ..custom import CustomTerm
+from ..core import atomic as write
+from ..math.userterms import CustomTerm
 from . import adapter, context, render, spec
 from .typeset import SvgTypesetter, Typesetter
 

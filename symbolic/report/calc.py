@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import sympy
 
-from .. import printing
-from ..formula import Evaluation, Formula
-from ..units import format_bytes
+from ..core.units import format_bytes
+from ..math.formula import Evaluation, Formula
+from ..text import printing
 
 UNIT_WORDS = {"bytes": r"\mathrm{B}", "params": r"\text{parameters}", "elements": r"\text{elements}"}
 

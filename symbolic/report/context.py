@@ -13,14 +13,15 @@ from typing import Any
 
 import sympy
 
-from .. import __version__, printing
-from .. import symbols as symtab
-from ..formula import Evaluation, Formula
+from .. import __version__
+from ..core import symbols as symtab
+from ..core.sources import SOURCES
+from ..core.units import format_bytes
 from ..library.errata import errata_for
-from ..planning.model import PAST_TRAINED, trained_phrase
-from ..sources import SOURCES
-from ..units import format_bytes
-from . import calc, peak, plan_section
+from ..math.formula import Evaluation, Formula
+from ..networks.shape import PAST_TRAINED, trained_phrase
+from ..text import printing
+from . import calc, peak, plan_section, tables
 from .scenario import Scenario, VariantGroup
 from .spec import ReportSpec
 from .texescape import TexCode, breakable, escape
@@ -102,33 +103,16 @@ def percent(fraction: float, digits: int = 1) -> str:
     return f"{fraction * 100:.{digits}f} %"
 
 
-def _table(columns: list[tuple[str, str]], rows: list[dict[str, Any]], widths: dict[int, str] | None = None
-           ) -> dict[str, Any]:
-    """A table for both templates: column titles and alignment, rows of cells, a LaTeX column spec."""
-    spec = []
-    for index, (_, align) in enumerate(columns):
-        if widths and index in widths:
-            spec.append(f">{{\\raggedright\\arraybackslash}}p{{{widths[index]}}}")
-        else:
-            spec.append({"left": "l", "right": "r", "center": "c"}[align])
-    return {"columns": [{"title": t, "align": a} for t, a in columns], "rows": rows,
-            "colspec": TexCode("".join(spec)), "ncols": len(columns)}
-
-
-def _row(cells: list[dict[str, Any]], cls: str = "") -> dict[str, Any]:
-    return {"cells": cells, "cls": cls, "tex_before": TexCode("")}
-
-
 def _pairs_table(ts: Typesetter, pairs: list[tuple[str, str]], titles: tuple[str, str]) -> dict[str, Any]:
     """Label-value pairs, two pairs to a row when the values are short."""
     if all(len(v) <= 24 for _, v in pairs) and len(pairs) > 4:
         half = -(-len(pairs) // 2)
         left, right = pairs[:half], pairs[half:] + [("", "")] * (2 * half - len(pairs))
-        rows = [_row([ts.cell(a), ts.cell(b), ts.cell(c), ts.cell(d)]) for (a, b), (c, d) in zip(left, right)]
-        return _table([(titles[0], "left"), ("", "left"), ("", "left"), ("", "left")], rows,
+        rows = [tables.row([ts.cell(a), ts.cell(b), ts.cell(c), ts.cell(d)]) for (a, b), (c, d) in zip(left, right)]
+        return tables.table([(titles[0], "left"), ("", "left"), ("", "left"), ("", "left")], rows,
                       {0: "4.6cm", 1: "3.2cm", 2: "4.6cm", 3: "3.2cm"})
-    rows = [_row([ts.cell(k), ts.cell(v)]) for k, v in pairs]
-    return _table([(titles[0], "left"), (titles[1], "left")], rows, {0: "5.5cm", 1: "10.5cm"})
+    rows = [tables.row([ts.cell(k), ts.cell(v)]) for k, v in pairs]
+    return tables.table([(titles[0], "left"), (titles[1], "left")], rows, {0: "5.5cm", 1: "10.5cm"})
 
 
 def _paragraphs(text: str) -> list[str]:
@@ -174,7 +158,7 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[
                 cells.append(ts.cell(scenario.largest(symbol, gpu.capacity)))
         if scenario.fewest is not None:
             cells.append(ts.cell(scenario.fewest(gpu)))
-        rows.append(_row(cells, "fits" if ok else "fails"))
+        rows.append(tables.row(cells, "fits" if ok else "fails"))
     phases = peak.view(scenario.phases, ev) if scenario.phases is not None else None
     terms = sorted(phases.at_peak() if phases else ev.terms, key=lambda tv: -tv[1])
     top_term, top_value = terms[0]
@@ -211,7 +195,7 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[
     return {
         "peak": _peak_summary(phases, total),
         "total": amount(total, formula.unit), "total_exact": count(total), "unit": UNIT_NAMES[formula.unit],
-        "at": at, "exact_line": f"{count(total)} {UNIT_NAMES[formula.unit]}" + (f" at {at}" if at else ""), "points": points, "gpus": _table(columns, rows), "has_gpus": [1] if scenario.gpus else [],
+        "at": at, "exact_line": f"{count(total)} {UNIT_NAMES[formula.unit]}" + (f" at {at}" if at else ""), "points": points, "gpus": tables.table(columns, rows), "has_gpus": [1] if scenario.gpus else [],
         "dominant": {"title": top_term.title, "share": percent(share), "value": amount(top_value, formula.unit),
                      "math": ts.math(printing.latex(top_term.expr))},
     }
@@ -278,9 +262,9 @@ def _notation(scenario: Scenario, ev: Evaluation, ts: Typesetter) -> dict[str, A
         how = scenario.value_notes.get(symbol, "")
         if symbol in definitions and symbol not in scenario.given:
             how = f"derived: {definitions[symbol].name} = {definitions[symbol].text()}"
-        rows.append(_row([ts.cell(math=_symbol_latex(symbol)), ts.cell(info.description),
+        rows.append(tables.row([ts.cell(math=_symbol_latex(symbol)), ts.cell(info.description),
                           ts.cell(count(value) if value is not None else "—"), ts.cell(how)]))
-    return _table([("symbol", "center"), ("meaning", "left"), ("value", "right"), ("value from", "left")], rows,
+    return tables.table([("symbol", "center"), ("meaning", "left"), ("value", "right"), ("value from", "left")], rows,
                   {1: "6.3cm", 3: "4.2cm"})
 
 
@@ -336,11 +320,11 @@ def _breakdown(scenario: Scenario, ev: Evaluation, ts: Typesetter, charts: bool)
     rows = []
     for term, value in ev.terms:
         share = float(value / total) if total else 0.0
-        rows.append(_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=240), ts.cell(count(value)),
+        rows.append(tables.row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=240), ts.cell(count(value)),
                           ts.cell(amount(value, formula.unit)), ts.cell(percent(share)), ts.cell(term.source)]))
-    rows.append(_row([ts.cell("total"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
+    rows.append(tables.row([ts.cell("total"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
                       ts.cell(amount(total, formula.unit)), ts.cell(percent(1.0, 0)), ts.cell("")], "total"))
-    table = _table([("term", "left"), ("formula", "left"), (UNIT_NAMES[formula.unit], "right"), ("", "right"),
+    table = tables.table([("term", "left"), ("formula", "left"), (UNIT_NAMES[formula.unit], "right"), ("", "right"),
                     ("share", "right"), ("source", "left")], rows, {0: "3.6cm", 1: "4.6cm"})
     chart = {"src": "", "alt": ""}
     if charts:
@@ -366,24 +350,24 @@ def _phase_breakdown(scenario: Scenario, v: peak.PeakView, ev: Evaluation, ts: T
     rows = []
     for term, value in v.components():
         share = percent(float(value / total)) if term.key in at_peak and total else "—"
-        rows.append(_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=150), ts.cell(count(value)),
+        rows.append(tables.row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=150), ts.cell(count(value)),
                           ts.cell(format_bytes(value)), ts.cell(share), ts.cell(", ".join(where[term.key])),
                           ts.cell(term.source)], "peak" if term.key in at_peak else "off-peak"))
-    rows.append(_rule(_row([ts.cell("resident terms"), ts.cell("alive in every phase"),
+    rows.append(_rule(tables.row([ts.cell("resident terms"), ts.cell("alive in every phase"),
                             ts.cell(count(v.resident_total)), ts.cell(format_bytes(v.resident_total)),
                             ts.cell(percent(float(v.resident_total / total)) if total else ""), ts.cell(peak.RESIDENT),
                             ts.cell("")], "phase first")))
     for name, value in v.totals.items():
         added = ", ".join(t.key for t, _ in v.extras[name]) or "nothing"
         label = f"{name} phase" + (" (sets the peak)" if name == v.phase else "")
-        row = _row([ts.cell(label), ts.cell(f"resident + {added}"), ts.cell(count(value)), ts.cell(format_bytes(value)),
+        row = tables.row([ts.cell(label), ts.cell(f"resident + {added}"), ts.cell(count(value)), ts.cell(format_bytes(value)),
                     ts.cell(percent(float(value / total)) if total else ""), ts.cell(name), ts.cell("")],
                    "phase" + (" peak-phase" if name == v.phase else ""))
         rows.append(row)
-    rows.append(_rule(_row([ts.cell(f"total (peak: {v.phase})"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
+    rows.append(_rule(tables.row([ts.cell(f"total (peak: {v.phase})"), ts.cell(math=formula.name_latex), ts.cell(count(total)),
                             ts.cell(format_bytes(total)), ts.cell(percent(1.0, 0)), ts.cell(v.phase), ts.cell("")],
                            "total")))
-    table = _table([("term", "left"), ("formula", "left"), (UNIT_NAMES[formula.unit], "right"), ("", "right"),
+    table = tables.table([("term", "left"), ("formula", "left"), (UNIT_NAMES[formula.unit], "right"), ("", "right"),
                     ("share", "right"), ("alive in", "left"), ("source", "left")], rows,
                    {0: "2.9cm", 1: "3.4cm", 5: "1.7cm", 6: "2.4cm"})
     phase_list = ", ".join(v.totals)
@@ -423,7 +407,7 @@ def _sweeps(scenario: Scenario, ts: Typesetter, charts: bool) -> list[dict[str, 
         for value, ev in zip(points, evaluations):
             cells = [ts.cell(count(value)), ts.cell(amount(ev.total, formula.unit)), ts.cell(count(ev.total))]
             cells += [ts.cell("fits" if ev.total <= gpu.capacity else "—") for gpu in scenario.gpus]
-            rows.append(_row(cells, "current" if value == scenario.given.get(symbol) else ""))
+            rows.append(tables.row(cells, "current" if value == scenario.given.get(symbol) else ""))
         chart = {"src": "", "alt": ""}
         if charts:
             from . import plots
@@ -446,7 +430,7 @@ def _sweeps(scenario: Scenario, ts: Typesetter, charts: bool) -> list[dict[str, 
             "title": f"Memory against {label}", "symbol": ts.math(_symbol_latex(symbol)),
             "intro": f"{formula.name} per GPU as {symbol.name} varies, everything else as in the regime"
                      f"{' (' + others + ')' if others else ''}.",
-            "chart_note": chart_note, "chart": chart, "table": _table(columns, rows),
+            "chart_note": chart_note, "chart": chart, "table": tables.table(columns, rows),
         })
     return out
 
@@ -469,10 +453,10 @@ def _sensitivity(scenario: Scenario, ev: Evaluation, sens: list, ts: Typesetter,
         info = symtab.info(symbol)
         derivative = " / ".join(count(d) for d, _ in sides)
         elasticity = " / ".join(f"{float(e or 0):.4f}" for _, e in sides)
-        rows.append(_row([ts.cell(math=_symbol_latex(symbol)), ts.cell(info.description.split(":")[0]),
+        rows.append(tables.row([ts.cell(math=_symbol_latex(symbol)), ts.cell(info.description.split(":")[0]),
                           ts.cell(count(point[symbol])), ts.cell(derivative), ts.cell(elasticity)]))
     unit = {"bytes": "bytes", "params": "parameters", "elements": "elements"}[formula.unit]
-    table = _table([("symbol", "center"), ("meaning", "left"), ("value", "right"),
+    table = tables.table([("symbol", "center"), ("meaning", "left"), ("value", "right"),
                     (f"∂{formula.name}/∂x", "right"), ("elasticity", "right")], rows,
                    {1: "6.5cm"})
     chart = {"src": "", "alt": ""}
@@ -518,9 +502,9 @@ def _variant(group: VariantGroup, ts: Typesetter) -> dict[str, Any]:
         ratio = "—" if not chosen else f"{float(row.value / chosen):.2f}×"
         mark = " (this report)" if row.chosen and not row.label.startswith("this report") else ""
         label = row.label + mark + (f"; {row.note}" if row.note else "")
-        rows.append(_row([ts.cell(label), ts.cell(math=row.latex, width=300), ts.cell(amount(row.value, group.unit)),
+        rows.append(tables.row([ts.cell(label), ts.cell(math=row.latex, width=300), ts.cell(amount(row.value, group.unit)),
                           ts.cell(ratio), ts.cell(row.source)], "chosen" if row.chosen else ""))
-    table = _table([("variant", "left"), ("formula", "left"), ("value", "right"), ("vs report", "right"),
+    table = tables.table([("variant", "left"), ("formula", "left"), ("value", "right"), ("vs report", "right"),
                     ("source", "left")], rows, {0: "4.2cm", 1: "6.0cm"})
     return {"title": group.title, "intro": group.intro, "table": table}
 
@@ -538,7 +522,7 @@ def _sources(scenario: Scenario, ts: Typesetter) -> list[dict[str, Any]]:
     out = []
     for source_id, items in terms.items():
         source = SOURCES.get(source_id)
-        rows = [_row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=TERMS_MATH_PX),
+        rows = [tables.row([ts.cell(term.title), ts.cell(math=_cell_latex(term.expr), width=TERMS_MATH_PX),
                       ts.cell(", ".join(keys), code=True), ts.cell(term.where, code=True), ts.cell(term.note)])
                 for term, keys in items.values()]
         out.append({
@@ -546,7 +530,7 @@ def _sources(scenario: Scenario, ts: Typesetter) -> list[dict[str, Any]]:
             "citation_tex": breakable(source.citation if source else source_id),
             "urls": [source.url] if source and source.url else [],
             "urls_tex": [breakable(source.url)] if source and source.url else [],
-            "table": _table([("term", "left"), ("expression", "left"), ("used in", "left"), ("where", "left"),
+            "table": tables.table([("term", "left"), ("expression", "left"), ("used in", "left"), ("where", "left"),
                              ("note", "left")], rows, {0: "3.4cm", 1: "4.0cm", 2: "2.2cm", 3: "1.8cm", 4: "3.6cm"}),
             "has_terms": [1] if rows else [],
         })

@@ -15,10 +15,10 @@ from typing import Any
 
 import sympy
 
-from ..algebra import at_point
-from ..formula import Evaluation
+from ..core.term import Term
+from ..math.algebra import at_point
+from ..math.formula import Evaluation
 from ..planning.phases import PEAK_KEY, lead
-from ..term import Term
 
 RESIDENT = "resident"
 

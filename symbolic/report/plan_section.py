@@ -24,7 +24,8 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
-from ..plan_options import MAX_SEQ, seq_too_long
+from ..options.table import MAX_SEQ, seq_too_long
+from . import tables
 
 PLAN_KEYS = ("gpu", "gpus", "max_gpus", "seq", "global_batch", "tokens", "mfu", "achieved_tflops", "price",
              "objective", "top")
@@ -122,9 +123,8 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     if not plan or spec.model.is_article or spec.mode != "train":
         return []
     from ..catalogs import get as get_gpu
+    from ..core.units import format_bytes
     from ..planning import search
-    from ..units import format_bytes
-    from .context import _row, _table
 
     gpu_name = plan.get("gpu") or (spec.gpus[0].name if spec.gpus else None)
     if gpu_name is None:
@@ -165,8 +165,8 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     if "cost" in best:
         pairs.append(("cost", f"{best['cost']:,.0f} USD at {price} USD per GPU-hour"))
     section["summary"] = _summary(best, gpu.name, plan["tokens"], unit, result)
-    section["chosen"] = [_table([("chosen layout", "left"), ("", "left")],
-                               [_row([ts.cell(k), ts.cell(v)]) for k, v in pairs], {0: "5.5cm", 1: "10.5cm"})]
+    section["chosen"] = [tables.table([("chosen layout", "left"), ("", "left")],
+                               [tables.row([ts.cell(k), ts.cell(v)]) for k, v in pairs], {0: "5.5cm", 1: "10.5cm"})]
     columns = [("GPUs", "right"), ("dp", "right"), ("tp", "right"), ("pp", "right"), ("ZeRO", "right"),
                ("recompute", "left"), ("mb × acc.", "right"), ("memory", "right"), ("time", "right")]
     if price is not None:
@@ -178,8 +178,8 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
                  _duration(lay["train_seconds"], unit)]
         if price is not None:
             cells.append(f"{lay['cost']:,.0f}")
-        rows.append(_row([ts.cell(c) for c in cells]))
-    section["alternatives"] = [_table(columns, rows)]
+        rows.append(tables.row([ts.cell(c) for c in cells]))
+    section["alternatives"] = [tables.table(columns, rows)]
     if charts:
         by_cost = price is not None
         front = (search.frontier(result.layouts, "train_seconds", "cost") if by_cost

@@ -16,18 +16,19 @@ from typing import Any
 
 import sympy
 
-from .. import library, planning, printing
-from .. import symbols as symtab
-from .. import values as vals
+from .. import library, planning
 from ..catalogs import GPU
-from ..errors import UserError
-from ..formula import Formula
+from ..core import symbols as symtab
+from ..core import values as vals
+from ..core.errors import UserError
+from ..core.symbols import B, N, S, b
 from ..library import inference as infer
 from ..library import precision as prec
-from ..symbols import B, N, S, b
+from ..math.formula import Formula
+from ..text import printing
 from . import peak
 from .scenario import Gpu, Scenario, Step, Trained, VariantGroup, VariantRow
-from .spec import ReportSpec, SpecError
+from .spec import ReportSpec, ReportSpecError
 
 STATE_KEYS = ("weights", "gradients", "fp32_gradients", "master_weights", "optimizer_states")
 ACTIVATION_KEYS = ("activations", "recompute_buffer")
@@ -51,18 +52,18 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     """The report's scenario for a real model, from ``planning.plan``."""
     builtin = [name for name in spec.values if symtab.info(name).unit != "user"]
     if builtin:
-        raise SpecError(f"{_where(spec)}values.{builtin[0]}: [values] sets the articles' symbols and those of "
+        raise ReportSpecError(f"{_where(spec)}values.{builtin[0]}: [values] sets the articles' symbols and those of "
                         "custom terms; a real model takes its sizes from its config and the regime's options")
     try:
         shape = planning.load(str(spec.model.path) if spec.model.path else spec.model.name)
     except (UserError, OSError) as err:
-        raise SpecError(f"{_where(spec)}model: {_message(err)}") from None
+        raise ReportSpecError(f"{_where(spec)}model: {_message(err)}") from None
     options = dict(spec.regime.options)
     make = _maker(shape, spec.mode)
     try:
         plan = make(**options)
     except UserError as err:
-        raise SpecError(f"{_where(spec)}regime: {_message(err)}") from None
+        raise ReportSpecError(f"{_where(spec)}regime: {_message(err)}") from None
     given = {symtab.lookup(name): _number(name, value) for name, value in plan.values.items()}
     regime = plan.regime
     notes = {symtab.lookup(name): "the model's config" for name in plan.values if name in shape.numbers}
@@ -152,7 +153,7 @@ def _model_rows(shape: Any) -> list[tuple[str, str]]:
                          f"{numbers[name]:,}"))
     rows.append(("parameters N (exact, from the architecture's formula)", f"{int(params):,}"))
     if shape.moe:
-        from .. import architectures
+        from ..networks import transformer as architectures
 
         spec = architectures.load(shape.name) if shape.name in architectures.preset_names() else None
         if spec is not None:

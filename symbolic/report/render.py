@@ -29,8 +29,8 @@ from urllib.parse import unquote, urlsplit
 import jinja2
 from markupsafe import Markup
 
-from ..collector import frozen_heap
-from ..errors import Terminated, UserError, shorten
+from ..core.collector import frozen_heap
+from ..core.errors import Terminated, UserError, shorten
 from .sandbox import BoundedSandbox, TemplateLimit
 from .texescape import TexCode, escape
 
@@ -69,7 +69,7 @@ class UserFolderLoader(jinja2.BaseLoader):
         """The template's text, its path and an up-to-date check (jinja2's loader protocol)."""
         from jinja2.loaders import split_template_path
 
-        from ..userfiles import read_user_file
+        from ..core.userfiles import read_user_file
 
         path = self.folder.joinpath(*split_template_path(template))
         if not path.exists():

@@ -32,7 +32,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, safe_range
 from jinja2.utils import Namespace
 
-from ..errors import UserError
+from ..core.errors import UserError
 
 MAX_TEXT = 64 << 20  # characters: the largest example report's HTML is 2.5 MB, its templates produce about 5 MB
 MAX_ITEMS = 1_000_000  # items in one list built by a template

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from .. import algebra
-from .. import symbols as symtab
-from ..formula import Evaluation, Formula
+from ..core import symbols as symtab
+from ..math import algebra
+from ..math.formula import Evaluation, Formula
 
 if TYPE_CHECKING:
     from .peak import Phases

@@ -37,13 +37,13 @@ from typing import Any
 
 import sympy
 
-from .. import plan_options as opts
-from .. import symbols as symtab
-from .. import values as vals
-from ..custom import CustomTerm, CustomTermError
-from ..errors import UserError
-from ..units import SizeError, parse_size
-from ..userfiles import file_problem, parse_toml, read_user_file
+from ..core import symbols as symtab
+from ..core import values as vals
+from ..core.errors import UserError
+from ..core.units import SizeError, parse_size
+from ..core.userfiles import file_problem, parse_toml, read_user_file
+from ..math.userterms import CustomTerm, CustomTermError
+from ..options import table as opts
 from . import plan_section
 
 if sys.version_info >= (3, 11):
@@ -56,7 +56,7 @@ FORMULAS = ("article-a", "article-b", "library")
 ARTICLE_MODELS = ("article-a", "article-b")
 
 # The regime's keys are the memory planner's options, with their kinds and choices, from the one
-# list in symbolic.plan_options.
+# list in symbolic.options.table.
 REGIME_KEYS = opts.NAMES
 SIZE_KEYS = opts.names(kind="size")
 DEGREE_KEYS = opts.names(kind="degree")
@@ -89,9 +89,6 @@ def _high(key: str) -> int:
 
 class ReportSpecError(UserError):
     """A problem with a report specification, as one line."""
-
-
-SpecError = ReportSpecError  # the former name (architectures.ModelSpecError is the other "spec")
 
 
 @dataclass(frozen=True)
@@ -129,9 +126,6 @@ class RegimeOptions:
         if name in REGIME_KEYS:
             return self.options.get(name)
         raise AttributeError(name)
-
-
-Regime = RegimeOptions  # the former name
 
 
 @dataclass(frozen=True)
@@ -453,7 +447,7 @@ class _Checker:
         return tuple(sorted(set(points)))
 
     def terms(self, value: Any) -> tuple[CustomTerm, ...]:
-        """User-defined terms ([[terms]] tables), parsed without eval by symbolic.parsing."""
+        """User-defined terms ([[terms]] tables), parsed without eval by symbolic.text.parsing."""
         where = ("terms",)
         if not isinstance(value, list):
             raise self.fail(where, f"expected [[terms]] tables, got {_kind(value)}")

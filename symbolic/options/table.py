@@ -1,0 +1,218 @@
+"""The options of a memory plan, written once: name, mode, kind, allowed values, default and help.
+
+The planner (``planning.regime``) resolves them, the report specification (``report.spec``)
+validates its ``[regime]`` table from them, and the command line (``cli.memory``) builds its
+flags from them. A new option (say ``ep``) is one entry of ``OPTIONS``, which gives it its flag
+and its report key, plus what the planner does with it: a field of ``planning.regime.Regime``
+and its check in ``resolve`` (``tests/test_house.py`` checks that every option has a field).
+Allowed values come from the library modules that define what each choice means (precision,
+optimizers, activations, inference), so they are never copied. This module sits low in the
+layers (it imports the library only), so the CLI can import it at start-up.
+
+``default`` is the planner's default when it does not depend on anything else; ``None`` means
+it does (``grads`` follows the precision, ``dropout`` the model type, ``microbatches`` the
+pipeline degree, ``kv_dtype`` the weights): ``planning.regime.resolve`` decides those.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..core.errors import UnknownNameError, UserError, quote
+from ..library import activations as _acts
+from ..library import activations_pytorch as _pyacts
+from ..library import inference as _infer
+from ..library import optimizers as _optim
+from ..library import precision as _prec
+
+MODES = ("train", "infer")
+DEFAULT_MODE = "train"
+DEFAULT_SEQ = 4096
+# The longest sequence a plan takes: 2**27 = 134,217,728 tokens. The longest context a published
+# model supports is Llama 4 Scout's 10M tokens (Meta's model card, April 2025); the bound is more
+# than ten times that, so no real plan meets it, while a length past it is a slip (1e9 tokens
+# answers in PiB) or a unit mistake, and the planner refuses it instead of answering.
+MAX_SEQ = 2**27
+# kinds: a size (batch, seq) or a degree (parallelism, micro-batches) is a whole number ≥ 1,
+# a stage one of ``choices`` (whole numbers), a flag true or false, a choice one of ``choices``,
+# names a comma-separated list of module names (LoRA targets), a fraction a probability 0 ≤ p < 1
+KINDS = ("size", "degree", "stage", "flag", "choice", "names", "fraction")
+# dropout mask elements with --activations pytorch: a bool (CUDA's fused dropout) or the compute dtype (CPU)
+DROPOUT_MASKS = ("bool", "dtype")
+LOSSES = ("cross-entropy", "mse")
+ADAPTER_DTYPES = ("fp32", "bf16")
+# the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
+GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
+          "infer": "inference (--mode infer)"}
+
+
+class PlanOptionError(UserError):
+    """An option value, or a combination of options, that the planner refuses (one line)."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One choice of a plan: its keyword name (also the report's key), where it applies, its values."""
+
+    name: str
+    mode: str  # "both", "train" or "infer"
+    kind: str  # one of KINDS
+    default: object
+    help: str
+    choices: tuple[object, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--sequence-parallel`` for ``sequence_parallel``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def values(self) -> tuple[object, ...]:
+        """The allowed values when they are a fixed set (flags: True and False), else ``()``."""
+        return (True, False) if self.kind == "flag" else self.choices
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("batch", "both", "size", 1, "micro-batch per GPU; concurrent sequences when serving (default 1)"),
+    Option("seq", "both", "size", DEFAULT_SEQ, "sequence length / context in tokens (default 4096, or the model's "
+                                               f"learned positions if fewer; at most {MAX_SEQ:,})"),
+    Option("dp", "both", "degree", 1, "data-parallel degree (default 1)"),
+    Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)"),
+    Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)"),
+    Option("ep", "both", "degree", 1, "expert-parallel degree: a mixture of experts' routed experts split over ep "
+                                      "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)"),
+    Option("flash", "both", "flag", True, "FlashAttention: no s² attention tensors (default on)"),
+    Option("runtime", "both", "flag", True, "count the CUDA runtime's own memory on each GPU (context and "
+                                            "kernels, cuBLAS workspaces, allocator rounding, NCCL buffers); "
+                                            "--no-runtime leaves it out (default on)"),
+    Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS)),
+    Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS)),
+    Option("grads", "train", "choice", None, "gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)",
+           tuple(_prec.GRADS)),
+    Option("recompute", "train", "choice", "none", "activation recomputation (default none)", tuple(_acts.RECOMPUTE)),
+    Option("dropout", "train", "flag", None, "count dropout masks (default on for gpt2/bert, off otherwise)"),
+    Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3)),
+    Option("sequence_parallel", "train", "flag", False,
+           "Megatron sequence parallelism over the tp ranks (default off)"),
+    Option("microbatches", "train", "degree", None, "micro-batches per step (default pp: fills the pipeline)"),
+    Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)"),
+    Option("offload", "train", "flag", False, "ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)"),
+    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf)", tuple(_acts.LOGITS)),
+    Option("activations", "train", "choice", "korthikanti",
+           "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
+           tuple(_acts.MODELS)),
+    Option("attn", "train", "choice", "sdpa", "with --activations pytorch: attention implementation (default sdpa)",
+           tuple(_pyacts.ATTENTION)),
+    Option("device", "train", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
+                                                "autograd keeps (default cuda)", tuple(_pyacts.DEVICES)),
+    Option("use_cache", "train", "flag", None, "with --activations pytorch: transformers keeps every layer's K and V "
+                                               "during training (default: the config's use_cache, true unless "
+                                               "recompute full, i.e. gradient checkpointing)"),
+    Option("dropout_masks", "train", "choice", None, "with --activations pytorch: dropout mask element, bool (1 byte) "
+                                                     "or the compute dtype (default: bool on cuda, dtype on cpu)",
+           DROPOUT_MASKS),
+    Option("loss", "train", "choice", None, "loss of article A's network (mlp, mlp-nobias): cross-entropy of its "
+                                            "softmax output (default) or mse to one-hot targets", LOSSES),
+    Option("lora_rank", "train", "size", None, "LoRA rank r: train low-rank adapters on a frozen base, as peft "
+                                               "does (default: no LoRA, all weights trained)"),
+    Option("lora_targets", "train", "names", None, "modules that get adapters, as peft's target_modules: "
+                                                   "q_proj,v_proj, c_attn or all-linear (default: peft's for the "
+                                                   "model type)"),
+    Option("lora_dropout", "train", "fraction", None, "LoRA dropout probability (default 0)"),
+    Option("adapter_dtype", "train", "choice", None, "dtype of the LoRA adapters (default fp32, as peft keeps them "
+                                                     "on a 16-bit base)", ADAPTER_DTYPES),
+    Option("qlora", "train", "flag", False, "QLoRA: 4-bit NF4 base weights with blockwise scales and double "
+                                            "quantization, bf16 compute, as bitsandbytes stores them (needs "
+                                            "--lora-rank)"),
+    Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
+                                                        "for them"),
+    Option("weights", "infer", "choice", "bf16", "weight dtype; int8/int4 with fp16 scales per 128 (default bf16)",
+           tuple(_infer.WEIGHT_DTYPES)),
+    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
+           tuple(_infer.KV_DTYPES)),
+)
+
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+NAMES: tuple[str, ...] = tuple(BY_NAME)
+
+
+def seq_too_long(seq: int) -> str:
+    """The one-line refusal of a sequence length beyond ``MAX_SEQ``."""
+    return (f"a sequence of {seq:,} tokens is beyond the planner's bound of {MAX_SEQ:,} (2^27), more than ten times "
+            "the longest context any published model supports (Llama 4 Scout: 10M tokens)")
+
+
+def check_seq(seq: int) -> int:
+    """``seq`` when it is at most ``MAX_SEQ``; a ``PlanOptionError`` (one line) beyond it."""
+    if seq > MAX_SEQ:
+        raise PlanOptionError(seq_too_long(seq))
+    return seq
+
+
+def names(mode: str | None = None, kind: str | None = None) -> tuple[str, ...]:
+    """Option names in order, those of one mode ("both", "train", "infer") and/or one kind."""
+    return tuple(o.name for o in OPTIONS if (mode is None or o.mode == mode) and (kind is None or o.kind == kind))
+
+
+def get(name: str) -> Option:
+    """The option called ``name`` (a ``KeyError`` names the valid ones)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown option {quote(name)}; options are {', '.join(NAMES)}") from None
+
+
+def defaults() -> dict[str, object]:
+    """``mode`` and every option's default (``None``: it depends on other choices or the model)."""
+    return {"mode": DEFAULT_MODE, **{o.name: o.default for o in OPTIONS}}
+
+
+def choices() -> dict[str, tuple[object, ...]]:
+    """The allowed values of ``mode`` and of every option with a fixed set of them."""
+    return {"mode": MODES, **{o.name: o.values for o in OPTIONS if o.values}}
+
+
+# Option names grouped by where they apply (the planner's and the report's lists).
+COMMON = names("both")
+TRAIN_ONLY = names("train")
+INFER_ONLY = names("infer")
+
+
+# --- values of the kinds that are not numbers or choices -----------------------------------------
+ALL_LINEAR = "all-linear"
+MAX_NAMES = 64
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}")
+_FRACTION = re.compile(r"(0|1)?(\.[0-9]{1,12})?")
+
+
+def parse_names(name: str, value: object) -> tuple[str, ...]:
+    """Module names from "q_proj,v_proj" (or a list of them); "all-linear" stands alone, as in peft."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    if not names or len(names) > MAX_NAMES:
+        raise PlanOptionError(f"{name}: give 1 to {MAX_NAMES} module names separated by commas, e.g. q_proj,v_proj")
+    if ALL_LINEAR in names:
+        if len(names) > 1:
+            raise PlanOptionError(f"{name}: {ALL_LINEAR} stands alone (it already names every linear layer)")
+        return names
+    for item in names:
+        if not isinstance(item, str) or not _NAME.fullmatch(item):
+            raise PlanOptionError(f"{name}: {quote(item)} is not a module name (letters, digits, '_', '.')")
+    return names
+
+
+def parse_fraction(name: str, value: object) -> float:
+    """A probability 0 ≤ p < 1 from a number or a short decimal text ("0.05")."""
+    if isinstance(value, bool):
+        raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        text = str(value).strip()
+        if not text or not _FRACTION.fullmatch(text) or text in (".", "1."):
+            raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {quote(text)}")
+        number = float(text)
+    if not 0 <= number < 1:
+        raise PlanOptionError(f"{name} must be a number from 0 to below 1, got {number:g}")
+    return number
