@@ -17,6 +17,7 @@ import pytest
 from symbolic import planning
 from symbolic.cli import build_parser
 from symbolic.cli.memory import add_plan_options, plan_options
+from symbolic.options import records
 from symbolic.options import table as opts
 from symbolic.planning import regime
 from symbolic.report import spec
@@ -66,7 +67,7 @@ def test_defaults_are_what_the_planner_resolves() -> None:
     """Every fixed default is the value ``resolve`` picks when the option is not given."""
     resolved = {"train": regime.resolve(planning.load("llama-3-8b"), "train"),
                 "infer": regime.resolve(planning.load("llama-3-8b"), "infer")}
-    fields = {f.name: f for f in dataclasses.fields(regime.Regime)}
+    fields = records.option_fields()  # the fields of the concern records the regime holds
     for option in opts.OPTIONS:
         assert option.name in fields
         if option.default is None:

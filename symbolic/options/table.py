@@ -1,17 +1,21 @@
-"""The options of a memory plan, written once: name, mode, kind, allowed values, default and help.
+"""The options of a memory plan, each written once: name, mode, kind, allowed values, default, help, concern.
 
-The planner (``planning.regime``) resolves them, the report specification (``report.spec``)
-validates its ``[regime]`` table from them, and the command line (``cli.memory``) builds its
-flags from them. A new option (say ``ep``) is one entry of ``OPTIONS``, which gives it its flag
-and its report key, plus what the planner does with it: a field of ``planning.regime.Regime``
-and its check in ``resolve`` (``tests/test_house.py`` checks that every option has a field).
-Allowed values come from the library modules that define what each choice means (precision,
-optimizers, activations, inference), so they are never copied. This module sits low in the
-layers (it imports the library only), so the CLI can import it at start-up.
+The planner (``planning.regime``) resolves and checks them (``Option.check``) and keeps them in
+one small record per concern (``options.records``: shape, parallel, training, finetuning,
+serving, implementation), the report specification (``report.spec``) validates its ``[regime]``
+table from them, and the command line (``cli.memory``) builds its flags from them. A new option
+(say ``cp``) is one entry of ``OPTIONS``, which gives it its flag, its report key, its Python
+keyword and its field in its concern's record (``regime.cp`` reads it), plus what the planner
+does with it (its rules in ``planning.regime.resolve``). Allowed values come from the library
+modules that define what each choice means (precision, optimizers, activations, inference,
+LoRA), so they are never copied. This module sits low in the layers (it imports the library
+only), so the CLI can import it at start-up.
 
 ``default`` is the planner's default when it does not depend on anything else; ``None`` means
 it does (``grads`` follows the precision, ``dropout`` the model type, ``microbatches`` the
-pipeline degree, ``kv_dtype`` the weights): ``planning.regime.resolve`` decides those.
+pipeline degree, ``kv_dtype`` the weights): ``planning.regime.resolve`` decides those, and
+``fallback`` is what a plan holds where the option does not apply (the other mode's options,
+LoRA's without a rank).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from ..core.errors import UnknownNameError, UserError, quote
 from ..library import activations as _acts
 from ..library import activations_pytorch as _pyacts
 from ..library import inference as _infer
+from ..library import lora as _lora
 from ..library import optimizers as _optim
 from ..library import precision as _prec
 
@@ -39,12 +44,24 @@ MAX_SEQ = 2**27
 # names a comma-separated list of module names (LoRA targets), a fraction a probability 0 ≤ p < 1
 KINDS = ("size", "degree", "stage", "flag", "choice", "names", "fraction")
 # dropout mask elements with --activations pytorch: a bool (CUDA's fused dropout) or the compute dtype (CPU)
-DROPOUT_MASKS = ("bool", "dtype")
-LOSSES = ("cross-entropy", "mse")
-ADAPTER_DTYPES = ("fp32", "bf16")
+DROPOUT_MASKS = _pyacts.DROPOUT_MASKS
+LOSSES = _pyacts.LOSSES  # article A's network: cross-entropy or mse
+ADAPTER_DTYPES = tuple(_lora.ADAPTER_BYTES)  # the dtypes LoRA adapters are sized in
 # the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
 GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
           "infer": "inference (--mode infer)"}
+# what each option is about; a plan keeps each concern's options in one record (options.records),
+# whose name on the planner's Regime is the concern's key (so no key may be an option's name)
+CONCERNS = {"shape": "what one step processes: batch and sequence",
+            "parallel": "how the work is split over GPUs: data, tensor, pipeline and expert parallelism, ZeRO",
+            "training": "how the model is trained: precision, optimizer, recomputation, activation model, loss",
+            "finetuning": "which weights are trained: LoRA and QLoRA adapters, frozen embeddings",
+            "serving": "how the model is served: weight and KV-cache dtypes",
+            "implementation": "how the step runs: attention kernels, device, CUDA runtime, cache and dropout masks"}
+# the Python type a resolved value of each kind has (a record's field type)
+KIND_TYPES: dict[str, type] = {"size": int, "degree": int, "stage": int, "flag": bool, "choice": str, "names": tuple,
+                               "fraction": float}
+MAX_WHOLE = 2**40  # the largest size or degree a plan takes (a sequence has MAX_SEQ)
 
 
 class PlanOptionError(UserError):
@@ -61,6 +78,8 @@ class Option:
     default: object
     help: str
     choices: tuple[object, ...] = ()
+    concern: str = ""  # one of CONCERNS
+    fallback: object = None  # held where the option does not apply, when ``default`` is None
 
     @property
     def flag(self) -> str:
@@ -72,65 +91,111 @@ class Option:
         """The allowed values when they are a fixed set (flags: True and False), else ``()``."""
         return (True, False) if self.kind == "flag" else self.choices
 
+    @property
+    def value_type(self) -> type:
+        """The Python type of a resolved value (the field type in its concern's record)."""
+        return KIND_TYPES[self.kind]
+
+    @property
+    def initial(self) -> object:
+        """What a plan's record holds before the planner decides: the default, else the fallback."""
+        return self.fallback if self.default is None else self.default
+
+    def check(self, value: object) -> object:
+        """``value`` as this option's kind holds it (``"4"`` → 4), or a one-line ``PlanOptionError``.
+
+        The planner's own limits that depend on the model or on other options are checked in
+        ``planning.regime.resolve``, not here.
+        """
+        if self.kind in ("size", "degree"):
+            whole = check_whole(self.name, value)
+            return check_seq(whole) if self.name == "seq" else whole
+        if self.kind == "stage":
+            stages = [int(stage) for stage in self.choices]  # type: ignore[call-overload]
+            return check_whole(self.name, value, min(stages), max(stages))
+        if self.kind == "flag":
+            return check_flag(self.name, value)
+        if self.kind == "names":
+            return parse_names(self.name, value)
+        if self.kind == "fraction":
+            return parse_fraction(self.name, value)
+        return check_choice(self.name, value, self.choices)
+
 
 OPTIONS: tuple[Option, ...] = (
-    Option("batch", "both", "size", 1, "micro-batch per GPU; concurrent sequences when serving (default 1)"),
+    Option("batch", "both", "size", 1, "micro-batch per GPU; concurrent sequences when serving (default 1)",
+           concern="shape"),
     Option("seq", "both", "size", DEFAULT_SEQ, "sequence length / context in tokens (default 4096, or the model's "
-                                               f"learned positions if fewer; at most {MAX_SEQ:,})"),
-    Option("dp", "both", "degree", 1, "data-parallel degree (default 1)"),
-    Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)"),
-    Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)"),
+                                               f"learned positions if fewer; at most {MAX_SEQ:,})", concern="shape"),
+    Option("dp", "both", "degree", 1, "data-parallel degree (default 1)", concern="parallel"),
+    Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)", concern="parallel"),
+    Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)",
+           concern="parallel"),
     Option("ep", "both", "degree", 1, "expert-parallel degree: a mixture of experts' routed experts split over ep "
-                                      "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)"),
-    Option("flash", "both", "flag", True, "FlashAttention: no s² attention tensors (default on)"),
+                                      "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)",
+           concern="parallel"),
+    Option("flash", "both", "flag", True, "FlashAttention: no s² attention tensors (default on)",
+           concern="implementation"),
     Option("runtime", "both", "flag", True, "count the CUDA runtime's own memory on each GPU (context and "
                                             "kernels, cuBLAS workspaces, allocator rounding, NCCL buffers); "
-                                            "--no-runtime leaves it out (default on)"),
-    Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS)),
-    Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS)),
+                                            "--no-runtime leaves it out (default on)", concern="implementation"),
+    Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS),
+           concern="training"),
+    Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS), concern="training"),
     Option("grads", "train", "choice", None, "gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)",
-           tuple(_prec.GRADS)),
-    Option("recompute", "train", "choice", "none", "activation recomputation (default none)", tuple(_acts.RECOMPUTE)),
-    Option("dropout", "train", "flag", None, "count dropout masks (default on for gpt2/bert, off otherwise)"),
-    Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3)),
+           tuple(_prec.GRADS), concern="training", fallback="fp32"),
+    Option("recompute", "train", "choice", "none", "activation recomputation (default none)", tuple(_acts.RECOMPUTE),
+           concern="training"),
+    Option("dropout", "train", "flag", None, "count dropout masks (default on for gpt2/bert, off otherwise)",
+           concern="training", fallback=False),
+    Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3), concern="parallel"),
     Option("sequence_parallel", "train", "flag", False,
-           "Megatron sequence parallelism over the tp ranks (default off)"),
-    Option("microbatches", "train", "degree", None, "micro-batches per step (default pp: fills the pipeline)"),
-    Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)"),
-    Option("offload", "train", "flag", False, "ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)"),
-    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf)", tuple(_acts.LOGITS)),
+           "Megatron sequence parallelism over the tp ranks (default off)", concern="parallel"),
+    Option("microbatches", "train", "degree", None, "micro-batches per step (default pp: fills the pipeline)",
+           concern="parallel", fallback=1),
+    Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)", concern="parallel"),
+    Option("offload", "train", "flag", False, "ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)",
+           concern="parallel"),
+    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf)", tuple(_acts.LOGITS),
+           concern="training"),
     Option("activations", "train", "choice", "korthikanti",
            "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
-           tuple(_acts.MODELS)),
+           tuple(_acts.MODELS), concern="training"),
     Option("attn", "train", "choice", "sdpa", "with --activations pytorch: attention implementation (default sdpa)",
-           tuple(_pyacts.ATTENTION)),
+           tuple(_pyacts.ATTENTION), concern="implementation"),
     Option("device", "train", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
-                                                "autograd keeps (default cuda)", tuple(_pyacts.DEVICES)),
+                                                "autograd keeps (default cuda)", tuple(_pyacts.DEVICES),
+           concern="implementation"),
     Option("use_cache", "train", "flag", None, "with --activations pytorch: transformers keeps every layer's K and V "
                                                "during training (default: the config's use_cache, true unless "
-                                               "recompute full, i.e. gradient checkpointing)"),
+                                               "recompute full, i.e. gradient checkpointing)",
+           concern="implementation", fallback=False),
     Option("dropout_masks", "train", "choice", None, "with --activations pytorch: dropout mask element, bool (1 byte) "
                                                      "or the compute dtype (default: bool on cuda, dtype on cpu)",
-           DROPOUT_MASKS),
+           DROPOUT_MASKS, concern="implementation", fallback="bool"),
     Option("loss", "train", "choice", None, "loss of article A's network (mlp, mlp-nobias): cross-entropy of its "
-                                            "softmax output (default) or mse to one-hot targets", LOSSES),
+                                            "softmax output (default) or mse to one-hot targets", LOSSES,
+           concern="training", fallback="cross-entropy"),
     Option("lora_rank", "train", "size", None, "LoRA rank r: train low-rank adapters on a frozen base, as peft "
-                                               "does (default: no LoRA, all weights trained)"),
+                                               "does (default: no LoRA, all weights trained)",
+           concern="finetuning", fallback=0),
     Option("lora_targets", "train", "names", None, "modules that get adapters, as peft's target_modules: "
                                                    "q_proj,v_proj, c_attn or all-linear (default: peft's for the "
-                                                   "model type)"),
-    Option("lora_dropout", "train", "fraction", None, "LoRA dropout probability (default 0)"),
+                                                   "model type)", concern="finetuning", fallback=()),
+    Option("lora_dropout", "train", "fraction", None, "LoRA dropout probability (default 0)",
+           concern="finetuning", fallback=0.0),
     Option("adapter_dtype", "train", "choice", None, "dtype of the LoRA adapters (default fp32, as peft keeps them "
-                                                     "on a 16-bit base)", ADAPTER_DTYPES),
+                                                     "on a 16-bit base)", ADAPTER_DTYPES,
+           concern="finetuning", fallback="fp32"),
     Option("qlora", "train", "flag", False, "QLoRA: 4-bit NF4 base weights with blockwise scales and double "
                                             "quantization, bf16 compute, as bitsandbytes stores them (needs "
-                                            "--lora-rank)"),
+                                            "--lora-rank)", concern="finetuning"),
     Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
-                                                        "for them"),
+                                                        "for them", concern="finetuning"),
     Option("weights", "infer", "choice", "bf16", "weight dtype; int8/int4 with fp16 scales per 128 (default bf16)",
-           tuple(_infer.WEIGHT_DTYPES)),
+           tuple(_infer.WEIGHT_DTYPES), concern="serving"),
     Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
-           tuple(_infer.KV_DTYPES)),
+           tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
@@ -150,9 +215,36 @@ def check_seq(seq: int) -> int:
     return seq
 
 
-def names(mode: str | None = None, kind: str | None = None) -> tuple[str, ...]:
-    """Option names in order, those of one mode ("both", "train", "infer") and/or one kind."""
-    return tuple(o.name for o in OPTIONS if (mode is None or o.mode == mode) and (kind is None or o.kind == kind))
+def names(mode: str | None = None, kind: str | None = None, concern: str | None = None) -> tuple[str, ...]:
+    """Option names in order, those of one mode ("both", "train", "infer"), one kind and/or one concern."""
+    return tuple(o.name for o in OPTIONS if (mode is None or o.mode == mode) and (kind is None or o.kind == kind)
+                 and (concern is None or o.concern == concern))
+
+
+def check_whole(name: str, value: object, low: int = 1, high: int = MAX_WHOLE) -> int:
+    """A whole number from ``low`` to ``high`` (digits in text too), or a one-line ``PlanOptionError``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        text = str(value).strip()
+        if not text.isdecimal():  # what int() reads ("²" is a digit, not a decimal)
+            raise PlanOptionError(f"{name} must be a whole number, got {value!r}")
+        value = int(text)
+    if not low <= value <= high:
+        raise PlanOptionError(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: tuple[object, ...]) -> str:
+    """One of ``choices``, or a one-line ``PlanOptionError`` that lists them."""
+    if value not in choices:
+        raise PlanOptionError(f"unknown {name} {value!r}; choose from {', '.join(map(str, choices))}")
+    return str(value)
+
+
+def check_flag(name: str, value: object) -> bool:
+    """True or false, or a one-line ``PlanOptionError``."""
+    if not isinstance(value, bool):
+        raise PlanOptionError(f"{name} must be true or false, got {value!r}")
+    return value
 
 
 def get(name: str) -> Option:

@@ -16,14 +16,25 @@ another logits accounting, other optimizers). ``attn``, ``device``, ``use_cache`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
 from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
+from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
 from ..networks.shape import ModelShape
+from ..options import records
 from ..options import table as opts
+from ..options.records import (
+    FineTuningOptions,
+    ImplementationOptions,
+    ParallelOptions,
+    ServingOptions,
+    ShapeOptions,
+    TrainingOptions,
+)
 from ..options.table import PlanOptionError
 from . import finetune
 
@@ -38,7 +49,7 @@ ATTN = opts.get("attn").choices
 DEVICES = opts.get("device").choices
 # the precisions the PyTorch step models (pure and autocast mixed precision), as the planner names them
 PYTORCH_PRECISIONS = tuple(p for p in prec.PRECISIONS if p in pyacts.PRECISIONS)
-PYTORCH_OPTIMIZERS = ("adamw", "sgd-momentum", "sgd")
+PYTORCH_OPTIMIZERS = pypeak.OPTIMIZERS  # the optimizers whose PyTorch step was measured
 MLP_TYPE = "mlp"  # article A's network (planning.model.article_a_shape): activations pytorch only
 MLP_HIDDEN = ("seq", "flash", "attn", "use_cache", "dropout", "dropout_masks", "logits", "sequence_parallel")
 PYTORCH_ONLY = ("attn", "device", "use_cache", "dropout_masks")
@@ -51,45 +62,31 @@ DROPOUT_TYPES = ("gpt2", "bert")
 
 @dataclass(frozen=True)
 class Regime:
-    """Every choice of one plan (see ``DEFAULTS`` in the package docstring)."""
+    """Every choice of one plan, one record per concern (see ``DEFAULTS`` in the package docstring).
+
+    ``regime.shape``, ``regime.parallel``, ``regime.training``, ``regime.finetuning``,
+    ``regime.serving`` and ``regime.implementation`` are the records (``options.records``);
+    every option also reads by its flat name (``regime.tp`` is ``regime.parallel.tp``), a
+    read-only property made from the option table below the class. Build one with ``of``
+    (flat names) and change it with ``replace``.
+    """
 
     mode: str
-    batch: int
-    seq: int
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    flash: bool = True
-    precision: str = "bf16-mixed"
-    optimizer: str = "adamw"
-    grads: str = "fp32"
-    recompute: str = "none"
-    dropout: bool = False
-    zero: int = 0
-    sequence_parallel: bool = False
-    microbatches: int = 1
-    interleave: int = 1
-    offload: bool = False
-    logits: str = "hf"
-    activations: str = "korthikanti"
-    attn: str = "sdpa"
-    device: str = "cuda"
-    weights: str = "bf16"
-    kv_dtype: str = "bf16"
-    runtime: bool = True
-    use_cache: bool = False
-    dropout_masks: str = "bool"
-    loss: str = "cross-entropy"
-    lora_rank: int = 0  # 0: no LoRA (every weight trained)
-    lora_targets: tuple[str, ...] = ()
-    lora_dropout: float = 0.0
-    adapter_dtype: str = "fp32"
-    qlora: bool = False
-    freeze_embeddings: bool = False
+    shape: ShapeOptions = ShapeOptions()
+    parallel: ParallelOptions = ParallelOptions()
+    training: TrainingOptions = TrainingOptions()
+    finetuning: FineTuningOptions = FineTuningOptions()
+    serving: ServingOptions = ServingOptions()
+    implementation: ImplementationOptions = ImplementationOptions()
     model_type: str = field(default="", compare=False)  # the model's type ("mlp": article A's network)
     defaulted: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def of(cls, mode: str, *, model_type: str = "", defaulted: tuple[str, ...] = (), notes: tuple[str, ...] = (),
+           **options: object) -> Regime:
+        """A regime from flat option values (not validated: ``resolve`` checks user input)."""
+        return cls(mode, **records.build(options), model_type=model_type, defaulted=defaulted, notes=notes)
 
     @property
     def gpus(self) -> int:
@@ -123,37 +120,26 @@ class Regime:
         return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
 
     def replace(self, **changes: object) -> Regime:
-        """A copy with some choices changed (not re-validated: use ``resolve`` for user input)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data.update(changes)
-        return Regime(**data)  # type: ignore[arg-type]
+        """A copy with some choices changed, each routed to its concern's record (not re-validated)."""
+        own = {f.name for f in fields(self)} - set(records.RECORDS)  # mode, model_type, defaulted, notes
+        top = {name: changes.pop(name) for name in list(changes) if name in own}
+        mine = {concern: getattr(self, concern) for concern in records.RECORDS}
+        return dataclasses.replace(self, **top, **records.update(mine, changes))  # type: ignore[arg-type]
 
 
-def _whole(name: str, value: object, low: int = 1, high: int = 2**40) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            text = str(value).strip()
-            if not text.isdigit():
-                raise ValueError
-            value = int(text)
-        except ValueError:
-            raise PlanOptionError(f"{name} must be a whole number, got {value!r}") from None
-    if not low <= value <= high:
-        raise PlanOptionError(f"{name} must be between {low} and {high}, got {value}")
-    return value
+def _flat(option: opts.Option) -> property:
+    """The read-only property ``regime.<option>``: the value in the option's concern's record."""
+    concern, name = option.concern, option.name
+    return property(lambda self: getattr(getattr(self, concern), name), doc=option.help)
 
 
-def _choice(name: str, value: object, choices: tuple[object, ...] | None = None) -> str:
-    choices = opts.get(name).choices if choices is None else choices
-    if value not in choices:
-        raise PlanOptionError(f"unknown {name} {value!r}; choose from {', '.join(map(str, choices))}")
-    return str(value)
+for _option in opts.OPTIONS:
+    setattr(Regime, _option.name, _flat(_option))
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise PlanOptionError(f"{name} must be true or false, got {value!r}")
-    return value
+def _checked(name: str, value: object) -> object:
+    """``value`` checked as the option table defines ``name`` (its kind, its values)."""
+    return opts.get(name).check(value)
 
 
 def _default(name: str) -> object:
@@ -168,7 +154,7 @@ def default_seq(model: ModelShape) -> int:
 
 def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime:
     """Validate ``options`` for ``model`` and fill in the defaults."""
-    mode = _choice("mode", mode, MODES)
+    mode = opts.check_choice("mode", mode, MODES)
     allowed = opts.NAMES
     for name in options:
         if name not in allowed:
@@ -189,11 +175,11 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         defaulted.append(name)
         return default
 
-    batch = _whole("batch", pick("batch", _default("batch")))
-    seq = opts.check_seq(_whole("seq", pick("seq", default_seq(model))))
+    batch = _checked("batch", pick("batch", _default("batch")))
+    seq = _checked("seq", pick("seq", default_seq(model)))
     if model.positions and seq > model.positions:
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
-    dp, tp, pp = (_whole(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
+    dp, tp, pp = (_checked(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
     if model.model_type == MLP_TYPE:
         if mode != "train":
             raise PlanOptionError(f"{model.name} (article A's network) is planned for training only (--mode train)")
@@ -201,23 +187,23 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         _check_tp(model, tp)
         if model.layers % pp:
             raise PlanOptionError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
-    ep = _whole("ep", pick("ep", _default("ep")))
+    ep = _checked("ep", pick("ep", _default("ep")))
     _check_ep(model, ep, dp, tp)
-    flash = _flag("flash", pick("flash", _default("flash")))
-    runtime = _flag("runtime", pick("runtime", _default("runtime")))
-    data: dict[str, object] = {"mode": mode, "batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
+    flash = _checked("flash", pick("flash", _default("flash")))
+    runtime = _checked("runtime", pick("runtime", _default("runtime")))
+    data: dict[str, object] = {"batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
                                "flash": flash, "runtime": runtime}
     if mode == "infer":
-        weights = _choice("weights", pick("weights", _default("weights")))
+        weights = _checked("weights", pick("weights", _default("weights")))
         kv_default = weights if weights in ("fp32", "fp16", "bf16") else "bf16"
         data["weights"] = weights
-        data["kv_dtype"] = _choice("kv_dtype", pick("kv_dtype", kv_default))
+        data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
-    return Regime(**data, model_type=model.model_type, defaulted=tuple(defaulted),  # type: ignore[arg-type]
-                  notes=tuple(notes))
+    return Regime.of(mode, **data, model_type=model.model_type, defaulted=tuple(defaulted),  # type: ignore[arg-type]
+                     notes=tuple(notes))
 
 
 def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:
@@ -248,18 +234,18 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
     mlp = model.model_type == MLP_TYPE
-    activations = _choice("activations", pick("activations", "pytorch" if mlp else _default("activations")))
+    activations = _checked("activations", pick("activations", "pytorch" if mlp else _default("activations")))
     pytorch = activations == "pytorch"
     if mlp and not pytorch:
         raise PlanOptionError(f"{model.name} (article A's network) is modelled with activations pytorch only, not "
                               f"{activations}")
     if pytorch:
         _check_pytorch(model, tp, pp)
-    precision = _choice("precision", pick("precision", "bf16" if pytorch else _default("precision")))
+    precision = _checked("precision", pick("precision", "bf16" if pytorch else _default("precision")))
     if pytorch and precision not in PYTORCH_PRECISIONS:
         raise PlanOptionError(f"activations pytorch models precision {', '.join(PYTORCH_PRECISIONS)} (what was "
                               f"measured), not {precision}")
-    optimizer = _choice("optimizer", pick("optimizer", _default("optimizer")))
+    optimizer = _checked("optimizer", pick("optimizer", _default("optimizer")))
     if pytorch and optimizer not in PYTORCH_OPTIMIZERS:
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(PYTORCH_OPTIMIZERS)} (what was "
                               f"measured), not {optimizer}")
@@ -267,19 +253,18 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
     except ValueError as err:  # the library's one-line message, as a user error
         raise PlanOptionError(str(err)) from None
-    recompute = _choice("recompute", pick("recompute", _default("recompute")))
+    recompute = _checked("recompute", pick("recompute", _default("recompute")))
     dropout_default = (bool(pyacts.dropout_sites(model.config)) and not mlp) if pytorch \
         else model.model_type in DROPOUT_TYPES
-    dropout = _flag("dropout", pick("dropout", dropout_default))
-    stages = [int(s) for s in opts.get("zero").choices]  # type: ignore[call-overload]
-    zero = _whole("zero", pick("zero", _default("zero")), min(stages), max(stages))
-    sp = _flag("sequence_parallel", pick("sequence_parallel", _default("sequence_parallel")))
-    microbatches = _whole("microbatches", pick("microbatches", pp))
-    interleave = _whole("interleave", pick("interleave", _default("interleave")))
-    offload = _flag("offload", pick("offload", _default("offload")))
-    logits = _choice("logits", pick("logits", _default("logits")))
-    attn = _choice("attn", pick("attn", _default("attn")))
-    device = _choice("device", pick("device", _default("device")))
+    dropout = _checked("dropout", pick("dropout", dropout_default))
+    zero = _checked("zero", pick("zero", _default("zero")))
+    sp = _checked("sequence_parallel", pick("sequence_parallel", _default("sequence_parallel")))
+    microbatches = _checked("microbatches", pick("microbatches", pp))
+    interleave = _checked("interleave", pick("interleave", _default("interleave")))
+    offload = _checked("offload", pick("offload", _default("offload")))
+    logits = _checked("logits", pick("logits", _default("logits")))
+    attn = _checked("attn", pick("attn", _default("attn")))
+    device = _checked("device", pick("device", _default("device")))
     if zero not in par.ZERO_STAGES:
         raise PlanOptionError(f"zero must be 0, 1, 2 or 3, got {zero}")
     if zero >= 2 and pp > 1:
@@ -317,12 +302,12 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if pytorch and "flash" in given:
         notes.append("flash does not apply to activations pytorch: attn (eager or sdpa) and device decide what "
                      "attention keeps")
-    use_cache = _flag("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
+    use_cache = _checked("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
                                         and recompute != "full" and not mlp))
     if use_cache and mlp:
         raise PlanOptionError(f"{model.name} (article A's network) has no KV cache: use_cache does not apply")
-    dropout_masks = _choice("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
-    loss = _choice("loss", pick("loss", "cross-entropy"))
+    dropout_masks = _checked("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
+    loss = _checked("loss", pick("loss", "cross-entropy"))
     if loss != "cross-entropy" and not mlp:
         raise PlanOptionError(f"loss {loss} applies to article A's network (mlp, mlp-nobias); language models use "
                               "Hugging Face's cross-entropy")
