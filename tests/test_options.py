@@ -106,6 +106,12 @@ def test_regime_reads_every_option_by_its_flat_name_from_its_record(mode: str) -
     assert plan.shape.batch == plan.batch == 2 and plan.parallel.dp == plan.dp == 2
 
 
+def test_unlisted_rules_name_options() -> None:
+    """The rules of what ``Regime.options()`` leaves out name options of the table."""
+    named = {name for names, _ in regime.UNLISTED for name in names}
+    assert named <= set(opts.NAMES), named - set(opts.NAMES)
+
+
 def test_replace_routes_each_name_to_its_record() -> None:
     base = regime.resolve(planning.load("llama-3-8b"), "train", lora_rank=8)
     changed = base.replace(lora_rank=0, recompute="full", tp=2, notes=("n",))

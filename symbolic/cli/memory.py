@@ -42,7 +42,7 @@ def _positive(text: str) -> int:
 
 
 def _seq(text: str) -> int:
-    """--seq: a whole number up to the planner's bound (``plan_options.MAX_SEQ``), refused past it in one line."""
+    """--seq: a whole number up to the planner's bound (``options.table.MAX_SEQ``), refused past it in one line."""
     try:
         return opts.check_seq(whole(text))
     except opts.PlanOptionError as err:
@@ -57,7 +57,7 @@ def _fraction(text: str) -> float:
 
 
 def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bool = True) -> None:
-    """Add the planner's options to ``p``, one flag per entry of ``plan_options.OPTIONS``.
+    """Add the planner's options to ``p``, one flag per entry of ``options.table.OPTIONS``.
 
     Also the ``MODEL_OR_CONFIG`` argument and ``--mode`` (and ``--json``); other commands that
     plan a model (``memory``, ``fit``, ...) call this so that their flags stay the same.

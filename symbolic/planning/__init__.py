@@ -22,7 +22,9 @@ and the report call exactly these)::
     plan.evaluate()       # the exact Evaluation (sympy Rationals)
     plan.fit(planning.gpu("h100-80gb"))   # Fit(gpu, total, fits, headroom)
     plan.as_dict(gpu, formulas=True)      # JSON-ready dict (what `symbolic memory --json` prints)
-    plan.regime           # every choice resolved; .defaulted names the ones left at defaults
+    plan.regime           # every choice resolved; .defaulted names the ones left at defaults;
+                          # .tp, .lora_rank, ... read each option, .parallel, .finetuning, ... each
+                          # concern's record (symbolic.options.records)
     plan.host             # host-memory Formula per GPU process with offload=True, else None
     plan.activation_bytes # with activations="pytorch": bytes saved for backward, else None
     plan.formula.diff("S"), plan.formula.latex(), plan.solve("B", "80GiB")

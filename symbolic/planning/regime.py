@@ -97,27 +97,16 @@ class Regime:
     def train(self) -> bool:
         return self.mode == "train"
 
-    def options(self) -> dict[str, object]:
-        """The options that apply to this mode, by name (for printing and JSON).
+    @property
+    def pytorch(self) -> bool:
+        """Whether the plan trains with ``activations="pytorch"`` (the measured PyTorch step)."""
+        return self.train and self.activations == "pytorch"
 
-        ``attn`` and ``device`` are listed with ``activations="pytorch"`` only, the one model they
-        change, and ``flash`` without it (there ``attn`` decides what attention keeps).
-        """
+    def options(self) -> dict[str, object]:
+        """The options that apply to this mode, by name (for printing and JSON); ``UNLISTED`` says which not."""
         names = COMMON + (TRAIN_ONLY if self.train else INFER_ONLY)
-        hidden = ("flash",) if self.train and self.activations == "pytorch" else PYTORCH_ONLY
-        names = tuple(n for n in names if n not in hidden)
-        if self.train and self.activations == "pytorch" and not self.dropout:
-            names = tuple(n for n in names if n != "dropout_masks")  # no masks to size
-        if self.model_type == MLP_TYPE:  # article A's network has no sequence, attention, dropout or cache
-            names = tuple(n for n in names if n not in MLP_HIDDEN)
-        if self.ep == 1 and "ep" in self.defaulted:  # listed only when asked for (mixtures of experts)
-            names = tuple(n for n in names if n != "ep")
-        quiet = set(FINETUNE_ONLY) if not self.lora_rank else set()  # listed only when they apply
-        quiet |= {"qlora"} if not self.qlora else set()
-        quiet |= {"freeze_embeddings"} if not self.freeze_embeddings else set()
-        quiet |= {"loss"} if "loss" in self.defaulted and self.model_type != MLP_TYPE else set()
-        names = tuple(n for n in names if n not in quiet)
-        return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
+        quiet = {name for names_, rule in UNLISTED if rule(self) for name in names_}
+        return {"mode": self.mode, **{n: getattr(self, n) for n in names if n not in quiet}}
 
     def replace(self, **changes: object) -> Regime:
         """A copy with some choices changed, each routed to its concern's record (not re-validated)."""
@@ -134,7 +123,24 @@ def _flat(option: opts.Option) -> property:
 
 
 for _option in opts.OPTIONS:
+    if _option.name in vars(Regime):  # a field, record or method of its own would be hidden
+        raise TypeError(f"option {_option.name!r} would hide Regime.{_option.name}")
     setattr(Regime, _option.name, _flat(_option))
+
+
+# When an option is left out of ``Regime.options()`` (what the CLI prints, JSON and reports list):
+# the names and the rule, each a choice that does not apply to this plan.
+UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
+    (("flash",), lambda r: r.pytorch),  # attn decides what attention keeps
+    (PYTORCH_ONLY, lambda r: not r.pytorch),  # they choose the measured step's implementation only
+    (("dropout_masks",), lambda r: r.pytorch and not r.dropout),  # no masks to size
+    (MLP_HIDDEN, lambda r: r.model_type == MLP_TYPE),  # article A's network: no sequence, attention, dropout, cache
+    (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
+    (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
+    (("qlora",), lambda r: not r.qlora),
+    (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
+    (("loss",), lambda r: "loss" in r.defaulted and r.model_type != MLP_TYPE),
+)
 
 
 def _checked(name: str, value: object) -> object:
@@ -143,7 +149,7 @@ def _checked(name: str, value: object) -> object:
 
 
 def _default(name: str) -> object:
-    """The option's default from ``plan_options`` (the ones that depend on others are decided here)."""
+    """The option's default from ``options.table`` (the ones that depend on others are decided here)."""
     return opts.get(name).default
 
 

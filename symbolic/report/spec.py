@@ -77,7 +77,7 @@ RANGE_KEYS = ("from", "to")
 MAX_TEXT = {"title": 200, "author": 200, "date": 60, "notes": 5000}
 MAX_GPUS = 8
 MAX_SWEEP = 40
-MAX_SIZE = 2**24  # batch (a sequence length has the planner's bound, plan_options.MAX_SEQ)
+MAX_SIZE = 2**24  # batch (a sequence length has the planner's bound, options.table.MAX_SEQ)
 MAX_DEGREE = 2**16  # dp, tp, pp
 MAX_FILE = 256 * 1024
 
