@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import formats as _formats
 from ..core.errors import UnknownNameError, UserError, quote
 from ..library import activations as _acts
 from ..library import activations_pytorch as _pyacts
@@ -41,7 +42,7 @@ KINDS = ("size", "degree", "stage", "flag", "choice", "names", "fraction")
 # dropout mask elements with --activations pytorch: a bool (CUDA's fused dropout) or the compute dtype (CPU)
 DROPOUT_MASKS = ("bool", "dtype")
 LOSSES = ("cross-entropy", "mse")
-ADAPTER_DTYPES = ("fp32", "bf16")
+ADAPTER_DTYPES = _formats.names("adapter")
 # the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
 GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
           "infer": "inference (--mode infer)"}
