@@ -144,7 +144,8 @@ def state_terms(precision: str, optimizer: str, grads: str | None = None, *, par
                       "bytes", grad_src, "", GRADS[choice]))
     if choice == "16bit+fp32":
         terms.append(Term("fp32_gradients", "fp32 copy of the gradients for the optimizer",
-                          prec.grad_bytes("fp32") * params, "bytes", "deepspeed", "estimate_zero2_model_states_mem_needs",
+                          prec.grad_bytes("fp32") * params, "bytes", "deepspeed",
+                          "estimate_zero2_model_states_mem_needs",
                           "DeepSpeed's fp32 gradient partition (and Megatron's fp16 main grads); sharded with the "
                           "optimizer states from ZeRO stage 1 (Megatron's fp16 row: 4 + 16/d)."))
     if prec.master_bytes:
