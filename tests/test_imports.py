@@ -11,8 +11,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "symbolic"
 # Lowest first: a module may import its own layer and the layers before it, never one after.
-LAYERS = ("core", "text", "math", "library", "networks", "options", "catalogs", "planning", "measured", "report",
-          "cli")
+LAYERS = ("core", "formats", "text", "math", "library", "networks", "options", "catalogs", "planning", "measured",
+          "report", "cli")
 
 
 def _modules() -> dict[str, Path]:

@@ -27,13 +27,14 @@ from pathlib import Path
 
 import tomllib
 
+from .. import formats
 from ..core.errors import InputFileError, single_line
 from ..core.units import MAX_BYTES
 from ..core.userfiles import parse_toml, read_user_file
 from ..core.values import LIMIT_TEXT, MAX_VALUE
 from .gpu import GPU
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = formats.RATE_KEYS  # the [flops] keys a custom GPU may give
 MAX_FILE = 64 * 1024  # bytes of a GPU description: a few lines of TOML
 _KEYS = {"name", "title", "memory_bytes", "memory_gib", "memory_gb", "source", "note", "hbm_bandwidth",
          "nvlink_bandwidth", "network_bandwidth", "gpus_per_node", "flops"}

@@ -12,15 +12,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import sympy
-
+from .. import formats
 from ..core.errors import UserError
 from ..core.symbols import B, S
 from ..core.units import format_bytes
 from ..text import printing
 from .common import print_json, table
 
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 1, "int8": 1}
+# weights: the unquantised formats (group-wise scales need the table families' layer structure)
+WEIGHT_FORMATS = tuple(w for w in formats.names("weights") if not formats.get(w).quantised)
 DEFAULT_SEQ = 4096
 SUPPORTED_OPTIONS = ("batch", "seq", "weights", "kv_dtype")
 
@@ -49,18 +49,16 @@ def infer_data(model: str, options: dict[str, object]) -> dict[str, Any]:
     batch = int(options.get("batch") or 1)
     seq = int(options.get("seq") or DEFAULT_SEQ)
     weights = str(options.get("weights") or "bf16")
-    kv = str(options.get("kv_dtype") or ("bf16" if weights not in DTYPE_BYTES or DTYPE_BYTES[weights] != 4 else "fp32"))
-    if weights not in DTYPE_BYTES or weights in ("int8", "fp8"):
+    if weights not in WEIGHT_FORMATS:
         raise UserError(f"the generic torch path stores weights in bf16, fp16 or fp32, not {weights!r}")
-    if kv not in DTYPE_BYTES:
-        raise UserError(f"unknown --kv-dtype {kv!r}; use one of {', '.join(DTYPE_BYTES)}")
+    kv = str(options.get("kv_dtype") or ("fp32" if weights == "fp32" else "bf16"))
+    kv_bytes = formats.get(kv, "kv", "--kv-dtype").element_bytes
     archs = config.get("architectures")
     cache = generic_cache.cache_formula(config, architecture=archs[0] if isinstance(archs, list) and archs else None)
-    scale = DTYPE_BYTES[kv]
-    ratio = sympy.Rational(scale, generic_cache.BYTES_PER_ELEMENT)
+    ratio = kv_bytes / generic_cache.BYTES_PER_ELEMENT
     per_token, per_sequence, windowed = (cache.per_token * ratio, cache.per_sequence * ratio, cache.windowed * ratio)
     cache_bytes = int(cache.expr.xreplace({B: batch, S: seq}) * ratio)
-    weight_bytes = m.total * DTYPE_BYTES[weights]
+    weight_bytes = int(m.total * formats.nbytes(weights))
     terms = {"weights": weight_bytes, "kv_cache": cache_bytes}
     return {
         "model": m.name, "mode": "infer", "coverage": "generic", "architecture": m.architecture,

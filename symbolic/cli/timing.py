@@ -12,12 +12,13 @@ import argparse
 import textwrap
 from typing import TYPE_CHECKING
 
+from ..formats import RATE_KEYS
 from .common import CliError, print_json, quiet, table, verbose, whole
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..planning.time import TimePlan
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = RATE_KEYS  # the GPU rate keys (symbolic.formats)
 MAX_COUNT = 10**30  # tokens to train on reach 1e13 and more: above the 2**40 of sizes and degrees
 
 

@@ -89,6 +89,7 @@ from typing import Any
 
 import sympy
 
+from .. import formats
 from ..core.errors import UnknownNameError
 from ..core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_h, d_head, d_in, n_out
 from ..core.term import Term
@@ -97,8 +98,8 @@ from .registry import register
 
 SRC = "pytorch"
 FAMILIES = ("mlp", "gpt2", "llama")
-# bytes per activation element; the "-mixed" precisions are torch.autocast (fp32 weights, 16-bit compute)
-PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2, "bf16-mixed": 2, "fp16-mixed": 2}
+# the "-mixed" precisions are torch.autocast (fp32 weights, 16-bit compute); bytes: element_bytes
+PRECISIONS = ("fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed")
 DEVICES = ("cpu", "cuda")
 ATTENTION = ("eager", "sdpa")
 DROPOUT_MASKS = ("bool", "dtype")
@@ -107,6 +108,16 @@ LOSSES = ("cross-entropy", "mse")
 ACTIVATION_TENSORS = {"gelu_new": 4, "gelu": 1, "gelu_pytorch_tanh": 1, "silu": 1, "swish": 1, "relu": 1}
 ACTIVATION_CLASSES = {"gelu_new": "NewGELUActivation", "gelu": "GELUActivation", "gelu_pytorch_tanh": "GELUTanh",
                       "silu": "SiLUActivation", "swish": "SiLU", "relu": "ReLU"}
+
+
+_FP32 = int(formats.nbytes("fp32"))  # autocast keeps weights, states and the residual stream in fp32
+
+
+def element_bytes(precision: str) -> int:
+    """Bytes per activation element of a precision: its compute dtype's (the 16-bit one under autocast)."""
+    if precision not in PRECISIONS:
+        raise UnknownNameError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    return int(formats.nbytes(precision.removesuffix("-mixed")))
 
 
 @dataclass(frozen=True)
@@ -148,7 +159,7 @@ class Setup:
     @property
     def b(self) -> int:
         """Bytes per activation element (the compute dtype's: 2 under autocast)."""
-        return PRECISIONS[self.precision]
+        return element_bytes(self.precision)
 
     @property
     def mixed(self) -> bool:
@@ -158,7 +169,7 @@ class Setup:
     @property
     def param_bytes(self) -> int:
         """Bytes per element of weights, gradients and optimizer state: fp32 under autocast."""
-        return 4 if self.mixed else self.b
+        return _FP32 if self.mixed else self.b
 
     @property
     def masks(self) -> str:
@@ -173,12 +184,12 @@ class Setup:
     @property
     def residual_bytes(self) -> int:
         """Bytes per element of the residual stream: fp32 under autocast (embeddings and sums of fp32)."""
-        return 4 if self.mixed else self.b
+        return _FP32 if self.mixed else self.b
 
     @property
     def norm_stat_bytes(self) -> int:
         """Bytes of LayerNorm's saved mean and 1/std: its input's dtype on the CPU, fp32 on CUDA."""
-        return self.residual_bytes if self.device == "cpu" else 4
+        return self.residual_bytes if self.device == "cpu" else _FP32
 
     @property
     def kernel(self) -> str:

@@ -7,7 +7,8 @@ al. 2022) and AWQ, whose default group size is 128. So int8 costs 1 + 2/128 byte
 parameter and int4 1/2 + (2 + 1/2)/128. Both keep the token embeddings and the LM head in
 16-bit (the planner treats them apart); norms and biases, a tiny fraction, are counted as
 quantised. LLM.int8() (Dettmers et al. 2022) uses one fp32 scale per row instead (4/H bytes per
-parameter); that variant is not modelled.
+parameter); that variant is not modelled. Every figure here (bytes, group size, scales, what stays
+16-bit) is the format's entry in ``symbolic.formats``.
 
 KV cache (Shazeer 2019; GQA: Ainslie et al. 2023): every layer keeps a key and a value vector of
 a_kv·d_head numbers per token, so 2·L·a_kv·d_head·S·B·b_kv bytes for B sequences of S tokens.
@@ -31,8 +32,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from .. import formats
 from ..core import sources
-from ..core.errors import UnknownNameError
 from ..core.symbols import B, H, L, L_conv, L_swa, N, S, W, a_kv, b, b_kv, b_s, d_head, d_rope, g_q, k_conv, r_kv, t
 from ..core.term import Term
 from ..math.formula import Formula
@@ -42,66 +43,37 @@ if "transformers" not in sources.SOURCES:
     sources.register("transformers", "Hugging Face transformers 5.24.0: models/<model_type>/modeling_<model_type>.py "
                                      "(nn.Linear, nn.Embedding and norm shapes)")
 
-GROUP = 128  # weights per quantisation group (GPTQ/AWQ default)
-SCALE_BYTES = 2  # fp16 scales
+# The formats the planner accepts for serving weights and the KV cache (bytes and rules: symbolic.formats).
+WEIGHT_DTYPES: tuple[str, ...] = formats.names("weights")
+KV_DTYPES: tuple[str, ...] = formats.names("kv")
 
 
-@dataclass(frozen=True)
-class WeightDtype:
-    """How one parameter is stored for inference."""
-
-    key: str
-    code_bytes: sympy.Rational
-    zero_bytes: sympy.Rational  # zero point per group (0: symmetric or not quantised)
-    quantised: bool
-    source: str
-
-
-WEIGHT_DTYPES: dict[str, WeightDtype] = {w.key: w for w in (
-    WeightDtype("fp32", sympy.Integer(4), sympy.Integer(0), False, "pytorch"),
-    WeightDtype("fp16", sympy.Integer(2), sympy.Integer(0), False, "pytorch"),
-    WeightDtype("bf16", sympy.Integer(2), sympy.Integer(0), False, "pytorch"),
-    WeightDtype("int8", sympy.Integer(1), sympy.Integer(0), True, "frantar2022"),
-    WeightDtype("int4", sympy.Rational(1, 2), sympy.Rational(1, 2), True, "frantar2022"),
-)}
-
-KV_DTYPES: dict[str, sympy.Rational] = {
-    "fp32": sympy.Integer(4), "fp16": sympy.Integer(2), "bf16": sympy.Integer(2),
-    "fp8": sympy.Integer(1), "int8": sympy.Integer(1), "int4": sympy.Rational(1, 2),
-}
-
-
-def weight_dtype(key: str) -> WeightDtype:
+def weight_dtype(key: str) -> formats.Format:
     """The weight format called ``key``; a one-line error naming the choices otherwise."""
-    try:
-        return WEIGHT_DTYPES[key]
-    except KeyError:
-        raise UnknownNameError(f"unknown weight dtype {key!r}; choose from {', '.join(WEIGHT_DTYPES)}") from None
+    return formats.get(key, "weights", "weight dtype")
 
 
 def kv_bytes(key: str) -> sympy.Rational:
     """Bytes per KV-cache element for a dtype name."""
-    try:
-        return KV_DTYPES[key]
-    except KeyError:
-        raise UnknownNameError(f"unknown KV-cache dtype {key!r}; choose from {', '.join(KV_DTYPES)}") from None
+    return formats.get(key, "kv", "KV-cache dtype").element_bytes
 
 
 def weight_terms(dtype: str, quantised_params: sympy.Expr, kept_params: sympy.Expr | int = 0) -> list[Term]:
-    """Weights for inference: ``quantised_params`` in ``dtype`` (with scales), ``kept_params`` in 16-bit."""
+    """Weights for inference: ``quantised_params`` in ``dtype`` (with scales), ``kept_params`` unquantised."""
     w = weight_dtype(dtype)
     terms = [Term("weights", f"{dtype} weights" + (" (transformer layers)" if w.quantised else ""),
-                  w.code_bytes * quantised_params, "bytes", w.source, "",
-                  f"{w.code_bytes} bytes per parameter.")]
+                  w.element_bytes * quantised_params, "bytes", w.source, "",
+                  f"{w.element_bytes} bytes per parameter.")]
     if w.quantised:
-        terms.append(Term("weight_scales", f"group-wise scales: one fp16 scale per {GROUP} weights"
-                          + (", plus a 4-bit zero point" if w.zero_bytes else ""),
-                          (SCALE_BYTES + w.zero_bytes) * quantised_params / GROUP, "bytes", w.source, "group size 128",
+        terms.append(Term("weight_scales", f"group-wise scales: one {w.scale_name} scale per {w.group} weights"
+                          + (f", plus a {8 * w.zero_bytes}-bit zero point" if w.zero_bytes else ""),
+                          (w.scale_bytes + w.zero_bytes) * quantised_params / w.group, "bytes", w.source,
+                          f"group size {w.group}",
                           "GPTQ/AWQ-style group-wise quantisation; LLM.int8's per-row fp32 scales are not modelled."))
     if kept_params != 0:
-        kept_bytes = 2 if w.quantised else w.code_bytes
-        terms.append(Term("embeddings", "token embeddings and LM head" + (" kept in 16-bit" if w.quantised else ""),
-                          kept_bytes * kept_params, "bytes", w.source, "",
+        terms.append(Term("embeddings", "token embeddings and LM head"
+                          + (f" kept in {8 * w.kept_bytes}-bit" if w.quantised else ""),
+                          w.kept_bytes * kept_params, "bytes", w.source, "",
                           "GPTQ/AWQ leave the embeddings and the output head unquantised."))
     return terms
 
@@ -204,16 +176,19 @@ register(Formula("infer.kv_cache.latent", "Latent KV cache (multi-head latent at
                  tuple(cache_terms(default_kinds(latent=True))), source="transformers", name="M_kv",
                  example={"L": 61, "r_kv": 512, "d_rope": 64, "S": 8192, "B": 1, "b_kv": 2},
                  note="DeepSeek-V3: 576 numbers per token and layer."))
+_INT4 = formats.get("int4")
 register(Formula(
     "infer.weights.quantised", "Quantised weights with group-wise scales: N·b + N·b_s/g_q",
-    (Term("weights", "weight codes", N * b, "bytes", "frantar2022"),
-     Term("weight_scales", "one scale per group of g_q weights", N * b_s / g_q, "bytes", "frantar2022",
-          "group size 128, fp16 scales in the planner")),
-    source="frantar2022", name="M_w", example={"N": 7_000_000_000, "b": "1/2", "b_s": 2, "g_q": 128}))
+    (Term("weights", "weight codes", N * b, "bytes", _INT4.source),
+     Term("weight_scales", "one scale per group of g_q weights", N * b_s / g_q, "bytes", _INT4.source,
+          f"group size {_INT4.group}, {_INT4.scale_name} scales in the planner")),
+    source=_INT4.source, name="M_w",
+    example={"N": 7_000_000_000, "b": str(_INT4.element_bytes), "b_s": int(_INT4.scale_bytes), "g_q": _INT4.group}))
 for _key in WEIGHT_DTYPES:
+    _w = weight_dtype(_key)
     register(Formula(f"infer.weights.{_key}", f"Inference weights, {_key}" +
-                     (" with group-wise fp16 scales (group 128)" if WEIGHT_DTYPES[_key].quantised else ""),
-                     weight_terms(_key, N), source=WEIGHT_DTYPES[_key].source, name="M_w",
+                     (f" with group-wise {_w.scale_name} scales (group {_w.group})" if _w.quantised else ""),
+                     weight_terms(_key, N), source=_w.source, name="M_w",
                      example={"N": 7_000_000_000}))
 register(Formula("infer.rule.eleuther", "Rule of thumb: inference memory ≈ 1.2 × weights (EleutherAI)",
                  (Term("rule", "1.2 × N·b", sympy.Rational(6, 5) * N * b, "bytes", "eleuther2023", "inference",

@@ -16,7 +16,8 @@ CPU (``tests/test_measure.py`` reproduces every figure from these formulas):
   ``Linear4bit``. A weight of n elements keeps n/2 bytes of packed 4-bit codes, one uint8 absmax
   per block of 64 (double quantization), one fp32 absmax per 256 of those blocks, and per tensor
   the 16-value NF4 code (64 bytes), the fp32 offset (4) and the 256-value dynamic code of the
-  nested quantization (1024): ``nf4_bytes``. Embeddings, norms and the head stay 16-bit.
+  nested quantization (1024): ``nf4_bytes``, the ``nf4`` entry of ``symbolic.formats``. Embeddings, norms
+  and the head stay 16-bit.
 - **What autograd saves** changes with frozen weights, because an op keeps a tensor only when a
   gradient that needs it is wanted (``derivatives.yaml``, measured):
 
@@ -51,6 +52,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from .. import formats
 from ..core.errors import UnknownNameError, UserError
 from ..core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
 from ..core.term import Term
@@ -59,10 +61,7 @@ from . import activations_pytorch as act
 
 SRC = "peft"
 ALL_LINEAR = "all-linear"
-NF4_BLOCK = 64  # bitsandbytes' default blocksize for 4-bit weights
-NESTED_BLOCK = 256  # double quantization: absmax values per fp32 nested absmax
-NF4_TENSOR_BYTES = 64 + 4 + 1024  # per tensor: NF4 code (16 fp32), offset (fp32), nested dynamic code (256 fp32)
-ADAPTER_BYTES = {"fp32": 4, "bf16": 2}
+QLORA_FORMAT = "nf4"  # the frozen base's storage rule: symbolic.formats
 
 # peft 0.21.2 TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the module layouts modelled here
 DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
@@ -123,7 +122,7 @@ class Adapters:
     @property
     def element_bytes(self) -> int:
         """Bytes per adapter element (fp32 4, bf16 2)."""
-        return ADAPTER_BYTES[self.dtype]
+        return int(formats.nbytes(self.dtype))
 
     def params(self) -> sympy.Expr:
         """Trainable parameters: Σ count · r · (in + out)."""
@@ -192,8 +191,7 @@ def resolve_targets(family: str, model_type: str, targets: Sequence[str]) -> tup
 def adapters(family: str, model_type: str, rank: int, targets: Sequence[str] = (), *, dtype: str = "fp32",
              dropout: float = 0.0, widths: dict[sympy.Symbol, sympy.Expr] | None = None) -> Adapters:
     """The adapters peft creates for ``targets`` (module names, ``all-linear``, or peft's default)."""
-    if dtype not in ADAPTER_BYTES:
-        raise UnknownNameError(f"unknown adapter dtype {dtype!r}; choose from {', '.join(ADAPTER_BYTES)}")
+    formats.get(dtype, "adapter", "adapter dtype")
     names, defaulted = resolve_targets(family, model_type, targets)
     table = {name: (d_in, d_out) for name, d_in, d_out in (*LAYER_MODULES[family], HEAD)}
     sub = widths or {}
@@ -206,8 +204,7 @@ def adapters(family: str, model_type: str, rank: int, targets: Sequence[str] = (
 # --- QLoRA storage -------------------------------------------------------------------------------
 def nf4_bytes(elements: sympy.Expr) -> sympy.Expr:
     """Bytes bitsandbytes keeps for one NF4 weight of ``elements`` numbers, double quantization on."""
-    blocks = sympy.ceiling(elements / NF4_BLOCK)
-    return elements / 2 + blocks + 4 * sympy.ceiling(blocks / NESTED_BLOCK) + NF4_TENSOR_BYTES
+    return formats.get(QLORA_FORMAT).tensor_bytes(elements)
 
 
 def quantized_matrices(family: str, widths: dict[sympy.Symbol, sympy.Expr] | None = None
@@ -218,8 +215,11 @@ def quantized_matrices(family: str, widths: dict[sympy.Symbol, sympy.Expr] | Non
 
 
 def qlora_base_bytes(family: str, params: sympy.Expr, widths: dict[sympy.Symbol, sympy.Expr] | None = None,
-                     other_bytes: int = 2) -> sympy.Expr:
-    """Bytes of a QLoRA base: NF4 block linear layers, everything else (``params`` minus them) 16-bit."""
+                     other_bytes: sympy.Rational | None = None) -> sympy.Expr:
+    """Bytes of a QLoRA base: NF4 block linear layers, everything else (``params`` minus them) in the format's
+    ``kept_in`` (bf16) unless ``other_bytes`` says otherwise."""
+    if other_bytes is None:
+        other_bytes = formats.nbytes(formats.get(QLORA_FORMAT).kept_in)
     mats = quantized_matrices(family, widths)
     quantized = sympy.Add(*(L * n for _, n in mats))
     return sympy.Add(*(L * nf4_bytes(n) for _, n in mats)) + other_bytes * (params - quantized)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from .. import formats
 from ..core.errors import UnknownNameError, UserError
 from ..core.symbols import N
 from ..core.term import Term
@@ -53,19 +54,42 @@ STATE_KINDS = ("weights", "gradients", "fp32_gradients", "master_weights", "opti
 
 @dataclass(frozen=True)
 class Precision:
-    """A training precision regime: element sizes of each copy of the model."""
+    """A training precision regime: the format of each copy of the model (bytes from ``symbolic.formats``)."""
 
     key: str
     title: str
-    dtype: str  # name of the training dtype: fp32, bf16 or fp16
-    weight_bytes: int
-    master_bytes: int  # 0: no separate master copy
-    state_bytes: int  # element size of optimizer states
-    activation_bytes: int  # element size of stored activations
+    dtype: str  # the training dtype, the weights' format: fp32, bf16 or fp16
+    master: str  # format of the separate master copy ("": none)
+    states: str  # format of the optimizer states
+    activations: str  # format of stored activations
     default_grads: str
     grads: tuple[str, ...]  # allowed gradient choices
     source: str
     note: str
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes per weight of the copy the passes read."""
+        return int(formats.nbytes(self.dtype))
+
+    @property
+    def master_bytes(self) -> int:
+        """Bytes per weight of the master copy (0: none)."""
+        return int(formats.nbytes(self.master)) if self.master else 0
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes per optimizer-state element."""
+        return int(formats.nbytes(self.states))
+
+    @property
+    def activation_bytes(self) -> int:
+        """Bytes per stored activation element."""
+        return int(formats.nbytes(self.activations))
+
+    def grad_bytes(self, choice: str) -> int:
+        """Bytes per gradient element of a gradient choice (``GRADS``): fp32, else the training dtype's."""
+        return int(formats.nbytes("fp32" if choice == "fp32" else self.dtype))
 
     def grad_choice(self, grads: str | None) -> str:
         """The gradient choice, checked; ``None`` gives the regime's default."""
@@ -79,17 +103,18 @@ class Precision:
 
 
 PRECISIONS: dict[str, Precision] = {p.key: p for p in (
-    Precision("fp32", "fp32 weights, gradients and optimizer states", "fp32", 4, 0, 4, 4, "fp32", ("fp32",), "pytorch",
-              "No master copy: the weights are already fp32."),
-    Precision("bf16-mixed", "bf16 weights with an fp32 master copy", "bf16", 2, 4, 4, 2, "fp32",
+    Precision("fp32", "fp32 weights, gradients and optimizer states", "fp32", "", "fp32", "fp32", "fp32", ("fp32",),
+              "pytorch", "No master copy: the weights are already fp32."),
+    Precision("bf16-mixed", "bf16 weights with an fp32 master copy", "bf16", "fp32", "fp32", "bf16", "fp32",
               ("16bit", "fp32", "16bit+fp32"), "micikevicius2018",
               "Gradients default to fp32 (Megatron's bf16 default: main_grad accumulated in fp32)."),
-    Precision("fp16-mixed", "fp16 weights with an fp32 master copy", "fp16", 2, 4, 4, 2, "16bit",
+    Precision("fp16-mixed", "fp16 weights with an fp32 master copy", "fp16", "fp32", "fp32", "fp16", "16bit",
               ("16bit", "fp32", "16bit+fp32"), "micikevicius2018",
               "Gradients default to fp16 (the ZeRO paper's accounting); 16bit+fp32 is DeepSpeed's and "
               "Megatron's fp16 row (20 bytes)."),
-    Precision("bf16", "pure bf16: weights, gradients and optimizer states in bf16", "bf16", 2, 0, 2, 2, "16bit",
-              ("16bit",), "pytorch", "No master copy; AdamW's m and v in bf16 (PyTorch's zeros_like(param))."),
+    Precision("bf16", "pure bf16: weights, gradients and optimizer states in bf16", "bf16", "", "bf16", "bf16",
+              "16bit", ("16bit",), "pytorch",
+              "No master copy; AdamW's m and v in bf16 (PyTorch's zeros_like(param))."),
 )}
 
 
@@ -113,20 +138,20 @@ def state_terms(precision: str, optimizer: str, grads: str | None = None, *, par
     choice = prec.grad_choice(grads)
     terms = [Term("weights", f"{prec.dtype} weights", prec.weight_bytes * params, "bytes", prec.source, "",
                   "The copy the forward and backward passes read.")]
-    grad_bytes = 4 if choice == "fp32" else 2
+    grad_bytes = prec.grad_bytes(choice)
     grad_src = "megatron" if choice == "fp32" and prec.master_bytes else ("zero2020" if prec.master_bytes else "pytorch")
-    terms.append(Term("gradients", f"{'fp32' if grad_bytes == 4 else prec.dtype} gradients", grad_bytes * params,
+    terms.append(Term("gradients", f"{'fp32' if choice == 'fp32' else prec.dtype} gradients", grad_bytes * params,
                       "bytes", grad_src, "", GRADS[choice]))
     if choice == "16bit+fp32":
-        terms.append(Term("fp32_gradients", "fp32 copy of the gradients for the optimizer", 4 * params, "bytes",
-                          "deepspeed", "estimate_zero2_model_states_mem_needs",
+        terms.append(Term("fp32_gradients", "fp32 copy of the gradients for the optimizer",
+                          prec.grad_bytes("fp32") * params, "bytes", "deepspeed",
+                          "estimate_zero2_model_states_mem_needs",
                           "DeepSpeed's fp32 gradient partition (and Megatron's fp16 main grads); sharded with the "
                           "optimizer states from ZeRO stage 1 (Megatron's fp16 row: 4 + 16/d)."))
     if prec.master_bytes:
-        terms.append(Term("master_weights", "fp32 master weights", prec.master_bytes * params, "bytes",
+        terms.append(Term("master_weights", f"{prec.master} master weights", prec.master_bytes * params, "bytes",
                           "micikevicius2018", "§3.1", "The optimizer updates this copy; ZeRO counts it in K."))
-    state_dtype = "fp32" if prec.state_bytes == 4 else "bf16"
-    title = f"{opt.title} states" + ("" if opt.quantized else f" ({state_dtype})")
+    title = f"{opt.title} states" + ("" if opt.quantized else f" ({prec.states})")
     terms.append(Term("optimizer_states", title, opt.state_expr(params, prec.state_bytes, factored_entries),
                       "bytes", opt.source, opt.where, opt.note))
     return terms

@@ -38,6 +38,7 @@ from typing import Any
 
 import sympy
 
+from .. import formats
 from ..core.errors import UserError
 from ..library import activations_pytorch as act
 from ..library import peak_pytorch as peakmod
@@ -273,7 +274,7 @@ def article_a_class() -> type:
 def torch_dtype(name: str) -> Any:
     """The torch dtype of the weights: fp32 under autocast ("bf16-mixed", "fp16-mixed")."""
     torch = measure.require_torch()
-    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[_weights(name)]
+    return formats.torch_dtype(torch, _weights(name))
 
 
 def _weights(dtype: str) -> str:
@@ -389,7 +390,7 @@ def target_setup(target: Target, dtype: str, attn: str, device: str, **options: 
 
 def seed_predictions(target: Target, values: Mapping[str, int], dtype: str) -> dict[str, int]:
     """The seed formulas at the same point: article A or article B, and Korthikanti."""
-    b = act.PRECISIONS[dtype]
+    b = act.element_bytes(dtype)
     if target.is_mlp:
         return {"article A": _eval("mlp.activations", {**values, "b": b})}
     out = {"article B": _eval("llm.activations", values)}
@@ -410,7 +411,7 @@ def peak_seed_predictions(target: Target, values: Mapping[str, int], dtype: str)
     16N + 8BD + M_act + 4BSV (``llm.peak``, fp32 weights and states by construction, D = S).
     """
     if target.is_mlp:
-        return {"article A": _eval("mlp.total", {**values, "b": act.PRECISIONS[dtype]})}
+        return {"article A": _eval("mlp.total", {**values, "b": act.element_bytes(dtype)})}
     return {"article B": _eval("llm.peak", {**values, "D": values["S"]})}
 
 

@@ -59,6 +59,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import formats
 from ..core.errors import UnknownNameError, UserError
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
@@ -69,6 +70,7 @@ OptimizerFactory = Callable[[Iterable["torch.nn.Parameter"]], "torch.optim.Optim
 
 METHODS = ("cuda", "dispatch", "profiler")
 PHASES = ("setup", "zero_grad", "forward", "backward", "optimizer")
+AUTOCAST_DTYPES = ("bf16", "fp16")  # what torch.autocast computes in on a GPU
 
 
 class TorchMissing(ImportError):
@@ -360,10 +362,9 @@ def _autocast(torch: Any, device: Any, autocast: str | None) -> Any:
 
     if autocast is None:
         return nullcontext()
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    if autocast not in dtypes:
-        raise UnknownNameError(f"unknown autocast dtype {autocast!r}; choose from {', '.join(dtypes)}")
-    return torch.autocast(device_type=device.type, dtype=dtypes[autocast])
+    if autocast not in AUTOCAST_DTYPES:
+        raise UnknownNameError(f"unknown autocast dtype {autocast!r}; choose from {', '.join(AUTOCAST_DTYPES)}")
+    return torch.autocast(device_type=device.type, dtype=formats.torch_dtype(torch, autocast))
 
 
 def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: OptimizerFactory | None = None,

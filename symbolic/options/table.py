@@ -23,11 +23,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .. import formats as _formats
 from ..core.errors import UnknownNameError, UserError, quote
 from ..library import activations as _acts
 from ..library import activations_pytorch as _pyacts
 from ..library import inference as _infer
-from ..library import lora as _lora
 from ..library import optimizers as _optim
 from ..library import precision as _prec
 
@@ -46,7 +46,7 @@ KINDS = ("size", "degree", "stage", "flag", "choice", "names", "fraction")
 # dropout mask elements with --activations pytorch: a bool (CUDA's fused dropout) or the compute dtype (CPU)
 DROPOUT_MASKS = _pyacts.DROPOUT_MASKS
 LOSSES = _pyacts.LOSSES  # article A's network: cross-entropy or mse
-ADAPTER_DTYPES = tuple(_lora.ADAPTER_BYTES)  # the dtypes LoRA adapters are sized in
+ADAPTER_DTYPES = _formats.names("adapter")  # the formats LoRA adapters are sized in
 # the CLI's argument groups, by the mode an option applies to ("both", "train", "infer")
 GROUPS = {"both": "shape and parallelism (both modes)", "train": "training (--mode train)",
           "infer": "inference (--mode infer)"}

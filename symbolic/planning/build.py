@@ -45,6 +45,7 @@ from fractions import Fraction
 
 import sympy
 
+from .. import formats
 from ..catalogs import GPU
 from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
@@ -416,8 +417,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.zero == 3 and r.dp > 1:  # with one data-parallel rank nothing is partitioned or gathered
         name, size = model.largest_matrix()
         regime_prec = prec.get(r.precision)
-        grad_bytes = 4 if r.grads == "fp32" else 2
-        gathered.append(par.gathered_layer_term(size / tp_s, regime_prec.weight_bytes, grad_bytes, name))
+        gathered.append(par.gathered_layer_term(size / tp_s, regime_prec.weight_bytes, regime_prec.grad_bytes(r.grads),
+                                                name))
     if saved is not None:  # activations="pytorch": one device, no recompute (regime.resolve checks)
         step = pytorch.layout(model, r, saved, params, values, notes)
         if gathered:  # ZeRO-3 gathers one module at a time during the forward and backward passes
@@ -579,7 +580,7 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     resident = infer.weight_terms(r.weights, quantised, kept)
     for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
         resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
-    act = 4 if r.weights == "fp32" else 2
+    act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
     mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
     work = act * S * B * (2 * H + mlp)
     step = act * B * (2 * H + mlp)

@@ -131,7 +131,7 @@ def frozen_base_bytes(model: ModelShape, regime: object, params: sympy.Expr) -> 
     """Bytes of the frozen base of a LoRA plan: 16-bit (the precision's weights) or QLoRA's NF4."""
     wb = prec.get(str(getattr(regime, "precision", "bf16-mixed"))).weight_bytes
     if getattr(regime, "qlora", False):
-        return lora.qlora_base_bytes(_layout(model), params, model.widths(), other_bytes=2)
+        return lora.qlora_base_bytes(_layout(model), params, model.widths())
     return wb * params
 
 

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, fields
 
+from .. import formats
 from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
@@ -201,7 +202,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
                                "flash": flash, "runtime": runtime}
     if mode == "infer":
         weights = _checked("weights", pick("weights", _default("weights")))
-        kv_default = weights if weights in ("fp32", "fp16", "bf16") else "bf16"
+        kv_default = formats.get(weights).compute  # a quantised format's 16-bit compute dtype
         data["weights"] = weights
         data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
         if dp > 1:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
+from .. import formats
 from ..catalogs import GPU
 from ..catalogs import get as get_gpu
 from ..core.errors import UserError
@@ -51,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)
 F_step = declare("F_step", r"F_{\mathrm{step}}", "training FLOPs per optimizer step", "flops", integer=False)
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = formats.RATE_KEYS  # the GPU rate keys a --compute-dtype may name
 # Per-layer parameter terms that are weight matrices (2 FLOPs per weight per token): every attention,
 # MLP, MoE or mixer term but biases and norms; a new family's projection terms count without a change here.
 _MATMUL_PREFIXES = ("attention.", "mlp.", "moe.", "mixer.", "ssm.", "cross_attention")
@@ -228,6 +229,17 @@ def compute_dtype(regime_dtype: str, given: str | None) -> str:
     return regime_dtype
 
 
+def weights_rate(weights: str, given: str | None) -> str:
+    """The rate a serving plan's matmuls run at: the weights format's (``symbolic.formats``), or ``given``
+    when the format can run at it (GPTQ/AWQ int8 and int4 dequantise to 16 bits: bf16 or fp16 only)."""
+    fmt = formats.get(weights)
+    dtype = compute_dtype(fmt.rate, given)
+    if dtype not in fmt.runs_at:
+        raise UserError(f"--compute-dtype {dtype} does not apply to {weights} weights: they are dequantised to "
+                        f"{fmt.compute} for each matmul, which runs at {' or '.join(fmt.runs_at)}")
+    return dtype
+
+
 def link(gpu: GPU, span: int, what: str) -> float:
     """Bandwidth per GPU and direction for a group spanning ``span`` consecutive GPUs."""
     if span <= 1:
@@ -347,7 +359,7 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
     states = prec.bytes_per_param(r.precision, r.optimizer, r.grads)
     terms = tm.step_terms(params=tm.P_gpu, zero=r.zero, recompute=r.recompute, sequence_parallel=r.sequence_parallel,
                           act_bytes=pr.activation_bytes, weight_bytes=pr.weight_bytes,
-                          grad_bytes=4 if r.grads == "fp32" else 2,
+                          grad_bytes=pr.grad_bytes(r.grads),
                           state_bytes=states if states is not None else sympy.Integer(16))
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
@@ -363,7 +375,7 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
     if how == "achieved":
         values["X"] = rate
         return values
-    dtype = compute_dtype(prec.get(r.precision).dtype, compute)
+    dtype = compute_dtype(formats.get(prec.get(r.precision).dtype).rate, compute)
     values.update(F_peak=gpu.peak_flops(dtype), mfu=rate, W_hbm=_rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
                   W_tp=link(gpu, r.tp, "tensor-parallel"), W_dp=link(gpu, r.tp * r.dp, "data-parallel"),
                   W_pp=link(gpu, r.gpus if r.pp > 1 else 1, "pipeline"))
@@ -446,16 +458,14 @@ def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens
                       (Term("tokens", "B / t_dec", B / t_dec, "tokens/s", "project"),), source="project",
                       name="R_dec", definitions={t_dec: decode})
     kept = terms.get("embeddings", 0)
-    table = int(memory.model.value(memory.model.first_stage) * (4 if r.weights == "fp32" else 2) / r.tp)
+    table = int(memory.model.value(memory.model.first_stage) * formats.get(r.weights).kept_bytes / r.tp)
     weights_read = terms.get("weights", 0) - _idle_experts(model, memory, terms.get("weights", 0)) + max(kept - table, 0)
     values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": r.seq, "t": r.tp, "p": r.pp,
                                  "M_w": weights_read, **({"M_kv": kv_read} if kv_read else {}),
                                  "W_hbm": _rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
                                  "n_gpu": r.gpus}
     if how == "mfu":
-        values.update(F_peak=gpu.peak_flops(compute_dtype("fp32" if r.weights == "fp32" else
-                                                          ("fp16" if r.weights == "fp16" else "bf16"), compute)),
-                      mfu=rate)
+        values.update(F_peak=gpu.peak_flops(weights_rate(r.weights, compute)), mfu=rate)
     else:
         values["X"] = rate
     formulas = {"flops_per_token": fl_.forward, "prefill_seconds": prefill, "decode_seconds": decode,
@@ -470,6 +480,10 @@ def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens
     figures["max_concurrency"] = answer.value if answer.value is not None else 0
     notes = ["decode at context S reads the whole KV cache of S tokens every step (the end of generation: an "
              "upper bound on the step)", "prefill counts the attention scores over all S positions"]
+    weights = formats.get(r.weights)
+    if how == "mfu" and weights.compute != weights.name:
+        notes.append(f"{r.weights} weights are dequantised to {weights.compute} for each matmul: FLOPs at the "
+                     f"{weights_rate(r.weights, compute)} peak, weight reads at {r.weights}'s bytes")
     if memory.model.moe:
         notes.append("MoE decode reads the experts B tokens are expected to pick under uniform routing: "
                      "1 − ((n − k)/n)^B of the experts' bytes")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy
 
-from .. import library
+from .. import formats, library
 from ..core import symbols as symtab
 from ..core.symbols import B, D, H, L, N, S, V, b, d_ff, d_h, d_in, n_out
 from ..library import article_a, article_b
@@ -16,8 +16,14 @@ from ..text import printing
 from .scenario import Gpu, Scenario, Step, VariantGroup, VariantRow
 from .spec import ReportSpec, ReportSpecError
 
-ELEMENT_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-DTYPE_LABEL = {4: "fp32 (4 bytes)", 2: "16-bit (2 bytes)", 1: "8-bit (1 byte)", sympy.Rational(1, 2): "4-bit (1/2 byte)"}
+ARTICLE_A_PRECISIONS = ("fp32", "bf16", "fp16")  # one element size b for every tensor
+# the element sizes article A's variant table compares: (format, label)
+SIZE_ROWS = (("fp32", "fp32"), ("bf16", "16-bit"), ("int8", "8-bit"), ("int4", "4-bit"))
+
+
+def _size_label(name: str, label: str) -> str:
+    size = formats.nbytes(name)
+    return f"{label} ({size} byte{'' if size <= 1 else 's'})"
 
 
 def _reject(spec: ReportSpec, allowed: set[str], who: str) -> None:
@@ -55,7 +61,7 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     """Article A's four-layer network: P + G + O + A, with b from the precision and B from the batch."""
     _reject(spec, {"batch", "precision", "optimizer"}, "article A")
     precision = spec.regime.precision or "fp32"
-    if precision not in ELEMENT_BYTES:
+    if precision not in ARTICLE_A_PRECISIONS:
         raise ReportSpecError(f"{_where(spec)}regime.precision: article A stores every tensor with one element size; "
                         f"choose fp32, bf16 or fp16 (not {precision!r})")
     optimizer = spec.regime.optimizer or "adamw"
@@ -65,7 +71,7 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     batch = spec.regime.batch or 128
     picked = _values(spec, {d_in: 2048, d_h: 4096, n_out: 10}, {"B": "regime.batch", "b": "regime.precision",
                                                                  "N": "the network's widths"})
-    given = {**picked["values"], B: sympy.Integer(batch), b: sympy.Integer(ELEMENT_BYTES[precision])}
+    given = {**picked["values"], B: sympy.Integer(batch), b: formats.nbytes(precision)}
     notes = {**picked["notes"], B: "regime.batch" if spec.regime.batch else "the article's worked example",
              b: f"regime.precision = {precision}"}
     formula = totals[optimizer]
@@ -93,9 +99,9 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
         )),
         VariantGroup("Element size b", "The article says 2 bytes and multiplies by 4 (erratum 2); b is an input here.",
                      "bytes", tuple(
-            VariantRow(DTYPE_LABEL[size], f"b = {sympy.latex(size)}", total_with(b=size), "article-A",
+            VariantRow(_size_label(name, label), f"b = {sympy.latex(size)}", total_with(b=size), "article-A",
                        chosen=size == given[b])
-            for size in (sympy.Integer(4), sympy.Integer(2), sympy.Integer(1), sympy.Rational(1, 2)))),
+            for name, label in SIZE_ROWS for size in (formats.nbytes(name),))),
     ]
     return Scenario(
         model_name="Article A's four-layer network",
@@ -105,7 +111,7 @@ def article_a_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
                     ("parameters (weights only, as the article counts)", f"{_n(n_value)}"),
                     ("parameters with nn.Linear biases", f"{_n(with_bias)}")],
         regime_rows=[("mode", "training"), ("batch size B", str(batch)),
-                     ("element size b", f"{precision}: {ELEMENT_BYTES[precision]} bytes"),
+                     ("element size b", f"{precision}: {formats.nbytes(precision)} bytes"),
                      ("optimizer", {"adamw": "AdamW (O = 2P)", "sgd-momentum": "SGD with momentum (O = P)"}[optimizer])],
         steps=[Step(article_a.params, widths), Step(article_a.activation_elements, {**widths, B: given[B]})],
         variants=variants, errata_sources=["article-A"],

@@ -16,7 +16,7 @@ from typing import Any
 
 import sympy
 
-from .. import library, planning
+from .. import formats, library, planning
 from ..catalogs import GPU
 from ..core import symbols as symtab
 from ..core import values as vals
@@ -361,7 +361,7 @@ def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: di
             continue
         value, latex = _sum_terms(alt, WEIGHT_KEYS)
         rows.append(VariantRow(f"{dtype} weights (all: {_weight_parts(alt)})", latex, value,
-                               infer.WEIGHT_DTYPES[dtype].source, chosen=dtype == regime.weights))
+                               formats.get(dtype).source, chosen=dtype == regime.weights))
     groups = [VariantGroup("Weights: 16, 8 or 4 bits", "All weight memory per GPU: the transformer layers' weights "
                            "(int8 and int4 with one fp16 scale, and for int4 a zero point, per group of 128 weights) "
                            "plus the embeddings and LM head, kept in 16 bits. The breakdown lists these parts as "
@@ -377,5 +377,5 @@ def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: di
         groups.append(VariantGroup(
             "KV cache: element size", f"KV-cache memory per GPU for B = {regime.batch} sequences of S = "
             f"{regime.seq:,} tokens (grouped-query attention counted through a_kv).", "bytes", tuple(rows)))
-    groups.append(_rules_group(shape, plan, make, options, infer.WEIGHT_DTYPES[regime.weights].code_bytes))
+    groups.append(_rules_group(shape, plan, make, options, formats.nbytes(regime.weights)))
     return groups

@@ -24,6 +24,7 @@ from typing import Any
 
 import sympy
 
+from ... import formats
 from ...core.symbols import B, S
 from ...core.term import Term
 from .probes import SOURCE, GenericError, _first_line, _quiet, built_model, config_object
@@ -32,7 +33,8 @@ POINTS = ((1, 8), (1, 16))
 CHECK = (3, 24)
 WINDOW_KEYS = ("sliding_window", "attention_chunk_size", "sliding_window_size", "local_window_size")
 MAX_PROBE = 2**17  # the longest prefill measured (meta device: only shapes are computed)
-BYTES_PER_ELEMENT = 2  # the cache is measured with the model in bfloat16
+MEASURED_IN = "bf16"  # the cache is measured with the model in bfloat16
+BYTES_PER_ELEMENT = formats.nbytes(MEASURED_IN)
 
 
 @dataclass(frozen=True)
@@ -264,7 +266,7 @@ def _on(cls: Any, config: Any, device: str) -> Any:
     from transformers.initialization import no_init_weights
 
     with _quiet(), torch.device(device), no_init_weights():  # buffers (position ids) built, weights not initialised
-        return cls._from_config(config, dtype=torch.bfloat16).eval()
+        return cls._from_config(config, dtype=formats.torch_dtype(torch, MEASURED_IN)).eval()
 
 
 def cache_formula(data: Mapping[str, Any], architecture: str | None = None) -> CacheFormula:
