@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from symbolic import planning
+from symbolic import formats, planning
 from symbolic.cli import build_parser
 from symbolic.core.errors import UnknownNameError
 from symbolic.library import activations as acts
 from symbolic.library import activations_pytorch as pyacts
-from symbolic.library import inference, lora, optimizers, peak_pytorch, precision
+from symbolic.library import inference, optimizers, peak_pytorch, precision
 from symbolic.options import records
 from symbolic.options import table as opts
 from symbolic.planning import regime
@@ -33,7 +33,7 @@ OWNERS = {"precision": (precision, "PRECISIONS"), "optimizer": (optimizers, "OPT
           "grads": (precision, "GRADS"), "recompute": (acts, "RECOMPUTE"), "logits": (acts, "LOGITS"),
           "activations": (acts, "MODELS"), "attn": (pyacts, "ATTENTION"), "device": (pyacts, "DEVICES"),
           "dropout_masks": (pyacts, "DROPOUT_MASKS"), "loss": (pyacts, "LOSSES"),
-          "adapter_dtype": (lora, "ADAPTER_BYTES"), "weights": (inference, "WEIGHT_DTYPES"),
+          "weights": (inference, "WEIGHT_DTYPES"),
           "kv_dtype": (inference, "KV_DTYPES")}
 
 
@@ -162,7 +162,8 @@ def test_report_regime_keys_are_the_table() -> None:
 
 def test_allowed_values_equal_the_owning_modules_lists() -> None:
     choices = {o.name for o in opts.OPTIONS if o.kind == "choice"}
-    assert choices == set(OWNERS)
+    assert choices == set(OWNERS) | {"adapter_dtype"}
+    assert opts.get("adapter_dtype").choices == formats.names("adapter")  # the formats table owns it
     for name, (module, attribute) in OWNERS.items():
         assert opts.get(name).choices == tuple(getattr(module, attribute)), name
     assert regime.PYTORCH_OPTIMIZERS == peak_pytorch.OPTIMIZERS
@@ -178,6 +179,10 @@ for module, attribute in set(owners.values()):
     lib = importlib.import_module(module)
     value = getattr(lib, attribute)
     setattr(lib, attribute, {{**value, "probe": 0}} if isinstance(value, dict) else (*value, "probe"))
+import dataclasses
+from symbolic.formats import table as formats_table
+formats_table.FORMATS["probe"] = dataclasses.replace(formats_table.FORMATS["bf16"], name="probe", roles=("adapter",))
+owners["adapter_dtype"] = ("symbolic.formats", "FORMATS")
 assert "symbolic.options.table" not in sys.modules
 from symbolic.options import table
 print(json.dumps(sorted(name for name in owners if "probe" not in table.get(name).choices)))
