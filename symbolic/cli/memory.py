@@ -61,7 +61,7 @@ def _gpu_fraction(text: str) -> object:
     from ..catalogs.budget import as_fraction
 
     try:
-        return as_fraction(text, "--gpu-fraction")
+        return as_fraction(text, "F")
     except ValueError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 

@@ -421,8 +421,9 @@ class _Checker:
                 continue
             out.append(self.gpu_table(item, at, index))
         names = [g.name for g in out]
-        for name in names:
-            if names.count(name) > 1:
+        shown = [(g.name, g.fraction, tuple(r.name for r in g.reserve)) for g in out]  # one GPU, two budgets: two rows
+        for name, row in zip(names, shown):
+            if shown.count(row) > 1:
                 raise self.fail(where, f"{name!r} is listed twice")
         return tuple(out)
 
