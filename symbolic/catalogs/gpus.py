@@ -86,15 +86,16 @@ def family(key: str) -> list[str]:
 def capacity(text: str, source: str = "a capacity given on the command line or in Python") -> GPU:
     """A GPU known only by its memory ("80GiB", "141 GB"): no FLOP or bandwidth rates.
 
-    The text needs a unit: a bare "80" is refused (80 bytes is never meant).
+    The text needs a unit: a bare "80" is refused (80 bytes is never meant). A size that is not a
+    whole number of bytes ("20.24GiB", as tools print it) is rounded down, and the note says so.
     """
-    from ..core.units import format_bytes, parse_size
+    from ..core.units import floor_size, format_bytes
 
-    size = parse_size(text.strip(), flag="GPU")
+    size, rounded = floor_size(text.strip(), flag="GPU")
     shown = format_bytes(size)
     name = "".join(text.split())  # "80 GiB" and "80\nGiB" (a size allows any blank) are "80GiB"
-    return GPU(name, f"a GPU with {shown} of memory", " ".join(text.split()), size, GIVEN, source,
-               "capacity only: no FLOP or bandwidth rates")
+    note = "; ".join(n for n in ("capacity only: no FLOP or bandwidth rates", rounded) if n)
+    return GPU(name, f"a GPU with {shown} of memory", " ".join(text.split()), size, GIVEN, source, note)
 
 
 def get(name: str) -> GPU:

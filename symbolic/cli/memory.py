@@ -30,7 +30,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..catalogs import GPU
+    from ..catalogs import Budget
     from ..planning import Plan
 
 
@@ -54,6 +54,46 @@ def _fraction(text: str) -> float:
         return opts.parse_fraction("value", text)
     except opts.PlanOptionError:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to below 1, got {quote(text)}") from None
+
+
+def _gpu_fraction(text: str) -> object:
+    """--gpu-fraction: 0 < F ≤ 1 (a decimal such as 0.9), refused in one line otherwise."""
+    from ..catalogs.budget import as_fraction
+
+    try:
+        return as_fraction(text, "F")
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_budget_options(p: argparse.ArgumentParser) -> None:
+    """--gpu-fraction and --reserve: what of --gpu's memory a plan may use (``catalogs.budget``)."""
+    p.add_argument("--gpu-fraction", dest="gpu_fraction", type=_gpu_fraction, metavar="F",
+                   help="use this fraction of --gpu's memory, 0 < F ≤ 1 (as vLLM's gpu_memory_utilization; "
+                        "default 1, all of it)")
+    p.add_argument("--reserve", action="append", metavar="NAME=SIZE",
+                   help="memory something else holds, subtracted from --gpu's (after --gpu-fraction); "
+                        "repeatable, e.g. --reserve other-process=2GiB")
+
+
+def budget_of(args: argparse.Namespace) -> Budget | None:
+    """The Budget --gpu, --gpu-fraction and --reserve give (None without --gpu)."""
+    from ..catalogs.budget import make_budget, parse_reserve
+
+    fraction, reserve = getattr(args, "gpu_fraction", None), getattr(args, "reserve", None) or []
+    if not args.gpu:
+        if fraction is not None or reserve:
+            raise CliError(f"{'--gpu-fraction' if fraction is not None else '--reserve'} needs --gpu (the GPU whose "
+                           "memory it divides)")
+        return None
+    return make_budget(args.gpu, 1 if fraction is None else fraction, [parse_reserve(r) for r in reserve],
+                       source="given on the command line")
+
+
+def print_budget(budget: Budget) -> None:
+    """The budget's own lines under an answer: how its bytes follow from the GPU, and each rounding."""
+    for line in budget.lines():
+        print(f"  budget: {line}")
 
 
 def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bool = True) -> None:
@@ -97,7 +137,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("memory", help="per-GPU memory of a model: every term and the total",
                        description="Per-GPU training or inference memory of a preset or config.json, term by term.")
     add_plan_options(p)
-    p.add_argument("--gpu", help="check the total against a GPU of the catalogue ('symbolic gpus')")
+    p.add_argument("--gpu", help="check the total against a GPU of the catalogue ('symbolic gpus'), a size such as "
+                                 "20.24GiB (rounded down to whole bytes) or a custom GPU .toml file")
+    add_budget_options(p)
     p.add_argument("--formula", action="store_true", help="show the formula behind each number, and each phase's")
     add_check(p)
     add_term_options(p)
@@ -107,7 +149,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="largest batch or context, or fewest GPUs, that fit a GPU",
                        description="Solve the per-GPU memory formula against a GPU's capacity.")
     add_plan_options(p)
-    p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus')")
+    p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus'), a size such as 20.24GiB "
+                                                "(rounded down to whole bytes) or a custom GPU .toml file")
+    add_budget_options(p)
     p.add_argument("--for", dest="question", required=True, choices=("batch", "seq", "gpus"),
                    help="batch: largest micro-batch; seq: longest context; gpus: fewest GPUs")
     p.add_argument("--over", choices=("auto", "dp", "tp", "pp"), default="auto",
@@ -142,9 +186,9 @@ def _choices_text(plan: Plan) -> str:
     return body + "\n  (* = default)"
 
 
-def _fit_line(plan: Plan, gpu: GPU) -> str:
-    fit = plan.fit(gpu)
-    head = f"  on {gpu.name} ({gpu.bytes:,} bytes = {format_bytes(gpu.bytes)}, {gpu.basis}): "
+def _fit_line(plan: Plan, budget: Budget) -> str:
+    fit = plan.fit(budget)
+    head = f"  on {budget.label} ({budget.bytes:,} bytes = {format_bytes(budget.bytes)}, {budget.gpu.basis}): "
     if fit.fits:
         return head + f"fits, headroom {format_bytes(fit.headroom)} ({fit.headroom:,} bytes)"
     return head + f"does NOT fit: {format_bytes(-fit.headroom)} over ({-fit.headroom:,} bytes)"
@@ -158,7 +202,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         return generic_memory.cmd_memory(args, plan_options(args))
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")
-    gpu = planning.gpu(args.gpu) if args.gpu else None
+    gpu = budget_of(args)
     plan = planning.plan(args.model, args.mode, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
@@ -188,6 +232,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
         print(table(rows, "<>>"))
     if gpu is not None:
         print(_fit_line(plan, gpu))
+        print_budget(gpu)
     for note in plan.notes:
         print(f"  note: {note}")
     return check_exit(args, fits)
@@ -264,12 +309,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     options = plan_options(args)
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")
+    budget = budget_of(args)
     if args.question == "batch":
-        answer = planning.fit_batch(args.model, args.gpu, args.mode, **options)
+        answer = planning.fit_batch(args.model, budget, args.mode, **options)
     elif args.question == "seq":
-        answer = planning.fit_seq(args.model, args.gpu, args.mode, **options)
+        answer = planning.fit_seq(args.model, budget, args.mode, **options)
     else:
-        answer = planning.fit_gpus(args.model, args.gpu, args.mode, args.over, **options)
+        answer = planning.fit_gpus(args.model, budget, args.mode, args.over, **options)
     fits = answer.plan is not None and answer.status == "ok"
     if args.question != "seq":  # a solved context says so in the answer itself
         shape = planning.load(args.model)  # the answer may have no plan: nothing fits
@@ -278,8 +324,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer.as_dict())
         return check_exit(args, fits)
-    print(f"{answer.plan.model.name if answer.plan else single_line(args.model)} on {answer.gpu.name} "
-          f"({answer.gpu.bytes:,} bytes = {format_bytes(answer.gpu.bytes)}): {answer.message}")
+    limit = answer.limit
+    print(f"{answer.plan.model.name if answer.plan else single_line(args.model)} on {limit.label} "
+          f"({limit.bytes:,} bytes = {format_bytes(limit.bytes)}): {answer.message}")
+    if not quiet(args):
+        print_budget(limit)
     if answer.plan is not None and not quiet(args):  # --quiet: the answer line only
         print(_choices_text(answer.plan))
         _print_terms(answer.plan, False)

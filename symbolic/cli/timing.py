@@ -62,7 +62,10 @@ def _real(text: str) -> float:
 
 
 def _add_rate_flags(p: argparse.ArgumentParser) -> None:
+    from . import memory
+
     p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus') or a custom GPU .toml file")
+    memory.add_budget_options(p)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--mfu", type=_real, help="efficiency of the compute alone (0 < F ≤ 1); communication and the "
                                              "pipeline bubble are modelled on top")
@@ -119,10 +122,10 @@ _UNITS = {"flops_per_token": "FLOPs", "flops_per_step": "FLOPs", "step_seconds":
 
 def cmd_time(args: argparse.Namespace) -> int:
     from ..planning import time as ptime
-    from .memory import warn_plan_context
+    from .memory import budget_of, warn_plan_context
 
     options = memory_options(args)
-    result = ptime.time_plan(args.model, args.gpu, args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
+    result = ptime.time_plan(args.model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
                              achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
                              **options)
     warn_plan_context(args, result.memory)
@@ -141,7 +144,7 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
     print(f"{result.model}: {what} on {r.gpus} × {result.gpu.name} (dp {r.dp} × tp {r.tp} × pp {r.pp}), {rate}")
     rows = [("figure", "value", "unit")]
     rows += [(k, _fmt(float(v)), _UNITS.get(k, "")) for k, v in result.figures.items() if v is not None]
-    rows.append(("memory_per_gpu", f"{result.memory.total:,}", "bytes" + ("" if result.memory.total <= result.gpu.bytes
+    rows.append(("memory_per_gpu", f"{result.memory.total:,}", "bytes" + ("" if result.memory.total <= result.limit.bytes
                                                                        else " (does NOT fit)")))
     print(table(rows, "<><"))
     step = result.formulas.get("step_seconds") or result.formulas.get("decode_seconds")
@@ -164,6 +167,7 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from ..planning import load, search
     from .common import warn_context
+    from .memory import budget_of
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
@@ -171,7 +175,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     seq = options.pop("seq", None)
     if seq is None:
         raise CliError("plan needs --seq (tokens per sequence)")
-    result = search.search(args.model, args.gpu, seq=seq, global_batch=args.global_batch, gpus=args.gpus,
+    result = search.search(args.model, budget_of(args), seq=seq, global_batch=args.global_batch, gpus=args.gpus,
                            max_gpus=args.max_gpus, tokens=args.tokens, mfu=args.mfu,
                            achieved_tflops=args.achieved_tflops, price=args.price, objective=args.objective,
                            top=args.top, compute=args.compute_dtype, **options)
@@ -183,7 +187,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if quiet(args):  # the essential line: the best layout
         print(_best_line(result))
         return 0
-    print(f"{result.model} on {result.gpu.name}: {result.considered} layouts, {result.fitting} fit; best by "
+    print(f"{result.model} on {result.limit.label}: {result.considered} layouts, {result.fitting} fit; best by "
           f"{result.objective}")
     if not result.layouts:
         print("  nothing fits: more GPUs, a smaller micro-batch or sequence, or --offload")
@@ -215,7 +219,7 @@ def _best_line(result: object) -> str:
     """One line: the best layout of a search (what --quiet prints)."""
     from ..core.units import format_bytes
 
-    head = f"{result.model} on {result.gpu.name}"  # type: ignore[attr-defined]
+    head = f"{result.model} on {result.limit.label}"  # type: ignore[attr-defined]
     if not result.layouts:  # type: ignore[attr-defined]
         return f"{head}: nothing fits"
     lay = result.layouts[0]  # type: ignore[attr-defined]

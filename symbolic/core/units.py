@@ -33,6 +33,31 @@ def parse_size(text: str, flag: str | None = None) -> int:
     far more often a slip for 80GiB than a budget of 80 bytes, so bytes must be written "80B".
     Python callers pass no ``flag``: a bare number is bytes, as everywhere in the API.
     """
+    value = exact_size(text, flag)
+    if value.denominator != 1:
+        raise SizeError(f"size {quote(text)} is not a whole number of bytes")
+    return int(value)
+
+
+def floor_size(text: str, flag: str | None = None) -> tuple[int, str]:
+    """Whole bytes from a size, rounded down, and a note saying so when it was not whole ("" when it was).
+
+    '20.24GiB' is 21,732,357,570.56 bytes: a capacity can be given as a GPU's tools print it, and
+    the fraction of a byte dropped (never more than a budget holds). Less than one byte is refused.
+    """
+    value = exact_size(text, flag)
+    whole = value.numerator // value.denominator
+    if whole < 1:
+        raise SizeError(f"size {quote(text)} is less than one byte")
+    if value.denominator == 1:
+        return whole, ""
+    number, unit = _SIZE.match(text).groups()  # type: ignore[union-attr]  (exact_size matched it)
+    shown = f"{number} {unit}".strip()
+    return whole, f"{shown} is {exact_decimal_text(value)} bytes; rounded down to {whole:,}"
+
+
+def exact_size(text: str, flag: str | None = None) -> Fraction:
+    """The exact number of bytes a size names (a fraction of a byte kept), checked: positive, at most 2**80."""
     shown = quote(text)
     if len(text) > MAX_SIZE_TEXT:
         raise SizeError(f"size {shown} is too long: sizes are at most {MAX_SIZE_TEXT} characters, e.g. 80GiB")
@@ -50,9 +75,18 @@ def parse_size(text: str, flag: str | None = None) -> int:
         raise SizeError(f"size {shown} must be positive")
     if value > MAX_BYTES:
         raise SizeError(f"size {shown} is implausibly large: the largest size accepted is 2**80 bytes (1 YiB)")
-    if value.denominator != 1:
-        raise SizeError(f"size {shown} is not a whole number of bytes")
-    return int(value)
+    return value
+
+
+def exact_decimal_text(value: Fraction) -> str:
+    """'21,732,357,570.56': an exact number whose denominator has only the factors 2 and 5, in full."""
+    whole, rest = divmod(value, 1)
+    digits = ""
+    while rest and len(digits) < MAX_SIZE_TEXT:  # decimal sizes end within a few dozen digits
+        rest *= 10
+        digit, rest = divmod(rest, 1)
+        digits += str(digit)
+    return f"{int(whole):,}" + (f".{digits}" if digits else "") + ("…" if rest else "")
 
 
 def no_unit_message(what: str, number: str) -> str:

@@ -34,6 +34,8 @@ and the report call exactly these)::
     planning.fit_seq("llama-3-8b", "h100-80gb", mode="infer", batch=8)
     planning.fit_gpus("llama-3-70b", "h100-80gb", over="dp")                # ZeRO-3 by default
     planning.fit_batch("llama-3-8b", "80GiB", seq=4096)   # a capacity instead of a catalogue GPU
+    planning.fit_batch("llama-3-8b", planning.budget("l4", fraction=0.9, reserve={"other": "1GiB"}),
+                       mode="infer")   # a Budget: 90 % of an L4 less 1 GiB (plan.fit, time, search take one too)
     planning.gpu("h100-80gb"), planning.gpus()                               # the catalogue
 
 ``model`` is a preset name, a path to a ``config.json``, a ``ModelSpec`` or a ``ModelShape``.
@@ -71,8 +73,9 @@ change nothing and what the plan leaves out. Approximations are named where they
 
 from __future__ import annotations
 
-from ..catalogs import GPU, GPUS
+from ..catalogs import GPU, GPUS, Budget
 from ..catalogs import get as gpu
+from ..catalogs import make_budget as budget
 from ..networks.shape import ModelShape, load
 from ..options import table as _options
 from ..options.table import PlanOptionError
@@ -99,12 +102,12 @@ def _maker(mode: str):  # noqa: ANN202
     return make
 
 
-def _gpu(value: object) -> GPU:
-    """A GPU of the catalogue (or its name), or just a capacity: "80GiB", bytes, a pint quantity."""
+def _gpu(value: object) -> GPU | Budget:
+    """A GPU of the catalogue (or its name), a Budget of one, or just a capacity: "80GiB", bytes, a pint quantity."""
     from ..core.errors import UnknownNameError
     from ..math import quantities
 
-    if isinstance(value, GPU):
+    if isinstance(value, (GPU, Budget)):
         return value
     if isinstance(value, str):
         try:
@@ -146,5 +149,6 @@ def gpus() -> list[GPU]:
     return list(GPUS.values())
 
 
-__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Plan", "Regime",
-           "SavedActivations", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]
+__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Budget", "Fit", "GPU", "ModelShape", "Plan",
+           "Regime", "SavedActivations", "budget", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load",
+           "plan", "resolve"]

@@ -46,7 +46,7 @@ from fractions import Fraction
 import sympy
 
 from .. import formats
-from ..catalogs import GPU
+from ..catalogs import GPU, Budget, as_budget
 from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
@@ -74,14 +74,23 @@ class Fit:
     gpu: GPU
     total: int
     fits: bool
-    headroom: int  # capacity − total; negative when it does not fit
+    headroom: int  # budget − total; negative when it does not fit
+    budget: Budget | None = None  # what the total was checked against (None: all of ``gpu``)
+
+    @property
+    def limit(self) -> Budget:
+        """The budget checked against: the whole GPU unless a fraction or reservations were given."""
+        return self.budget if self.budget is not None else as_budget(self.gpu)
 
     def as_dict(self) -> dict[str, object]:
-        return {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom": self.headroom, "headroom_bytes": self.headroom,
-                "headroom_human": format_bytes(self.headroom)}
+        data: dict[str, object] = {"gpu": self.gpu.as_dict(), "fits": self.fits, "headroom": self.headroom,
+                                   "headroom_bytes": self.headroom, "headroom_human": format_bytes(self.headroom)}
+        if self.limit.notes or not self.limit.whole:
+            data["budget"] = self.limit.as_dict()
+        return data
 
     def __repr__(self) -> str:  # display methods: symbolic.text.display renders
-        return display.short("Fit", self.gpu.name, f"fits={self.fits}", f"headroom {format_bytes(self.headroom)}")
+        return display.short("Fit", self.limit.label, f"fits={self.fits}", f"headroom {format_bytes(self.headroom)}")
 
     def _repr_html_(self) -> str:
         return display.html(display.fit_table(self))
@@ -207,10 +216,10 @@ class Plan:
     def host_total(self) -> int:
         return sum(self.host_terms().values())
 
-    def fit(self, gpu: GPU) -> Fit:
-        """Does the plan's peak fit ``gpu``? Headroom = capacity − peak."""
-        total = self.total
-        return Fit(gpu, total, total <= gpu.bytes, gpu.bytes - total)
+    def fit(self, gpu: GPU | Budget) -> Fit:
+        """Does the plan's peak fit ``gpu`` (a GPU, or a Budget of one)? Headroom = usable bytes − peak."""
+        total, budget = self.total, as_budget(gpu)
+        return Fit(budget.gpu, total, total <= budget.bytes, budget.bytes - total, budget)
 
     def solve(self, symbol: str, budget: object) -> Solution:
         """Largest whole value of ``symbol`` (e.g. "B", "S") with the peak within ``budget`` bytes."""
@@ -269,7 +278,7 @@ class Plan:
         keys = set(runtime_keys())
         return sum(v for k, v in self.terms().items() if k in keys)
 
-    def as_dict(self, gpu: GPU | None = None, formulas: bool = False) -> dict[str, object]:
+    def as_dict(self, gpu: GPU | Budget | None = None, formulas: bool = False) -> dict[str, object]:
         """Plain data for JSON and reports: the peak, its phases, terms, choices, values; fit with ``gpu``."""
         evaluation = self.evaluate()
         found = self.phase_bytes()

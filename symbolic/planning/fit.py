@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import sympy
 
-from ..catalogs import GPU
+from ..catalogs import GPU, Budget, as_budget
 from ..core.symbols import n_d
 from ..core.units import format_bytes
 from ..networks.shape import ModelShape, divisors, trained_phrase
@@ -42,32 +42,42 @@ class Answer:
     plan: Plan | None  # the plan at the answer
     next_total: int | None  # per-GPU bytes one step further (batch/seq + 1, degree one smaller)
     message: str
+    budget: Budget | None = None  # what was solved against (None: all of ``gpu``)
+
+    @property
+    def limit(self) -> Budget:
+        """The budget solved against: the whole GPU unless a fraction or reservations were given."""
+        return self.budget if self.budget is not None else as_budget(self.gpu)
 
     def as_dict(self) -> dict[str, object]:
+        limit = self.limit.bytes
         data: dict[str, object] = {
-            "question": self.question, "gpu": self.gpu.name, "capacity_bytes": self.gpu.bytes, "status": self.status,
+            "question": self.question, "gpu": self.gpu.name, "capacity_bytes": limit, "status": self.status,
             "value": self.value, "over": self.over, "gpus": self.gpus, "message": self.message,
             "next_total_bytes": self.next_total,
         }
+        if self.limit.notes or not self.limit.whole:
+            data["budget"] = self.limit.as_dict()
         if self.plan is not None:
             data["total_bytes"] = self.plan.total  # the peak of a step: the largest phase
             data["phases"] = self.plan.phase_bytes()
             data["peak_phase"] = self.plan.peak_phase
-            data["headroom_bytes"] = self.gpu.bytes - self.plan.total
+            data["headroom_bytes"] = limit - self.plan.total
             data["options"] = self.plan.regime.options()
         return data
 
     def table(self) -> display.Table:
         """The answer, the GPU and the per-GPU memory at the answer, as plain table data."""
         total = self.plan.total if self.plan is not None else None
-        headroom = self.gpu.bytes - total if total is not None else None
+        limit = self.limit.bytes
+        headroom = limit - total if total is not None else None
         rows = (("question", self.question, ""), ("status", self.status, ""), ("answer", self.value, ""),
-                ("varied", self.over, ""), ("GPUs", self.gpus, ""), ("capacity", self.gpu.bytes, self.gpu.bytes),
+                ("varied", self.over, ""), ("GPUs", self.gpus, ""), ("capacity", limit, limit),
                 ("per-GPU total", total, total), ("headroom", headroom, headroom),
                 ("one step further", self.next_total, self.next_total))
         rows = tuple((n, v, display.cell_text(s, "bytes") if s != "" else "") for n, v, s in rows
                      if v is not None or n in ("answer",))
-        return display.Table(self.message, (("", ""), ("value", ""), ("shown", "IEC")), rows)
+        return display.Table(self.message, (("", ""), ("value", ""), ("shown", "IEC")), rows, notes=self.limit.notes)
 
     def _repr_html_(self) -> str:
         return display.html(self.table())
@@ -77,36 +87,43 @@ class Answer:
         return display.frame(self.table())
 
     def __repr__(self) -> str:
-        return display.short("Answer", f"{self.question} on {self.gpu.name}", f"status={self.status}",
+        return display.short("Answer", f"{self.question} on {self.limit.label}", f"status={self.status}",
                              f"value={self.value}", self.message)
 
 
 PlanMaker = Callable[..., Plan]
 
 
-def largest(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, options: dict[str, object]) -> Answer:
-    """The largest batch (``question`` "batch") or context ("seq") that fits ``gpu``."""
+def largest(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, question: str,
+            options: dict[str, object]) -> Answer:
+    """The largest batch (``question`` "batch") or context ("seq") that fits ``gpu`` (or a Budget of one)."""
+    budget = as_budget(gpu)
+    return replace(_largest(make, model, budget, question, options), budget=budget)
+
+
+def _largest(make: PlanMaker, model: ModelShape, budget: Budget, question: str,
+             options: dict[str, object]) -> Answer:
     symbol, option = {"batch": ("B", "batch"), "seq": ("S", "seq")}[question]
     if options.get(option) is not None:
         raise PlanOptionError(f"{option} is what is solved for; do not also give it")
     start = make(model, **{**options, option: 1})
-    solution = start.solve(symbol, gpu.bytes)
+    solution = start.solve(symbol, budget.bytes)
     limit, why = _seq_limit(model) if question == "seq" else (None, "")
     if solution.status != "ok" or solution.value is None:
         if solution.status == "unbounded" and limit:
-            return _at(make, model, gpu, question, option, limit, options, f"every {option} fits; {why}")
-        return Answer(question, gpu, solution.status, None, None, None, None,
-                      _int(solution.total_at_next), f"{option}: {solution.message} on {gpu.name}")
+            return _at(make, model, budget, question, option, limit, options, f"every {option} fits; {why}")
+        return Answer(question, budget.gpu, solution.status, None, None, None, None,
+                      _int(solution.total_at_next), f"{option}: {solution.message} on {budget.label}")
     value = solution.value
     if limit and value > limit:
-        return _at(make, model, gpu, question, option, limit, options, f"{option} {value} would fit; {why}")
+        return _at(make, model, budget, question, option, limit, options, f"{option} {value} would fit; {why}")
     at, nxt = _pair(solution.total_at_value, solution.total_at_next)
-    message = f"largest {option} that fits {gpu.name} is {value} ({at}; {value + 1} needs {nxt})"
+    message = f"largest {option} that fits {budget.label} is {value} ({at}; {value + 1} needs {nxt})"
     trained = model.trained_context if question == "seq" else None
     if trained is not None and value > trained:
         # rotary models run past it (often with degraded quality or a scaling scheme): a warning, not a cap
         message += f"; beyond {trained_phrase(trained, model.name)}"
-    answer = _at(make, model, gpu, question, option, value, options, message)
+    answer = _at(make, model, budget, question, option, value, options, message)
     return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
 
 
@@ -117,15 +134,21 @@ def _seq_limit(model: ModelShape) -> tuple[int, str]:
     return MAX_SEQ, f"the planner's bound of {MAX_SEQ:,} tokens is the limit (plan_options.MAX_SEQ)"
 
 
-def _at(make: PlanMaker, model: ModelShape, gpu: GPU, question: str, option: str, value: int,
+def _at(make: PlanMaker, model: ModelShape, budget: Budget, question: str, option: str, value: int,
         options: dict[str, object], message: str) -> Answer:
     plan = make(model, **{**options, option: value})
-    return Answer(question, gpu, "ok", value, None, plan.regime.gpus, plan, None, message)
+    return Answer(question, budget.gpu, "ok", value, None, plan.regime.gpus, plan, None, message)
 
 
-def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
+def fewest(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, over: str, mode: str,
            options: dict[str, object]) -> Answer:
-    """The fewest GPUs of ``gpu``'s kind: over data parallel with ZeRO, or tensor/pipeline degrees."""
+    """The fewest GPUs of ``gpu``'s kind (each within its Budget): over data parallel with ZeRO, or tp/pp degrees."""
+    budget = as_budget(gpu)
+    return replace(_fewest_any(make, model, budget, over, mode, options), budget=budget)
+
+
+def _fewest_any(make: PlanMaker, model: ModelShape, budget: Budget, over: str, mode: str,
+                options: dict[str, object]) -> Answer:
     if over not in OVER:
         raise PlanOptionError(f"unknown over {over!r}; choose from {', '.join(OVER)}")
     if over == "auto":
@@ -133,20 +156,20 @@ def fewest(make: PlanMaker, model: ModelShape, gpu: GPU, over: str, mode: str,
     if options.get(over) is not None:
         raise PlanOptionError(f"{over} is what is solved for; do not also give it")
     if over == "dp":
-        return _fewest_dp(make, model, gpu, mode, options)
+        return _fewest_dp(make, model, budget, mode, options)
     candidates = _candidates(model, over, mode)
     previous = None
     for degree in candidates:
         plan = make(model, **{**options, over: degree})
-        if plan.total <= gpu.bytes:
-            return Answer("gpus", gpu, "ok", degree, over, plan.regime.gpus, plan, previous,
-                          f"{over} {degree} fits {gpu.name}: {_plural(plan.regime.gpus)}, {format_bytes(plan.total)} each")
+        if plan.total <= budget.bytes:
+            return Answer("gpus", budget.gpu, "ok", degree, over, plan.regime.gpus, plan, previous,
+                          f"{over} {degree} fits {budget.label}: {_plural(plan.regime.gpus)}, {format_bytes(plan.total)} each")
         previous = plan.total
-    return Answer("gpus", gpu, "none", None, over, None, None, previous,
-                  f"no {over} degree the model allows ({', '.join(map(str, candidates))}) fits {gpu.name}")
+    return Answer("gpus", budget.gpu, "none", None, over, None, None, previous,
+                  f"no {over} degree the model allows ({', '.join(map(str, candidates))}) fits {budget.label}")
 
 
-def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options: dict[str, object]) -> Answer:
+def _fewest_dp(make: PlanMaker, model: ModelShape, budget: Budget, mode: str, options: dict[str, object]) -> Answer:
     if mode != "train":
         raise PlanOptionError("inference replicas each hold the whole model: use --over tp or pp")
     options = dict(options)
@@ -155,26 +178,26 @@ def _fewest_dp(make: PlanMaker, model: ModelShape, gpu: GPU, mode: str, options:
     if options["zero"] == 0:
         raise PlanOptionError("without ZeRO (stage 0) more data-parallel GPUs do not reduce per-GPU memory")
     single = make(model, **{**options, "zero": 0, "dp": 1})
-    if single.total <= gpu.bytes:
-        return Answer("gpus", gpu, "ok", 1, "dp", single.regime.gpus, single, None,
-                      f"one {gpu.name} is enough without sharding: {format_bytes(single.total)}")
+    if single.total <= budget.bytes:
+        return Answer("gpus", budget.gpu, "ok", 1, "dp", single.regime.gpus, single, None,
+                      f"one {budget.label} is enough without sharding: {format_bytes(single.total)}")
     base = make(model, **{**options, "dp": 2})  # dp > 1, so every sharded and ZeRO-3 term is present
     given = {k: v for k, v in base.values.items() if k != "n_d"}
-    capacity = sympy.Integer(gpu.bytes)
+    capacity = sympy.Integer(budget.bytes)
     expr = base.formula.subs(given)  # the peak: every phase's A + C/N_d, and their maximum
     floor = expr.xreplace({n_d: sympy.oo})  # the part no data-parallel degree shards
     if floor >= capacity:
-        return Answer("gpus", gpu, "none", None, "dp", None, None, None,
+        return Answer("gpus", budget.gpu, "none", None, "dp", None, None, None,
                       f"even unlimited data parallelism (ZeRO-{options['zero']}) leaves {format_bytes(floor)} per GPU "
-                      f"that is not sharded, more than {gpu.name}'s {format_bytes(capacity)}")
+                      f"that is not sharded, more than {budget.label}'s {format_bytes(capacity)}")
     degree = _fewest(expr, capacity)
     plan = make(model, **{**options, "dp": degree})
     while plan.total > capacity:  # guards the closed form against rounding (and NCCL's share growing with ranks)
         degree += 1
         plan = make(model, **{**options, "dp": degree})
     smaller = _int(expr.xreplace({n_d: degree - 1})) if degree > 1 else None
-    return Answer("gpus", gpu, "ok", degree, "dp", plan.regime.gpus, plan, smaller,
-                  f"dp {degree} with ZeRO-{options['zero']} fits {gpu.name}: {_plural(plan.regime.gpus)}, "
+    return Answer("gpus", budget.gpu, "ok", degree, "dp", plan.regime.gpus, plan, smaller,
+                  f"dp {degree} with ZeRO-{options['zero']} fits {budget.label}: {_plural(plan.regime.gpus)}, "
                   f"{format_bytes(plan.total)} each (the unsharded part is {format_bytes(floor)})")
 
 

@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from ..catalogs import GPU
-from ..catalogs import get as get_gpu
+from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
 from ..library.timing import P_gpu
 from ..networks.shape import divisors
@@ -69,11 +68,20 @@ class SearchResult:
     layouts: list[dict[str, object]]
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    budget: Budget | None = None  # what each layout's memory was checked against (None: all of ``gpu``)
+
+    @property
+    def limit(self) -> Budget:
+        """The budget each layout was checked against: the whole GPU unless a fraction or reservations were given."""
+        return self.budget if self.budget is not None else as_budget(self.gpu)
 
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
-        return {"model": self.model, "gpu": self.gpu.name, "objective": self.objective, "considered": self.considered,
+        data = {"model": self.model, "gpu": self.gpu.name, "objective": self.objective, "considered": self.considered,
                 "fitting": self.fitting, "layouts": self.layouts, "notes": list(self.notes)}
+        if self.limit.notes or not self.limit.whole:
+            data["budget"] = self.limit.as_dict()
+        return data
 
 
 def _gpu_counts(gpus: int | None, max_gpus: int | None, per_node: int) -> list[int]:
@@ -349,17 +357,18 @@ def _links(gpu: GPU, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "W_pp": pick(spans_pp, "pipeline")}
 
 
-def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: int | None = None,
+def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: int, gpus: int | None = None,
            max_gpus: int | None = None, tokens: int | None = None, mfu: float | None = None,
            achieved_tflops: float | None = None, price: float | None = None, objective: str = "time",
            top: int | None = 10, compute: str | None = None, **options: object) -> SearchResult:
-    """The layouts that fit ``gpu``, ranked by ``objective`` (time to train, or cost)."""
+    """The layouts that fit ``gpu`` (or a Budget of one), ranked by ``objective`` (time to train, or cost)."""
     import time as clock
 
     import numpy as np
 
     started = clock.perf_counter()
-    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    budget = ptime.to_budget(gpu)
+    gpu = budget.gpu
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective {objective!r}; choose from {', '.join(OBJECTIVES)}")
     if objective == "cost" and price is None:
@@ -382,13 +391,13 @@ def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: 
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
-                            ["no layout divides the global batch and the model's heads and layers"])
+                            ["no layout divides the global batch and the model's heads and layers"], budget)
     # loaded once, not per structure; the name the caller gave keys the session cache
     loaded = (shape, ptime._spec(model), model) if isinstance(model, str) else model
     memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
                                      compute=compute)
     notes += [f"skipped {reason}" for reason in skipped[:3]]
-    fits = np.array([m is not None and int(m) <= gpu.bytes for m in memory])
+    fits = np.array([m is not None and int(m) <= budget.bytes for m in memory])
     memory = np.array([m if m is not None else 2**62 for m in memory], dtype=object)
     n = np.array([lay["gpus"] for lay in layouts], dtype=np.float64)
     tokens_step = float(global_batch * seq)
@@ -414,9 +423,10 @@ def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: 
         if cost is not None:
             row["cost"] = float(cost[i])
         rows.append(row)
-    notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {gpu.name} ({gpu.bytes:,} bytes)")
+    notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {budget.label} ({budget.bytes:,} bytes)")
+    notes += ptime.budget_notes(budget)
     if not idx and "offload" not in options:  # offload where it matters: only when nothing fits without it
-        again = search(model, gpu, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
+        again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
                        mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
                        compute=compute, **pins, **options, offload=True)
         if again.fitting:
@@ -424,7 +434,8 @@ def search(model: object, gpu: GPU | str, *, seq: int, global_batch: int, gpus: 
                                   "states in host memory (ZeRO-Offload), whose host traffic the step time leaves out")
             again.considered += len(layouts)
             return again
-    return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes)
+    return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes,
+                        budget)
 
 
 def frontier(layouts: list[dict[str, object]], x: str = "train_seconds", y: str = "cost") -> list[int]:

@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from .. import formats
-from ..catalogs import GPU
-from ..catalogs import get as get_gpu
+from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
 from ..core.symbols import B, L, N, N_gpu, S, declare, n_d, n_mb, p, t
 from ..core.term import Term
@@ -174,6 +173,12 @@ class TimePlan:
     values: dict[str, object]
     figures: dict[str, float | int]
     notes: list[str] = field(default_factory=list)
+    budget: Budget | None = None  # what the memory was checked against (None: all of ``gpu``)
+
+    @property
+    def limit(self) -> Budget:
+        """The budget the memory was checked against: the whole GPU unless a fraction or reservations were given."""
+        return self.budget if self.budget is not None else as_budget(self.gpu)
 
     def evaluate(self, key: str) -> sympy.Expr:
         """The exact value of one figure's Formula."""
@@ -185,13 +190,15 @@ class TimePlan:
         data: dict[str, object] = {"model": self.model, "mode": self.mode, "gpu": self.gpu.name,
                                    "gpus": self.figures.get("gpus"), **self.figures,
                                    "options": self.memory.regime.options(),
-                                   "memory_bytes": self.memory.total, "fits": self.memory.total <= self.gpu.bytes,
+                                   "memory_bytes": self.memory.total, "fits": self.memory.total <= self.limit.bytes,
                                    "values": {k: _plain(v) for k, v in self.values.items()},
                                    "notes": list(self.notes)}
         step = self.formulas.get("step_seconds") or self.formulas.get("decode_seconds")
         if step is not None:
             ev = step.evaluate(step.restrict(self.values))
             data["step_terms"] = {tm_.key: float(v) for tm_, v in ev.terms}
+        if self.limit.notes or not self.limit.whole:
+            data["budget"] = self.limit.as_dict()
         if formulas:
             data["formulas"] = {k: {"key": f.key, "text": str(f), "latex": f.latex(equation=True),
                                     "terms": {tm_.key: str(tm_.expr) for tm_ in f.terms}}
@@ -301,14 +308,24 @@ def gpu_count(value: object, name: str = "gpus") -> int:
 
 
 # --- training -----------------------------------------------------------------------------------
-def train_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens: int | None = None,
+def train_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = None, tokens: int | None = None,
                mfu: float | None = None, achieved_tflops: float | None = None, price: float | None = None,
                compute: str | None = None, **options: object) -> TimePlan:
-    """Step time, throughput, time to train, GPU-hours and cost of training ``model`` on ``gpu``."""
-    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    """Step time, throughput, time to train, GPU-hours and cost of training ``model`` on ``gpu`` (or a Budget)."""
+    budget = to_budget(gpu)
     how, rate = _efficiency(mfu, achieved_tflops)
-    memory, fl_, step, values = train_parts(model, gpu, how, rate, compute, _layout_options(gpus, options))
-    return _finish("train", memory, gpu, fl_.train, step, values, tokens, price, how)
+    memory, fl_, step, values = train_parts(model, budget.gpu, how, rate, compute, _layout_options(gpus, options))
+    return _finish("train", memory, budget, fl_.train, step, values, tokens, price, how)
+
+
+def to_budget(gpu: GPU | Budget | str) -> Budget:
+    """A Budget from a GPU, a Budget, or a name, size or custom GPU file (``catalogs.make_budget``)."""
+    return make_budget(gpu) if isinstance(gpu, str) else as_budget(gpu)
+
+
+def budget_notes(budget: Budget) -> list[str]:
+    """The budget's lines as notes of a result: none for a whole GPU given by name."""
+    return [f"budget: {line}" for line in budget.lines()]
 
 
 def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None,
@@ -382,7 +399,7 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
     return values
 
 
-def _finish(mode: str, memory: Plan, gpu: GPU, per_token: Formula, step: Formula, values: dict[str, object],
+def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: Formula, values: dict[str, object],
             tokens: int | None, price: float | None, how: str) -> TimePlan:
     name = memory.model.name
     per_step = Formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}",
@@ -414,24 +431,26 @@ def _finish(mode: str, memory: Plan, gpu: GPU, per_token: Formula, step: Formula
         figures["mfu_end_to_end"] = achieved / float(values["F_peak"])  # type: ignore[arg-type]
     if figures["train_days"] is None:
         del figures["train_days"]
-    fits = memory.total <= gpu.bytes
+    fits = memory.total <= budget.bytes
     if not fits:
-        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {gpu.name}")
+        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
     kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")]
     notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
                  "(microbatches: gradient-accumulation steps, and the pipeline's m)")
-    return TimePlan(mode, name, gpu, memory, formulas, values, figures, notes + kept_notes)
+    return TimePlan(mode, name, budget.gpu, memory, formulas, values, figures,
+                    notes + kept_notes + budget_notes(budget), budget)
 
 
 # --- serving ------------------------------------------------------------------------------------
-def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens: int | None = None,
+def infer_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = None, tokens: int | None = None,
                mfu: float | None = None, achieved_tflops: float | None = None, price: float | None = None,
                compute: str | None = None, **options: object) -> TimePlan:
     """Prefill time, decode time per token, tokens per second and the largest concurrency that fits."""
     from . import fit_batch
     from . import plan as memory_plan
 
-    gpu = gpu if isinstance(gpu, GPU) else get_gpu(gpu)
+    budget = to_budget(gpu)
+    gpu = budget.gpu
     how, rate = _efficiency(mfu, achieved_tflops)
     options = _layout_options(gpus, options)
     memory = memory_plan(model, "infer", **options)
@@ -476,7 +495,7 @@ def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens
     figures["decode_seconds_per_token"] = figures["decode_seconds"]
     bound = float(values["W_hbm"]) / (r.pp * (weights_read + kv_read))  # type: ignore[arg-type]
     figures["bandwidth_bound_tokens_per_second"] = bound * r.batch
-    answer = fit_batch(model, gpu, "infer", **{k: v for k, v in options.items() if k != "batch"})
+    answer = fit_batch(model, budget, "infer", **{k: v for k, v in options.items() if k != "batch"})
     figures["max_concurrency"] = answer.value if answer.value is not None else 0
     notes = ["decode at context S reads the whole KV cache of S tokens every step (the end of generation: an "
              "upper bound on the step)", "prefill counts the attention scores over all S positions"]
@@ -501,9 +520,10 @@ def infer_time(model: object, gpu: GPU | str, *, gpus: int | None = None, tokens
         _chain(more, values, figures, {"total_seconds": "t_train"})
     elif price is not None:
         raise UserError("price needs tokens (the cost is of generating T tokens)")
-    if memory.total > gpu.bytes:
-        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {gpu.name}")
-    return TimePlan("infer", name, gpu, memory, formulas, values, figures, notes + list(memory.notes))
+    if memory.total > budget.bytes:
+        notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
+    return TimePlan("infer", name, gpu, memory, formulas, values, figures,
+                    notes + list(memory.notes) + budget_notes(budget), budget)
 
 
 def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
@@ -529,7 +549,7 @@ def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
     return int(sympy.floor(weight_bytes * experts / rest * idle))
 
 
-def time_plan(model: object, gpu: GPU | str, mode: str = "train", **options: object) -> TimePlan:
+def time_plan(model: object, gpu: GPU | Budget | str, mode: str = "train", **options: object) -> TimePlan:
     """``train_time`` or ``infer_time`` by ``mode``."""
     if mode == "train":
         return train_time(model, gpu, **options)  # type: ignore[arg-type]

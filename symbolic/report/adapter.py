@@ -18,7 +18,7 @@ from ..math import userterms as custom
 from ..text import printing
 from . import articles
 from .scenario import Gpu, Scenario
-from .spec import GpuRef, ModelRef, ReportSpec, ReportSpecError
+from .spec import ModelRef, ReportSpec, ReportSpecError
 
 
 def scenario_for(spec: ReportSpec) -> Scenario:
@@ -98,26 +98,15 @@ def load_model(spec: ReportSpec) -> Any:
 
 
 def resolve_gpus(spec: ReportSpec) -> list[Gpu]:
-    """Capacities of the GPUs to compare: inline sizes as given, names from the GPU catalogue."""
+    """Budgets of the GPUs to compare: inline sizes as given, names from the GPU catalogue, each with its
+    fraction and reservations (``catalogs.budget``); the whole GPU when the specification gives neither."""
     out = []
     for ref in spec.gpus:
-        if ref.memory is not None:
-            out.append(Gpu(ref.name, ref.memory, "the specification"))
-        else:
-            out.append(catalogue_gpu(spec, ref))
+        budget = ref.budget(spec.path)
+        source = "the specification" if ref.memory is not None else (
+            f"{budget.gpu.title}; {budget.gpu.basis}: {budget.gpu.source}")
+        out.append(Gpu(budget.label, budget.bytes, source, budget.lines()))
     return out
-
-
-def catalogue_gpu(spec: ReportSpec, ref: GpuRef) -> Gpu:
-    """A GPU from the catalogue by its short name (e.g. 'h100-80gb')."""
-    from .. import catalogs
-
-    try:
-        entry = catalogs.get(ref.name)
-    except UserError as err:
-        where = f"{spec.path}: " if spec.path else ""
-        raise ReportSpecError(f"{where}gpus: {err}") from None
-    return Gpu(entry.name, entry.bytes, f"{entry.title}; {entry.basis}: {entry.source}")
 
 
 def library_scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:

@@ -175,6 +175,7 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[
             points.append(f"Fits on {_join(fits)}" + (f"; does not fit on {_join(fails)}." if fails else "."))
         else:
             points.append(f"Does not fit on any of the GPUs compared ({_join(fails)}).")
+        points.extend(f"{gpu.name}: {note}." for gpu in scenario.gpus for note in gpu.notes)
     points.extend(plan)
     if phases is not None and scenario.phases is not None:
         points.extend(peak.sentences(phases, scenario.phases, total, format_bytes, percent, count))

@@ -3,7 +3,8 @@
 A specification asks for it with a ``[plan]`` table::
 
     [plan]
-    gpu = "h100-80gb"          # default: the first GPU of ``gpus``; or a custom GPU .toml file
+    gpu = "h100-80gb"          # default: the first GPU of ``gpus`` (with its fraction and reserve, if
+                               # any: an entry of ``gpus`` named here brings its budget); or a .toml file
     gpus = 64                  # or max_gpus = 256
     seq = 8192                 # default: the regime's seq
     global_batch = 512         # sequences per optimizer step
@@ -122,6 +123,7 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     plan = getattr(spec, "plan", None)
     if not plan or spec.model.is_article or spec.mode != "train":
         return []
+    from ..catalogs import as_budget
     from ..catalogs import get as get_gpu
     from ..core.units import format_bytes
     from ..planning import search
@@ -131,13 +133,15 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
         raise ValueError("the [plan] table needs a gpu (or the specification a gpus list)")
     if gpu_name.endswith(".toml") and spec.path is not None:  # a custom GPU file, relative to the specification
         gpu_name = str((spec.path.parent / gpu_name).resolve()) if not gpu_name.startswith("/") else gpu_name
-    gpu = get_gpu(gpu_name)
+    ref = next((r for r in spec.gpus if r.name == gpu_name and (r.fraction or r.reserve)), None)
+    budget = ref.budget(spec.path) if ref is not None else as_budget(get_gpu(gpu_name))  # the entry's budget
+    gpu = budget.gpu
     model = str(spec.model.path) if spec.model.path else spec.model.name
     fixed = {k: v for k, v in spec.regime.options.items()
              if k not in ("batch", "seq", "dp", "tp", "pp", "zero", "recompute", "microbatches", "sequence_parallel")}
     seq = plan.get("seq") or spec.regime.options.get("seq") or 4096
     price = plan.get("price")
-    result = search.search(model, gpu, seq=seq, global_batch=plan["global_batch"], gpus=plan.get("gpus"),
+    result = search.search(model, budget, seq=seq, global_batch=plan["global_batch"], gpus=plan.get("gpus"),
                            max_gpus=plan.get("max_gpus"), tokens=plan["tokens"], mfu=plan.get("mfu"),
                            achieved_tflops=plan.get("achieved_tflops"), price=price,
                            objective=plan.get("objective", "time"), top=None, **fixed)
@@ -145,6 +149,8 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     intro = (f"{result.considered:,} layouts of {plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name} "
              f"for {plan['global_batch']:,} sequences of {seq:,} tokens per step and {plan['tokens']:,} tokens "
              f"({how}); {result.fitting:,} fit, ranked by {result.objective}.")
+    if not budget.whole:
+        intro += f" Each GPU's budget: {budget.describe()}."
     pool = f"{plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name}"
     section: dict[str, Any] = {"intro": intro, "chosen": [], "alternatives": [], "charts": [],
                                "summary": f"Capacity plan: none of the {result.considered:,} layouts of {pool} fits "

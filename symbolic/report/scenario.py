@@ -28,8 +28,9 @@ class Gpu:
     """A GPU to compare: its capacity in bytes and where that figure comes from."""
 
     name: str
-    capacity: int
+    capacity: int  # the bytes a plan may use: the GPU's, or its Budget's (a fraction, less reservations)
     source: str = ""
+    notes: tuple[str, ...] = ()  # how a Budget's bytes follow from the GPU (catalogs.budget), shown in the summary
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ model = "llama-3-8b"          # a preset, a path to config.json (relative to thi
 mode = "train"                # or "infer"
 notes = "Free text."
 gpus = ["h100-80gb", { name = "My card", memory = "24GiB" }]
+# a budget: a fraction of a GPU and/or memory reserved, e.g.
+# gpus = [{ name = "l4", fraction = 0.9, reserve = { other-process = "1GiB" } }]
 
 [regime]
 batch = 1                     # the memory planner's options: batch, seq, precision, optimizer,
@@ -32,15 +34,18 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import sympy
 
+from ..catalogs import GPU
+from ..catalogs.budget import Budget, Reservation, as_fraction, reservation
 from ..core import symbols as symtab
 from ..core import values as vals
 from ..core.errors import UserError
-from ..core.units import SizeError, parse_size
+from ..core.units import SizeError, floor_size
 from ..core.userfiles import file_problem, parse_toml, read_user_file
 from ..math.userterms import CustomTerm, CustomTermError
 from ..options import table as opts
@@ -70,7 +75,8 @@ TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "re
             "terms", "plan")
 TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
 MAX_TERMS = 16
-GPU_KEYS = ("name", "memory")
+GPU_KEYS = ("name", "memory", "fraction", "reserve")
+MAX_RESERVATIONS = 8
 SWEEP_KEYS = ("batch", "seq")
 RANGE_KEYS = ("from", "to")
 
@@ -109,6 +115,25 @@ class GpuRef:
 
     name: str
     memory: int | None = None
+    fraction: Fraction | None = None  # of the capacity a plan may use (a Budget, catalogs.budget)
+    reserve: tuple[Reservation, ...] = ()  # memory something else holds
+    notes: tuple[str, ...] = ()  # how a size that was not whole bytes was rounded
+
+    def budget(self, path: Path | None = None) -> Budget:
+        """What a plan on this GPU is checked against: its capacity (inline or the catalogue's) × fraction −
+        reservations; a catalogue name unknown, or reservations that leave nothing, are one-line errors."""
+        from ..catalogs import get
+
+        where = f"{path}: gpus: " if path else "gpus: "
+        try:
+            gpu = get(self.name) if self.memory is None else GPU(self.name, self.name, "", self.memory, "spec",
+                                                                  "the specification")
+        except UserError as err:
+            raise ReportSpecError(f"{where}{err}") from None
+        try:
+            return Budget(gpu, self.fraction or Fraction(1), self.reserve, self.notes)
+        except UserError as err:
+            raise ReportSpecError(f"{where}{self.name}: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -394,26 +419,62 @@ class _Checker:
                     raise self.fail(at, "empty GPU name")
                 out.append(GpuRef(name))
                 continue
-            table = self.table(item, at)
-            self.keys(table, GPU_KEYS, at)
-            if "name" not in table or "memory" not in table:
-                raise self.fail(at, "a GPU table needs both name and memory, e.g. { name = \"My card\", "
-                                    "memory = \"24GiB\" }")
-            name = self.text(table["name"], at + ("name",), 100).strip()
+            out.append(self.gpu_table(item, at, index))
+        names = [g.name for g in out]
+        shown = [(g.name, g.fraction, tuple(r.name for r in g.reserve)) for g in out]  # one GPU, two budgets: two rows
+        for name, row in zip(names, shown):
+            if shown.count(row) > 1:
+                raise self.fail(where, f"{name!r} is listed twice")
+        return tuple(out)
+
+    def gpu_table(self, item: Any, at: tuple[str, ...], index: int) -> GpuRef:
+        """{ name, memory } or a catalogue name with a budget: { name, fraction, reserve = { NAME = SIZE } }."""
+        table = self.table(item, at)
+        self.keys(table, GPU_KEYS, at)
+        budgeted = "fraction" in table or "reserve" in table
+        if "name" not in table or ("memory" not in table and not budgeted):
+            raise self.fail(at, "a GPU table needs both name and memory, e.g. { name = \"My card\", "
+                                "memory = \"24GiB\" } (or a catalogue name with fraction or reserve)")
+        name = self.text(table["name"], at + ("name",), 100).strip()
+        if not name and "memory" not in table:
+            raise self.fail(at + ("name",), "empty GPU name")
+        size, notes = None, ()
+        if "memory" in table:
             memory = table["memory"]
             if isinstance(memory, bool) or not isinstance(memory, (str, int)):
                 raise self.fail(at + ("memory",), f"expected a size such as \"80GiB\", \"80GB\" or 8e10, "
                                                   f"got {_kind(memory)}")
             try:
-                size = parse_size(str(memory))
+                size, note = floor_size(str(memory))  # "20.24GiB": rounded down to whole bytes, with a note
             except SizeError as err:
                 raise self.fail(at + ("memory",), str(err)) from None
-            out.append(GpuRef(name or f"GPU {index + 1}", size))
-        names = [g.name for g in out]
-        for name in names:
-            if names.count(name) > 1:
-                raise self.fail(where, f"{name!r} is listed twice")
-        return tuple(out)
+            notes = (note,) if note else ()
+        fraction, reserve = self.gpu_budget(table, at)
+        return GpuRef(name or f"GPU {index + 1}", size, fraction, tuple(r for r, _ in reserve),
+                      notes + tuple(n for _, n in reserve if n))
+
+    def gpu_budget(self, table: dict[str, Any], at: tuple[str, ...]
+                   ) -> tuple[Fraction | None, list[tuple[Reservation, str]]]:
+        """A GPU entry's fraction (0 < f ≤ 1) and reservations ({ NAME = SIZE }), each checked."""
+        fraction = None
+        if "fraction" in table:
+            value = table["fraction"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise self.fail(at + ("fraction",), f"expected a number above 0 and at most 1, got {_kind(value)}")
+            try:
+                fraction = as_fraction(value, "fraction")
+            except UserError as err:
+                raise self.fail(at + ("fraction",), str(err)) from None
+        reserve = self.table(table.get("reserve", {}), at + ("reserve",))
+        if len(reserve) > MAX_RESERVATIONS:
+            raise self.fail(at + ("reserve",), f"at most {MAX_RESERVATIONS} reservations, got {len(reserve)}")
+        out = []
+        for key, size in reserve.items():
+            try:
+                out.append(reservation(key, size, "the specification"))
+            except UserError as err:
+                raise self.fail(at + ("reserve", str(key)), str(err)) from None
+        return fraction, out
 
     def sweep(self, value: Any) -> Sweep:
         where = ("sweep",)

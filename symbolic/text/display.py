@@ -298,12 +298,12 @@ def plan_table(plan: Any) -> Table:
 
 def fit_table(fit: Any) -> Table:
     """A Fit: capacity, per-GPU total and headroom in bytes and IEC units, and whether it fits."""
-    gpu = fit.gpu
+    gpu, budget = fit.gpu, fit.limit
     rows = tuple((n, v, cell_text(v, "bytes")) for n, v in
-                 (("capacity", gpu.bytes), ("per-GPU total", fit.total), ("headroom", fit.headroom)))
+                 (("capacity", budget.bytes), ("per-GPU total", fit.total), ("headroom", fit.headroom)))
     verdict = "fits" if fit.fits else "does not fit"
-    return Table(f"{verdict} on {gpu.name} ({gpu.title})", (("", ""), ("bytes", "B"), ("shown", "IEC")),
-                 (*rows, ("fits", fit.fits, "")))
+    return Table(f"{verdict} on {budget.label} ({gpu.title})", (("", ""), ("bytes", "B"), ("shown", "IEC")),
+                 (*rows, ("fits", fit.fits, "")), notes=budget.notes)
 
 
 def breakdown_table(name: str, components: Sequence[Any]) -> Table:
