@@ -694,7 +694,7 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
     """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
         raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
-    with _quiet(), collector.paused():  # once around every probe; builds make no cycles to collect
+    with _quiet(), collector.when_opted_in(collector.paused):  # builds make no cycles to collect
         spec = _analyse(data, name, architecture)
     if progress:
         progress(f"{spec.model_type}: {spec.total} parameters, {len(spec.unexplained)} measured terms")
