@@ -50,6 +50,7 @@ import sympy
 from ..core import symbols as symtab
 from ..core import values as vals
 from ..core.errors import UserError
+from ..core.memo import BoundedMemo
 
 if TYPE_CHECKING:  # pragma: no cover
     from .formula import Formula
@@ -682,7 +683,7 @@ def _fractions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 # --- the cache ---------------------------------------------------------------------------
-_CACHE: dict[tuple[str, str, tuple[str, ...], sympy.Expr, sympy.Expr], CompiledFormula] = {}
+_CACHE: BoundedMemo[tuple[str, str, tuple[str, ...], sympy.Expr, sympy.Expr], CompiledFormula] = BoundedMemo(4096)
 
 
 def expression(formula: Formula, form: str = "composed", keep: Iterable[str] = ()) -> sympy.Expr:
