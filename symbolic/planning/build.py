@@ -46,7 +46,7 @@ from fractions import Fraction
 import sympy
 
 from ..catalogs import GPU
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -580,22 +580,8 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
         resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
     act = 4 if r.weights == "fp32" else 2
-    mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
-    work = act * S * B * (2 * H + mlp)
-    step = act * B * (2 * H + mlp)
-    if not r.flash:
-        work += act * a * S**2 * B / tp_s
-        step += act * a * S * B / tp_s
-    prefill = Term("activations", "prefill working set of one layer" + ("" if r.flash else " (with s² scores)"),
-                   work, "bytes", "project", "",
-                   "Residual stream, norm output and MLP intermediates of one layer for the B×S tokens of the "
-                   "largest prompt chunk (the whole prompt); layers run one after another, so only one layer's "
-                   "tensors are alive. An estimate, not from a paper.")
-    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
-                  + ("" if r.flash else " (with its 1×S scores)"), step, "bytes", "project", "",
-                  "The prefill working set with one token per sequence instead of S.")
-    logits = Term("logits", "fp32 logits of the last position", 4 * B * V / tp_s, "bytes", "huggingface", "",
-                  "Generation keeps the logits of the last position only.")
+    prefill, decode = infer.working_set_terms(model.ffn, model.gated, model.moe, act, r.flash, tp_s)
+    logits = infer.last_logits_term(tp_s)
     if r.pp > 1:
         notes.append("pipeline stages hold L/p layers each; this plan is the first stage (embeddings, no head)")
     return Layout(tuple(resident), {"prefill": (prefill, logits), "decode": (decode, logits)}), {N: model.params}, []
