@@ -1,4 +1,5 @@
-"""The serving phases' terms are the library's (``library/inference.py``), not written in the planner."""
+"""The planner's serving and training transients are the library's terms (``library/inference.py``,
+``library/peak_pytorch.py``), not written in the planner."""
 
 import sympy
 
@@ -27,3 +28,16 @@ def test_the_planner_serves_with_the_library_terms():
     decode, same_logits = phases["decode"]
     assert logits == same_logits == infer.last_logits_term(1)
     assert (prefill, decode) == infer.working_set_terms(model.ffn, model.gated, model.moe, 2, True, 1)
+
+
+def test_the_planner_trains_with_the_library_transients():
+    """A training plan's loss transients and AdamW temporaries are the library's terms (peak_pytorch)."""
+    from symbolic.library import peak_pytorch as pypeak
+
+    plan = planning.plan("gpt2", runtime=False)
+    terms = {t.key: t for phase in plan.layout.phases.values() for t in phase}
+    assert terms["logits_forward"] == pypeak.logits_forward_term(2, 1)
+    assert terms["loss_gradients"] == pypeak.loss_gradients_term(1)
+    temporaries = terms["optimizer_temporaries"]
+    assert temporaries == pypeak.adamw_temporaries_term(temporaries.expr)
+    assert pypeak.logits_forward_term(4).expr == 4 * S * B * V  # in fp32 the upcast is the logits themselves

@@ -46,7 +46,7 @@ from fractions import Fraction
 import sympy
 
 from ..catalogs import GPU
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, e_p, n_d, n_mb, p, t, v_pp
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -491,27 +491,14 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
         expr = sympy.Add(*(g.expr for g in grads if g.key == "gradients"))
     else:
         expr = prec.get(r.precision).state_bytes * params / (n_d if r.zero >= 1 else 1)
-    return [Term("optimizer_temporaries", "AdamW's foreach temporaries: one per parameter it updates", expr, "bytes",
-                 pypeak.SRC, "torch.optim.AdamW (foreach)",
-                 "_foreach_sqrt(exp_avg_sq) makes one temporary per parameter, in the optimizer's dtype (fp32 with "
-                 "mixed precision), over the parameters this rank updates (its ZeRO shard). Fused implementations "
-                 "(fused=True, apex or DeepSpeed FusedAdam) keep none: an upper bound for them.")]
+    return [pypeak.adamw_temporaries_term(expr)]
 
 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
     if kind != "hf":
         return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
-    upcast = 4 if act_bytes != 4 else 0
-    return ([Term("logits_forward", f"the model's logits ({act_bytes} bytes) and their fp32 upcast while the loss runs",
-                  (act_bytes + upcast) * S * B * V / tp_s, "bytes", "huggingface", "ForCausalLMLoss",
-                  "logits.float() before cross-entropy; both are released when the forward pass ends (only the "
-                  "fp32 log-softmax is saved)."
-                  + ("" if upcast else " In fp32 the upcast is the logits themselves."))],
-            [Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
-                  pypeak.loss_backward_extra("gpt2") / tp_s, "bytes", pypeak.SRC, "pytorch.peak.gpt2",
-                  "Alive with everything saved for backward when the backward pass starts (measured with PyTorch "
-                  "on GPT-2 and Llama); not saved for backward.")])
+    return [pypeak.logits_forward_term(act_bytes, tp_s)], [pypeak.loss_gradients_term(tp_s)]
 
 
 def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
