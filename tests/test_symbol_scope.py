@@ -89,3 +89,16 @@ def test_a_scoped_symbol_prints_and_sorts_as_a_plain_one():
     d_state = scope.declare("zz_state", r"\mathrm{zz\_state}", "a width")
     plain = sympy.Symbol("zz_state", positive=True, integer=True)
     assert str(symtab.L * symtab.d_ff * d_state) == str(symtab.L * symtab.d_ff * plain)
+
+
+def test_a_scoped_symbol_survives_copies_and_pickles():
+    import copy
+    import pickle
+
+    scope = symtab.SymbolScope()
+    x = scope.declare("zz_copied", r"\mathrm{zz}", "a width")
+    expr = 2 * x + symtab.B
+    assert copy.copy(x) is x and copy.deepcopy(expr) == expr
+    back = pickle.loads(pickle.dumps(expr))
+    assert back == expr
+    assert {symtab.info(s).latex for s in back.free_symbols} == {r"\mathrm{zz}", "B"}

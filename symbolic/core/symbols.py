@@ -49,7 +49,11 @@ def declare(name: str, latex: str, description: str, unit: str = "count", *, int
 
 class ScopedSymbol(sympy.Symbol):
     """A symbol of one ``SymbolScope``: it carries its own entry, so printers and compilers find it
-    without the table holding it (one object per declaration: SymPy's symbol cache is bypassed)."""
+    without the table holding it (one object per declaration: SymPy's symbol cache is bypassed).
+
+    Equal name and assumptions make equal symbols, as for SymPy's own: an expression from SymPy's
+    cache may hold an equal symbol of an earlier scope, so match them with ``==``, not ``is``.
+    """
 
     entry: SymbolInfo
     position: int  # its place among its scope's symbols (the order ``ordered`` keeps)
@@ -58,10 +62,27 @@ class ScopedSymbol(sympy.Symbol):
         cls._sanitize(assumptions, cls)
         return sympy.Symbol.__xnew__(cls, name, **assumptions)  # type: ignore[attr-defined,no-any-return]
 
+    def __copy__(self) -> ScopedSymbol:
+        return self  # immutable, and its entry refers back to it
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ScopedSymbol:
+        return self
+
+    def __reduce_ex__(self, protocol: object) -> tuple[object, tuple[object, ...]]:
+        e = self.entry
+        return _scoped_again, (e.name, e.latex, e.description, e.unit, e.integer, self.position)
+
     @classmethod
     def class_key(cls) -> tuple[int, int, str]:
         """A plain Symbol's: printers order the factors of a product the same way (L·d_ff, not d_ff·L)."""
         return sympy.Symbol.class_key()  # type: ignore[no-any-return]
+
+
+def _scoped_again(name: str, latex: str, description: str, unit: str, integer: bool, position: int) -> ScopedSymbol:
+    """A scoped symbol read back from a pickle: the same entry, in a scope of its own."""
+    sym = ScopedSymbol(name, positive=True, integer=integer or None)
+    sym.entry, sym.position = SymbolInfo(name, latex, description, unit, integer, sym), position
+    return sym
 
 
 class SymbolScope:

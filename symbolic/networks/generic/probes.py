@@ -753,8 +753,9 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     terms, unexplained = _terms(exprs, real_units)
     active, active_terms = _active(terms, sym, fields, model)
     used = {s for t in terms + active_terms for s in t.expr.free_symbols}
-    values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] is s}
-    paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] is s}
+    # equal, not identical: SymPy's cache may hand back an earlier model's equal symbol inside an expression
+    values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] == s}
+    paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] == s}
     notes = [] if base_shapes is not None else ["the config does not rebuild from its own dict; no field was probed"]
     spec = GenericModel(name=name or str(data.get("model_type")), model_type=str(config.model_type),
                         architecture=cls.__name__, total=total, terms=terms, values=values, fields=paths,
