@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Report build time: the default PDF report against WeasyPrint rendering the same HTML alone.
 
-``build(None, Outputs(pdf=...))`` is what ``symbolic report -o x.pdf`` does. The baseline is
+``build(None, Outputs(pdf=...))`` inside ``collector.opted_in()`` is what ``symbolic report -o x.pdf``
+does (the CLI lets the build apply its garbage-collector policy; see ``core/collector.py``). The baseline is
 ``render.html_to_pdf`` (WeasyPrint with the report's URL fetcher and fixed metadata) on the very
 HTML that build produces, captured once; the script checks that it gives the same PDF bytes, so
 both sides lay out the same document and the difference is everything the report adds.
@@ -193,10 +194,11 @@ def main() -> None:
 
     import weasyprint
 
+    from symbolic.core import collector
     from symbolic.report import render
     from symbolic.report.build import Outputs, build, default_spec
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, collector.opted_in():  # as the CLI runs a command
         folder = Path(tmp)
         pdf_path, html_path = folder / "report.pdf", folder / "report.html"
         build(None, Outputs(pdf=pdf_path, html=html_path))  # warm-up: imports, fonts; the final HTML

@@ -15,9 +15,11 @@ from multiprocessing import Pool
 
 def survey(model_type: str) -> dict[str, object]:
     """One type's row: build at its default config, compare the generic path with the real counts."""
+    from symbolic.core import collector
     from symbolic.networks.generic import survey as generic_survey
 
-    return generic_survey.survey_type(model_type)
+    with collector.opted_in():  # a worker of this script: the meta-device builds may pause the collector
+        return generic_survey.survey_type(model_type)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def survey_with_cache(model_type: str) -> dict[str, object]:
     """The serving cache's check alone: a prefill at two lengths, confirmed at a third point."""
+    from symbolic.core import collector
     from symbolic.networks.generic import cache as generic_cache
     from symbolic.networks.generic import survey as generic_survey
     from symbolic.networks.transformer.families import FAMILIES
 
     row: dict[str, object] = {"model_type": model_type, "table": model_type in FAMILIES}
     try:  # the denominator: types transformers builds the plain way, whether or not a prefill runs
-        generic_survey.plain_count(model_type)
+        with collector.opted_in():
+            generic_survey.plain_count(model_type)
         row["built"] = True
     except Exception:
         row["built"] = False

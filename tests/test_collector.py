@@ -89,6 +89,47 @@ def test_the_generic_analysis_runs_paused(monkeypatch):
     monkeypatch.setattr(generic, "torch_available", lambda: True)
     monkeypatch.setattr(generic, "_quiet", contextlib.nullcontext)  # it imports transformers, absent without torch
     monkeypatch.setattr(generic, "_analyse", lambda *args: seen.append(gc.isenabled()) or pytest.fail("stop"))
-    with pytest.raises(pytest.fail.Exception):
+    with collector.opted_in(), pytest.raises(pytest.fail.Exception):  # as the CLI calls it
         generic.analyse({"model_type": "llama"})
     assert seen == [False] and gc.isenabled()
+
+
+def test_the_generic_analysis_leaves_the_collector_alone_unless_opted_in(monkeypatch):
+    from symbolic.networks.generic import probes as generic
+
+    seen = []
+    monkeypatch.setattr(generic, "torch_available", lambda: True)
+    monkeypatch.setattr(generic, "_quiet", contextlib.nullcontext)
+    monkeypatch.setattr(generic, "_analyse", lambda *args: seen.append(gc.isenabled()) or pytest.fail("stop"))
+    with pytest.raises(pytest.fail.Exception):
+        generic.analyse({"model_type": "llama"})
+    assert seen == [True] and gc.isenabled()
+
+
+def test_when_opted_in_applies_the_policy_only_inside_opted_in():
+    with collector.when_opted_in(collector.paused):
+        assert gc.isenabled()
+    with collector.opted_in():
+        with collector.when_opted_in(collector.paused):
+            assert not gc.isenabled()
+        with pytest.raises(RuntimeError), collector.opted_in():
+            raise RuntimeError("boom")
+        with collector.when_opted_in(collector.paused):  # a failed inner block does not end the outer one
+            assert not gc.isenabled()
+    with collector.when_opted_in(collector.paused):
+        assert gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_an_opt_in_does_not_reach_another_thread():
+    seen = []
+
+    def work():
+        with collector.when_opted_in(collector.paused):
+            seen.append(gc.isenabled())
+
+    with collector.opted_in():
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join(10)
+    assert seen == [True]

@@ -225,3 +225,29 @@ def test_swapped_attributes_come_back_when_the_last_user_leaves() -> None:
         assert Owner.size == 2 and Owner().greet() == "swapped"
     assert Owner.size == 1 and Owner().greet() == "base" and "greet" not in vars(Owner)
     assert not generic._SWAPS
+
+
+@pytest.mark.torch
+def test_a_meta_build_patches_torch_init_only_while_it_runs() -> None:
+    """``torch.nn.init``'s initialisers are no-ops inside a probe build and the originals come back after it,
+    also when the model's constructor fails."""
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.nn import init
+
+    before = dict(vars(init))
+    inside: list[bool] = []
+
+    class Failing(transformers.GPT2LMHeadModel):
+        def __init__(self, config, *args, **kwargs) -> None:
+            inside.append(init.normal_ is not before["normal_"])
+            raise RuntimeError("a failed build")
+
+    config = transformers.AutoConfig.for_model("gpt2", n_layer=1, n_embd=32, n_head=2, n_positions=16, vocab_size=64,
+                                               bos_token_id=5, eos_token_id=6)
+    generic.build(config, transformers.GPT2LMHeadModel)
+    assert vars(init) == before and not generic._SWAPS
+    with pytest.raises(RuntimeError, match="a failed build"):
+        generic.build(config, Failing)
+    assert inside == [True]  # patched while the constructor ran ...
+    assert vars(init) == before and not generic._SWAPS  # ... and put back after the error

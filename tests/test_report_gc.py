@@ -77,3 +77,48 @@ def test_frozen_heap_does_not_keep_garbage_alive():
     assert gc.get_freeze_count() == 0
     with render.frozen_heap():  # the next outermost block collects before it freezes
         assert ref() is None
+
+
+def _freeze_count_inside_build(monkeypatch, run):
+    """The freeze count while a build computes (its scenario is the first step inside the block)."""
+    from symbolic.core.errors import UserError
+    from symbolic.report import adapter
+
+    seen = []
+
+    def scenario_for(spec):
+        seen.append(gc.get_freeze_count())
+        raise UserError("stop")
+
+    monkeypatch.setattr(adapter, "scenario_for", scenario_for)
+    run()
+    return seen
+
+
+def test_a_library_build_leaves_the_collector_alone(monkeypatch, tmp_path):
+    from symbolic.core.errors import UserError
+
+    def run():
+        with pytest.raises(UserError):
+            build(None, Outputs(tex=tmp_path / "r.tex"))
+
+    assert _freeze_count_inside_build(monkeypatch, run) == [0]
+
+
+def test_a_build_opted_in_freezes_the_heap(monkeypatch, tmp_path):
+    from symbolic.core import collector
+    from symbolic.core.errors import UserError
+
+    def run():
+        with collector.opted_in(), pytest.raises(UserError):
+            build(None, Outputs(tex=tmp_path / "r.tex"))
+
+    seen = _freeze_count_inside_build(monkeypatch, run)
+    assert len(seen) == 1 and seen[0] > 0 and gc.get_freeze_count() == 0
+
+
+def test_the_cli_report_opts_in(monkeypatch, tmp_path):
+    from symbolic import cli
+
+    seen = _freeze_count_inside_build(monkeypatch, lambda: cli.main(["report", "--tex", str(tmp_path / "r.tex")]))
+    assert len(seen) == 1 and seen[0] > 0 and gc.get_freeze_count() == 0

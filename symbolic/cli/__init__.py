@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core import collector
 from ..core.errors import StdoutError, Terminated, UserError
 
 COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate", "completion")
@@ -216,7 +217,7 @@ def _quiet_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (0 ok, 2 bad input, 1 internal failure, 130/143 interrupted)."""
     words = list(sys.argv[1:] if argv is None else argv)
-    with _signals(), _printable_streams():
+    with _signals(), _printable_streams(), collector.opted_in():  # the command owns the process's collector
         try:
             return _main(words)
         finally:

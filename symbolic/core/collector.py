@@ -4,6 +4,10 @@ Both policies leave the collector as they found it, and the output never changes
 
 - ``frozen_heap``: a report build; the objects alive when it starts are skipped by every pass.
 - ``paused``: meta-device model builds (the generic torch path); no pass runs until it ends.
+
+The collector is the process's, so a library call never switches it on its own: the library wraps
+its heavy work in ``when_opted_in(policy)``, which applies the policy only inside an ``opted_in()``
+block of the caller (the CLI opens one around each command) and leaves the collector alone otherwise.
 """
 
 from __future__ import annotations
@@ -11,7 +15,27 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
+
+_opted_in: ContextVar[bool] = ContextVar("symbolic_collector_opted_in", default=False)
+
+
+@contextlib.contextmanager
+def opted_in() -> Iterator[None]:
+    """Let the library apply its collector policies inside the block (the caller owns the process)."""
+    token = _opted_in.set(True)
+    try:
+        yield
+    finally:
+        _opted_in.reset(token)
+
+
+def when_opted_in(policy: Callable[[], AbstractContextManager[None]]) -> AbstractContextManager[None]:
+    """``policy()`` inside a caller's ``opted_in()`` block, else a block that leaves the collector alone."""
+    return policy() if _opted_in.get() else contextlib.nullcontext()
+
 
 _frozen_depth = 0
 

@@ -47,18 +47,113 @@ def declare(name: str, latex: str, description: str, unit: str = "count", *, int
     return info.symbol  # type: ignore[return-value]
 
 
-def info(symbol: sympy.Symbol | str) -> SymbolInfo:
-    """The table entry of a symbol or symbol name; a clear error if it is unknown."""
+class ScopedSymbol(sympy.Symbol):
+    """A symbol of one ``SymbolScope``: it carries its own entry, so printers and compilers find it
+    without the table holding it (one object per declaration: SymPy's symbol cache is bypassed).
+
+    Equal name and assumptions make equal symbols, as for SymPy's own: an expression from SymPy's
+    cache may hold an equal symbol of an earlier scope, so match them with ``==``, not ``is``.
+    """
+
+    entry: SymbolInfo
+    position: int  # its place among its scope's symbols (the order ``ordered`` keeps)
+
+    def __new__(cls, name: str, **assumptions: bool | None) -> ScopedSymbol:
+        cls._sanitize(assumptions, cls)
+        return sympy.Symbol.__xnew__(cls, name, **assumptions)  # type: ignore[attr-defined,no-any-return]
+
+    def __copy__(self) -> ScopedSymbol:
+        return self  # immutable, and its entry refers back to it
+
+    def __deepcopy__(self, memo: dict[int, object]) -> ScopedSymbol:
+        return self
+
+    def __reduce_ex__(self, protocol: object) -> tuple[object, tuple[object, ...]]:
+        e = self.entry
+        return _scoped_again, (e.name, e.latex, e.description, e.unit, e.integer, self.position)
+
+    @classmethod
+    def class_key(cls) -> tuple[int, int, str]:
+        """A plain Symbol's: printers order the factors of a product the same way (L·d_ff, not d_ff·L)."""
+        return sympy.Symbol.class_key()  # type: ignore[no-any-return]
+
+
+def _scoped_again(name: str, latex: str, description: str, unit: str, integer: bool, position: int) -> ScopedSymbol:
+    """A scoped symbol read back from a pickle: the same entry, in a scope of its own."""
+    sym = ScopedSymbol(name, positive=True, integer=integer or None)
+    sym.entry, sym.position = SymbolInfo(name, latex, description, unit, integer, sym), position
+    return sym
+
+
+class SymbolScope:
+    """Symbols one model adds to the vocabulary (a generic model's config fields), apart from the table.
+
+    The table holds the project's vocabulary for the whole process; a model found at run time
+    declares its own names here instead, in an object its caller keeps (``GenericModel.symbols``).
+    Its symbols carry their entries, so ``info(symbol)``, the printers and the compiler know them
+    while they are in use, and nothing outlives the model; a lookup by name asks the scope
+    explicitly (``scope.lookup(name)`` or ``lookup(name, scope)``).
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, SymbolInfo] = {}
+
+    def declare(self, name: str, latex: str, description: str, unit: str = "count", *,
+                integer: bool = True) -> sympy.Symbol:
+        """Add a symbol to this scope (once) and return it; a name of the table is refused."""
+        if name in _TABLE:
+            raise ValueError(f"symbol {name!r} is in the symbol table")
+        if name in self._entries:
+            entry = self._entries[name]
+            if (entry.latex, entry.description, entry.unit, entry.integer) != (latex, description, unit, integer):
+                raise ValueError(f"symbol {name!r} is already declared differently")
+            return entry.symbol  # type: ignore[return-value]
+        sym = ScopedSymbol(name, positive=True, integer=integer or None)
+        entry = SymbolInfo(name, latex, description, unit, integer, sym)
+        sym.entry, sym.position = entry, len(self._entries)
+        self._entries[name] = entry
+        return sym
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def info(self, name: str) -> SymbolInfo:
+        """The entry of ``name``: the table's, else this scope's; a clear error if neither has it."""
+        return info(name, self)
+
+    def lookup(self, name: str) -> sympy.Symbol:
+        """The SymPy symbol called ``name`` in the table or this scope."""
+        return lookup(name, self)
+
+    def symbols(self) -> list[SymbolInfo]:
+        """This scope's entries, in declaration order."""
+        return list(self._entries.values())
+
+
+def info(symbol: sympy.Symbol | str, scope: SymbolScope | None = None) -> SymbolInfo:
+    """The entry of a symbol or symbol name (the table's, a scoped symbol's own, or ``scope``'s)."""
+    if isinstance(symbol, ScopedSymbol):
+        return symbol.entry
     name = symbol if isinstance(symbol, str) else symbol.name
-    try:
-        return _TABLE[name]
-    except KeyError:
-        raise UnknownSymbolError(name, list(_TABLE)) from None
+    found = _TABLE.get(name)
+    if found is None and scope is not None:
+        found = scope._entries.get(name)
+    if found is None:
+        raise UnknownSymbolError(name, [*_TABLE, *(scope._entries if scope is not None else ())])
+    return found
 
 
-def lookup(name: str) -> sympy.Symbol:
-    """The SymPy symbol called ``name``."""
-    return info(name).symbol  # type: ignore[return-value]
+def lookup(name: str, scope: SymbolScope | None = None) -> sympy.Symbol:
+    """The SymPy symbol called ``name`` (in the table, or in ``scope`` when one is given)."""
+    return info(name, scope).symbol  # type: ignore[return-value]
+
+
+def in_table(name: str) -> bool:
+    """Whether the table has a symbol called ``name``."""
+    return name in _TABLE
 
 
 def all_symbols() -> list[SymbolInfo]:
@@ -67,9 +162,15 @@ def all_symbols() -> list[SymbolInfo]:
 
 
 def ordered(symbols: Iterable[sympy.Symbol]) -> list[sympy.Symbol]:
-    """Symbols in table order (stable, meaningful), unknown ones last by name."""
+    """Symbols in table order (stable, meaningful), then scoped ones in their scope's order, unknown ones last by name."""
     position = {name: i for i, name in enumerate(_TABLE)}
-    return sorted(symbols, key=lambda s: (position.get(s.name, len(position)), s.name))
+
+    def key(s: sympy.Symbol) -> tuple[int, int, str]:
+        if s.name in position and not isinstance(s, ScopedSymbol):
+            return (0, position[s.name], s.name)
+        return (1, s.position, s.name) if isinstance(s, ScopedSymbol) else (2, 0, s.name)
+
+    return sorted(symbols, key=key)
 
 
 def suggest(name: str, candidates: Iterable[str]) -> str:
@@ -162,3 +263,31 @@ n_mat = declare("n_mat", r"n_{\mathrm{mat}}", "number of weight matrices (for Ad
 N_gpu = declare("N_gpu", r"N_{\mathrm{gpu}}", "parameters held by one GPU: the most loaded tensor/pipeline shard")
 n_mb = declare("n_mb", "m", "micro-batches per optimizer step (the pipeline's in-flight limit)")
 v_pp = declare("v_pp", "v", "model chunks per GPU in the interleaved pipeline schedule")
+
+# --- compute and time (issue 15: time beside memory) ------------------------------------------
+T = declare("T", "T", "tokens trained on in the whole run")
+F_fwd = declare("F_fwd", r"F_{\mathrm{fwd}}", "forward FLOPs per token", "flops", integer=False)
+F_tok = declare("F_tok", r"F_{\mathrm{tok}}", "training FLOPs per token (forward, backward, recompute)", "flops",
+                integer=False)
+F_peak = declare("F_peak", r"F_{\mathrm{peak}}", "peak dense FLOP/s of one GPU in the compute dtype (datasheet)",
+                 "flop/s", integer=False)
+mfu = declare("mfu", r"\eta", "model FLOP utilisation of the compute alone (--mfu)", "ratio", integer=False)
+X = declare("X", "X", "achieved FLOP/s per GPU, every overhead included (--achieved-tflops)", "flop/s",
+            integer=False)
+n_gpu = declare("n_gpu", r"n_{\mathrm{gpu}}", "GPUs in the job")
+W_hbm = declare("W_hbm", r"W_{\mathrm{hbm}}", "HBM bandwidth of one GPU", "bytes/s", integer=False)
+W_tp = declare("W_tp", r"W_{\mathrm{tp}}", "link bandwidth per GPU and direction in the tensor-parallel group",
+               "bytes/s", integer=False)
+W_dp = declare("W_dp", r"W_{\mathrm{dp}}", "link bandwidth per GPU and direction in the data-parallel group",
+               "bytes/s", integer=False)
+W_pp = declare("W_pp", r"W_{\mathrm{pp}}", "link bandwidth per GPU and direction between pipeline stages",
+               "bytes/s", integer=False)
+t_step = declare("t_step", r"t_{\mathrm{step}}", "seconds per optimizer step", "seconds", integer=False)
+t_train = declare("t_train", r"t_{\mathrm{train}}", "seconds to train on T tokens", "seconds", integer=False)
+c_gpu = declare("c_gpu", r"c_{\mathrm{gpu}}", "price of one GPU-hour (USD)", "usd", integer=False)
+P_gpu = declare("P_gpu", r"P_{\mathrm{gpu}}", "parameters one GPU computes with (N, or N_gpu under tensor and "
+                "pipeline parallelism; before ZeRO sharding; may be fractional)", "count", integer=False)
+M_w = declare("M_w", r"M_{\mathrm{w}}", "weight bytes one GPU reads per decode step", "bytes", integer=False)
+M_kv = declare("M_kv", r"M_{\mathrm{kv}}", "KV-cache bytes one GPU reads per decode step", "bytes", integer=False)
+t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)
+F_step = declare("F_step", r"F_{\mathrm{step}}", "training FLOPs per optimizer step", "flops", integer=False)

@@ -90,9 +90,10 @@ def _from_float(value: float, name: str) -> sympy.Rational:
     return parse_number(repr(value), name) if value >= 0 else -parse_number(repr(-value), name)
 
 
-def validate(name: str, value: object) -> sympy.Rational:
-    """The value for symbol ``name``, checked against the symbol's meaning."""
+def validate(name: str | sympy.Symbol, value: object) -> sympy.Rational:
+    """The value for symbol ``name`` (or the symbol itself: a model's scoped one), checked against its meaning."""
     entry = symtab.info(name)
+    name = entry.name
     number = to_number(value, name)
     if abs(number) > MAX_VALUE:
         raise ValueProblem(f"{name}={show_number(number)} is implausibly large: the largest value accepted is {LIMIT_TEXT}")
@@ -112,7 +113,7 @@ def bind(values: Mapping[object, object], allowed: Iterable[sympy.Symbol], where
         name = key.name if isinstance(key, sympy.Symbol) else str(key)
         if name not in allowed_by_name:
             raise symtab.UnknownSymbolError(name, allowed_by_name, where)
-        out[allowed_by_name[name]] = validate(name, value)
+        out[allowed_by_name[name]] = validate(allowed_by_name[name], value)
     return out
 
 

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 import sympy
 
 from ..core import sources
-from ..core.symbols import B, H, L, N, S, V, a, a_kv, d_ff, d_head, declare
+from ..core.symbols import B, F_fwd, F_tok, H, L, N, S, T, V, a, a_kv, d_ff, d_head  # noqa: F401  (F_tok: flops.F_tok)
 from ..core.term import Term
 from ..math.formula import Formula
 from .registry import register
@@ -44,11 +44,6 @@ for _id, _citation, _url in (
 ):
     if _id not in sources.SOURCES:
         sources.register(_id, _citation, _url)
-
-T = declare("T", "T", "tokens trained on in the whole run")
-F_fwd = declare("F_fwd", r"F_{\mathrm{fwd}}", "forward FLOPs per token", "flops", integer=False)
-F_tok = declare("F_tok", r"F_{\mathrm{tok}}", "training FLOPs per token (forward, backward, recompute)", "flops",
-                integer=False)
 
 RECOMPUTE = ("none", "selective", "full")
 _MATMUL = "2 FLOPs per weight per token (one multiply-add)"

@@ -34,7 +34,29 @@ import sympy
 
 from .. import formats
 from ..core import sources
-from ..core.symbols import B, H, L, L_conv, L_swa, N, S, W, a_kv, b, b_kv, b_s, d_head, d_rope, g_q, k_conv, r_kv, t
+from ..core.symbols import (
+    B,
+    H,
+    L,
+    L_conv,
+    L_swa,
+    N,
+    S,
+    V,
+    W,
+    a,
+    a_kv,
+    b,
+    b_kv,
+    b_s,
+    d_head,
+    d_rope,
+    g_q,
+    k_conv,
+    k_exp,
+    r_kv,
+    t,
+)
 from ..core.term import Term
 from ..math.formula import Formula
 from .registry import register
@@ -194,3 +216,35 @@ register(Formula("infer.rule.eleuther", "Rule of thumb: inference memory ≈ 1.2
                  (Term("rule", "1.2 × N·b", sympy.Rational(6, 5) * N * b, "bytes", "eleuther2023", "inference",
                        "Second-hand; a 20 % allowance for everything but the weights, with no batch or context."),),
                  source="eleuther2023", name="M_infer", example={"N": 7_000_000_000, "b": 2}))
+
+
+# --- working sets of a serving step (the planner's prefill and decode phases) -------------------
+def working_set_terms(ffn: sympy.Expr, gated: bool, moe: bool, act_bytes: int, flash: bool,
+                      tp: sympy.Expr | int = 1) -> tuple[Term, Term]:
+    """The prefill and decode working sets of one layer on one GPU (``act_bytes`` per activation element).
+
+    Residual stream, norm output and MLP intermediates (``ffn`` wide, gated: three matrices' worth;
+    ``moe``: k_exp experts per token) of one layer; without a fused (flash) attention kernel the
+    B·a·S² scores too. Layers run one after another, so one layer's tensors are alive at a time.
+    """
+    mlp = (3 if gated else 2) * ffn * (k_exp if moe else 1) / tp
+    work = act_bytes * S * B * (2 * H + mlp)
+    step = act_bytes * B * (2 * H + mlp)
+    if not flash:
+        work += act_bytes * a * S**2 * B / tp
+        step += act_bytes * a * S * B / tp
+    prefill = Term("activations", "prefill working set of one layer" + ("" if flash else " (with s² scores)"),
+                   work, "bytes", "project", "",
+                   "Residual stream, norm output and MLP intermediates of one layer for the B×S tokens of the "
+                   "largest prompt chunk (the whole prompt); layers run one after another, so only one layer's "
+                   "tensors are alive. An estimate, not from a paper.")
+    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
+                  + ("" if flash else " (with its 1×S scores)"), step, "bytes", "project", "",
+                  "The prefill working set with one token per sequence instead of S.")
+    return prefill, decode
+
+
+def last_logits_term(tp: sympy.Expr | int = 1) -> Term:
+    """The fp32 logits of the last position that generation keeps, on one GPU (vocabulary split over ``tp``)."""
+    return Term("logits", "fp32 logits of the last position", 4 * B * V / tp, "bytes", "huggingface", "",
+                "Generation keeps the logits of the last position only.")

@@ -400,3 +400,31 @@ def peak(family: str, setup: act.Setup | None = None, *, tied: bool | None = Non
 _EXAMPLE_N = {"mlp": {"N": 33_585_162}, "gpt2": {"N": 124_439_808, "n_pos": 1024}, "llama": {"N": 8_030_261_248}}
 for _family, _setup in act.CANONICAL.items():
     register(step(_family, _setup).formula())
+
+
+# --- transients of a training step (the planner's forward, backward and optimizer phases) --------
+def logits_forward_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
+    """Hugging Face's loss in the forward pass: the logits (``act_bytes`` each) and their fp32 upcast, on one GPU."""
+    upcast = 4 if act_bytes != 4 else 0
+    return Term("logits_forward", f"the model's logits ({act_bytes} bytes) and their fp32 upcast while the loss runs",
+                (act_bytes + upcast) * S * B * V / tp, "bytes", "huggingface", "ForCausalLMLoss",
+                "logits.float() before cross-entropy; both are released when the forward pass ends (only the "
+                "fp32 log-softmax is saved)."
+                + ("" if upcast else " In fp32 the upcast is the logits themselves."))
+
+
+def loss_gradients_term(tp: sympy.Expr | int = 1) -> Term:
+    """The fp32 gradients of nll_loss and log_softmax alive when backward starts, on one GPU (measured)."""
+    return Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
+                loss_backward_extra("gpt2") / tp, "bytes", SRC, "pytorch.peak.gpt2",
+                "Alive with everything saved for backward when the backward pass starts (measured with PyTorch "
+                "on GPT-2 and Llama); not saved for backward.")
+
+
+def adamw_temporaries_term(expr: sympy.Expr) -> Term:
+    """AdamW's foreach temporaries: ``expr`` bytes, one temporary per parameter it updates (in its dtype)."""
+    return Term("optimizer_temporaries", "AdamW's foreach temporaries: one per parameter it updates", expr, "bytes",
+                SRC, "torch.optim.AdamW (foreach)",
+                "_foreach_sqrt(exp_avg_sq) makes one temporary per parameter, in the optimizer's dtype (fp32 with "
+                "mixed precision), over the parameters this rank updates (its ZeRO shard). Fused implementations "
+                "(fused=True, apex or DeepSpeed FusedAdam) keep none: an upper bound for them.")

@@ -31,7 +31,32 @@ from __future__ import annotations
 import sympy
 
 from ..core import sources
-from ..core.symbols import B, H, L, N, S, declare, n_d, n_mb, p, t, v_pp
+from ..core.symbols import (
+    B,
+    F_peak,
+    H,
+    L,
+    M_kv,
+    M_w,
+    N,
+    P_gpu,
+    S,
+    W_dp,
+    W_hbm,
+    W_pp,
+    W_tp,
+    X,
+    c_gpu,
+    mfu,
+    n_d,
+    n_gpu,
+    n_mb,
+    p,
+    t,
+    t_step,
+    t_train,
+    v_pp,
+)
 from ..core.term import Term
 from ..math.formula import Formula
 from .flops import F_fwd, F_tok, T
@@ -49,27 +74,6 @@ for _id, _citation, _url in (
 ):
     if _id not in sources.SOURCES:
         sources.register(_id, _citation, _url)
-
-F_peak = declare("F_peak", r"F_{\mathrm{peak}}", "peak dense FLOP/s of one GPU in the compute dtype (datasheet)",
-                 "flop/s", integer=False)
-mfu = declare("mfu", r"\eta", "model FLOP utilisation of the compute alone (--mfu)", "ratio", integer=False)
-X = declare("X", "X", "achieved FLOP/s per GPU, every overhead included (--achieved-tflops)", "flop/s",
-            integer=False)
-n_gpu = declare("n_gpu", r"n_{\mathrm{gpu}}", "GPUs in the job")
-W_hbm = declare("W_hbm", r"W_{\mathrm{hbm}}", "HBM bandwidth of one GPU", "bytes/s", integer=False)
-W_tp = declare("W_tp", r"W_{\mathrm{tp}}", "link bandwidth per GPU and direction in the tensor-parallel group",
-               "bytes/s", integer=False)
-W_dp = declare("W_dp", r"W_{\mathrm{dp}}", "link bandwidth per GPU and direction in the data-parallel group",
-               "bytes/s", integer=False)
-W_pp = declare("W_pp", r"W_{\mathrm{pp}}", "link bandwidth per GPU and direction between pipeline stages",
-               "bytes/s", integer=False)
-t_step = declare("t_step", r"t_{\mathrm{step}}", "seconds per optimizer step", "seconds", integer=False)
-t_train = declare("t_train", r"t_{\mathrm{train}}", "seconds to train on T tokens", "seconds", integer=False)
-c_gpu = declare("c_gpu", r"c_{\mathrm{gpu}}", "price of one GPU-hour (USD)", "usd", integer=False)
-P_gpu = declare("P_gpu", r"P_{\mathrm{gpu}}", "parameters one GPU computes with (N, or N_gpu under tensor and "
-                "pipeline parallelism; before ZeRO sharding; may be fractional)", "count", integer=False)
-M_w = declare("M_w", r"M_{\mathrm{w}}", "weight bytes one GPU reads per decode step", "bytes", integer=False)
-M_kv = declare("M_kv", r"M_{\mathrm{kv}}", "KV-cache bytes one GPU reads per decode step", "bytes", integer=False)
 
 TOKENS_PER_STEP = n_d * B * n_mb * S  # sequences per step: data-parallel ranks × micro-batch × micro-batches
 

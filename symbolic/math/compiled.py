@@ -50,6 +50,7 @@ import sympy
 from ..core import symbols as symtab
 from ..core import values as vals
 from ..core.errors import UserError
+from ..core.memo import BoundedMemo
 
 if TYPE_CHECKING:  # pragma: no cover
     from .formula import Formula
@@ -101,7 +102,7 @@ def check_symbols(expr: sympy.Expr) -> list[sympy.Symbol]:
         if not isinstance(s, sympy.Symbol) or isinstance(s, (sympy.Dummy, sympy.Wild)):
             raise CompileError(f"cannot compile: {s!r} is not a plain symbol")
         try:
-            entry = symtab.info(s.name)
+            entry = symtab.info(s)  # a model's scoped symbol carries its entry
         except symtab.UnknownSymbolError as err:
             raise CompileError(f"cannot compile: {err}") from None
         if entry.symbol != s:
@@ -357,7 +358,7 @@ def _first(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.argwhere(mask)[0])
 
 
-def _fail(name: str, value: object, where: tuple[int, ...]) -> None:
+def _fail(name: str | sympy.Symbol, value: object, where: tuple[int, ...]) -> None:
     """Raise the value module's message for one bad element, saying where it is."""
     place = f" (at index {where[0] if len(where) == 1 else where})" if where else ""
     try:
@@ -402,9 +403,13 @@ def _float_scale(arr: np.ndarray) -> int | None:
     return None
 
 
-def prepare_one(name: str, value: object) -> tuple[np.ndarray, int | None, int | float]:
-    """One input as (whole-number array, scale, largest) or (float64 array, None, largest); validated."""
-    entry = symtab.info(name)
+def prepare_one(symbol: str | sympy.Symbol, value: object) -> tuple[np.ndarray, int | None, int | float]:
+    """One input as (whole-number array, scale, largest) or (float64 array, None, largest); validated.
+
+    ``symbol``: its name, or the symbol itself (a model's scoped symbol is known only by the object).
+    """
+    entry = symtab.info(symbol)
+    name, ref = entry.name, entry.symbol
     arr = np.asarray(value)
     kind = arr.dtype.kind
     if kind == "b":
@@ -427,7 +432,7 @@ def prepare_one(name: str, value: object) -> tuple[np.ndarray, int | None, int |
                                     + (f" (at index {where[0] if len(where) == 1 else where})" if where else ""))
         if entry.integer and not np.all(arr == np.floor(arr)):
             where = _first(arr != np.floor(arr))
-            _fail(name, arr[where].item(), where)
+            _fail(ref, arr[where].item(), where)
         scale = 1 if entry.integer or not arr.size else _float_scale(arr)
         if scale is not None:
             whole = np.round(arr * scale) if scale != 1 else arr
@@ -439,11 +444,11 @@ def prepare_one(name: str, value: object) -> tuple[np.ndarray, int | None, int |
         arr, scale = _exact_object(name, arr)
         if arr.size and max(abs(int(v)) for v in arr.reshape(-1)) <= INT64_MAX:
             arr = arr.astype(np.int64)
-    high = _check_range(name, entry.integer, arr, scale) if arr.size else 1
+    high = _check_range(ref, entry.integer, arr, scale) if arr.size else 1
     return arr, scale, high
 
 
-def _check_range(name: str, integer: bool, arr: np.ndarray, scale: int | None) -> int | float:
+def _check_range(name: str | sympy.Symbol, integer: bool, arr: np.ndarray, scale: int | None) -> int | float:
     """Positive, whole where the symbol counts things, at most MAX_VALUE; returns the largest value.
 
     Two passes (min, max) when everything is valid; the masks that find the first bad element
@@ -498,6 +503,7 @@ class CompiledFormula:
         self.kept: tuple[str, ...] = tuple(kept)
         self.symbols = check_symbols(expr)
         self.inputs: tuple[str, ...] = tuple(s.name for s in self.symbols)
+        self._by_name = {s.name: s for s in self.symbols}
         self._float: Callable[..., object] | None = None
         self._programs: dict[tuple[tuple[str, int], ...], _Program | None] = {}
 
@@ -541,7 +547,7 @@ class CompiledFormula:
         maxima: dict[str, int] = {}
         exact = True
         for name in self.inputs:
-            arr, scale, high = prepare_one(name, given[name])
+            arr, scale, high = prepare_one(self._by_name[name], given[name])
             arrays[name] = arr
             if scale is None:
                 exact = False
@@ -568,7 +574,7 @@ class CompiledFormula:
         maxima: dict[str, int] = {}
         exact = True
         for name, value in fixed.items():
-            arr, scale, high = prepare_one(name, value)
+            arr, scale, high = prepare_one(self._by_name[name], value)
             arrays[name] = arr
             if scale is None:
                 exact = False
@@ -682,7 +688,7 @@ def _fractions(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 # --- the cache ---------------------------------------------------------------------------
-_CACHE: dict[tuple[str, str, tuple[str, ...], sympy.Expr, sympy.Expr], CompiledFormula] = {}
+_CACHE: BoundedMemo[tuple[str, str, tuple[str, ...], sympy.Expr, sympy.Expr], CompiledFormula] = BoundedMemo(4096)
 
 
 def expression(formula: Formula, form: str = "composed", keep: Iterable[str] = ()) -> sympy.Expr:

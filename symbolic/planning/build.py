@@ -47,7 +47,7 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -501,27 +501,14 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
         expr = sympy.Add(*(g.expr for g in grads if g.key == "gradients"))
     else:
         expr = prec.get(r.precision).state_bytes * params / (n_d if r.zero >= 1 else 1)
-    return [Term("optimizer_temporaries", "AdamW's foreach temporaries: one per parameter it updates", expr, "bytes",
-                 pypeak.SRC, "torch.optim.AdamW (foreach)",
-                 "_foreach_sqrt(exp_avg_sq) makes one temporary per parameter, in the optimizer's dtype (fp32 with "
-                 "mixed precision), over the parameters this rank updates (its ZeRO shard). Fused implementations "
-                 "(fused=True, apex or DeepSpeed FusedAdam) keep none: an upper bound for them.")]
+    return [pypeak.adamw_temporaries_term(expr)]
 
 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
     if kind != "hf":
         return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
-    upcast = 4 if act_bytes != 4 else 0
-    return ([Term("logits_forward", f"the model's logits ({act_bytes} bytes) and their fp32 upcast while the loss runs",
-                  (act_bytes + upcast) * S * B * V / tp_s, "bytes", "huggingface", "ForCausalLMLoss",
-                  "logits.float() before cross-entropy; both are released when the forward pass ends (only the "
-                  "fp32 log-softmax is saved)."
-                  + ("" if upcast else " In fp32 the upcast is the logits themselves."))],
-            [Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
-                  pypeak.loss_backward_extra("gpt2") / tp_s, "bytes", pypeak.SRC, "pytorch.peak.gpt2",
-                  "Alive with everything saved for backward when the backward pass starts (measured with PyTorch "
-                  "on GPT-2 and Llama); not saved for backward.")])
+    return [pypeak.logits_forward_term(act_bytes, tp_s)], [pypeak.loss_gradients_term(tp_s)]
 
 
 def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
@@ -590,22 +577,8 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
         resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
     act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
-    mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
-    work = act * S * B * (2 * H + mlp)
-    step = act * B * (2 * H + mlp)
-    if not r.flash:
-        work += act * a * S**2 * B / tp_s
-        step += act * a * S * B / tp_s
-    prefill = Term("activations", "prefill working set of one layer" + ("" if r.flash else " (with s² scores)"),
-                   work, "bytes", "project", "",
-                   "Residual stream, norm output and MLP intermediates of one layer for the B×S tokens of the "
-                   "largest prompt chunk (the whole prompt); layers run one after another, so only one layer's "
-                   "tensors are alive. An estimate, not from a paper.")
-    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
-                  + ("" if r.flash else " (with its 1×S scores)"), step, "bytes", "project", "",
-                  "The prefill working set with one token per sequence instead of S.")
-    logits = Term("logits", "fp32 logits of the last position", 4 * B * V / tp_s, "bytes", "huggingface", "",
-                  "Generation keeps the logits of the last position only.")
+    prefill, decode = infer.working_set_terms(model.ffn, model.gated, model.moe, act, r.flash, tp_s)
+    logits = infer.last_logits_term(tp_s)
     if r.pp > 1:
         notes.append("pipeline stages hold L/p layers each; this plan is the first stage (embeddings, no head)")
     return Layout(tuple(resident), {"prefill": (prefill, logits), "decode": (decode, logits)}), {N: model.params}, []

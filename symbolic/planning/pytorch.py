@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 import sympy
 
+from ..core.memo import BoundedMemo
 from ..core.symbols import L, N
 from ..core.term import Term
 from ..library import activations_pytorch as pyacts
@@ -192,11 +193,11 @@ def _adjusted(regime: Regime) -> bool:
     return finetune.active(regime) or regime.recompute == "full"
 
 
-_AT_WIDTHS: dict[tuple[sympy.Basic, frozenset[tuple[sympy.Basic, sympy.Basic]]], sympy.Expr] = {}
+_AT_WIDTHS: BoundedMemo[tuple[sympy.Basic, frozenset[tuple[sympy.Basic, sympy.Basic]]], sympy.Expr] = BoundedMemo(4096)
 
 
 def _at_widths(expr: object, widths: dict[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
-    """``expr`` with the model's widths put in, remembered per process.
+    """``expr`` with the model's widths put in, remembered per process (the last 4096).
 
     Every plan of one model (another batch, sequence, ZeRO stage, the planner's layouts, a fit's
     steps) puts the same widths into mostly the same step terms, and with a max inside SymPy
@@ -206,8 +207,6 @@ def _at_widths(expr: object, widths: dict[sympy.Symbol, sympy.Expr]) -> sympy.Ex
     key = (expr, frozenset(widths.items()))
     found = _AT_WIDTHS.get(key)
     if found is None:
-        if len(_AT_WIDTHS) >= 4096:
-            _AT_WIDTHS.clear()
         found = _AT_WIDTHS[key] = extrema.substitute(expr, widths)
     return found
 

@@ -36,6 +36,7 @@ import sympy
 
 from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
+from ..core.memo import BoundedMemo
 from ..library.timing import P_gpu
 from ..networks.shape import divisors
 from ..networks.shape import load as load_shape
@@ -53,7 +54,7 @@ MAX_MICRO_BATCH = 64
 MAX_GLOBAL_BATCH = 2**24
 LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "recompute", "sequence_parallel", "micro_batch", "grad_accum",
                "offload")
-_COMPILED: dict[sympy.Expr, CompiledFormula] = {}
+_COMPILED: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
 
 
 @dataclass
@@ -272,7 +273,7 @@ class _Compiled:
 
 
 LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "P_gpu")
-_PARTS: dict[tuple[object, ...], _Compiled] = {}
+_PARTS: BoundedMemo[tuple[object, ...], _Compiled] = BoundedMemo(4096)
 
 
 def _numbers(values: dict[str, object]) -> dict[sympy.Symbol, sympy.Expr]:
@@ -315,8 +316,6 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
     step_scalars = {k: float(v) for k, v in values.items() if k not in LAYOUT_SYMBOLS and not isinstance(v, str)}
     found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars)
     if key is not None:
-        if len(_PARTS) > 4096:
-            _PARTS.clear()
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found

@@ -35,7 +35,7 @@ import sympy
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
-from ..core.symbols import B, L, N, N_gpu, S, declare, n_d, n_mb, p, t
+from ..core.symbols import B, F_step, L, N, N_gpu, S, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
 from ..core.term import Term
 from ..library import flops as fl
 from ..library import precision as prec
@@ -47,9 +47,6 @@ from .build import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..networks.transformer import ModelSpec
-
-t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)
-F_step = declare("F_step", r"F_{\mathrm{step}}", "training FLOPs per optimizer step", "flops", integer=False)
 
 DTYPES = formats.RATE_KEYS  # the GPU rate keys a --compute-dtype may name
 # Per-layer parameter terms that are weight matrices (2 FLOPs per weight per token): every attention,

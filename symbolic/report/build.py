@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core import atomic as write
+from ..core import collector
 from ..math.userterms import CustomTerm
 from . import adapter, context, render, spec
 from .typeset import SvgTypesetter, Typesetter
@@ -54,7 +55,7 @@ def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates:
     if outputs.pdf is not None:
         render.require_pdf_renderer()  # so is a missing WeasyPrint (ImportError), not after seconds of typesetting
     say(f"computing {report_spec.model.name} ({report_spec.formulas} formulas)")
-    with render.frozen_heap():  # the collector skips what was loaded before (see frozen_heap)
+    with collector.when_opted_in(render.frozen_heap):  # the collector skips what was loaded before, if asked
         scenario = adapter.scenario_for(report_spec)
         typeset = outputs.pdf is not None or outputs.html is not None
         ctx = context.build(report_spec, scenario, SvgTypesetter() if typeset else Typesetter(), charts=typeset,

@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 import jinja2
 from markupsafe import Markup
 
+from ..core import collector
 from ..core.collector import frozen_heap
 from ..core.errors import Terminated, UserError, shorten
 from .sandbox import BoundedSandbox, TemplateLimit
@@ -221,7 +222,7 @@ def html_to_pdf(html: str, warn: Callable[[str], None] | None = None) -> bytes:
         document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=url_fetcher())
         return document.write_pdf(pdf_identifier=identifier)
 
-    with frozen_heap():
+    with collector.when_opted_in(frozen_heap):
         return guarded_weasyprint(write, warn)
 
 

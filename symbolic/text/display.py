@@ -262,7 +262,7 @@ def _has_project_symbols(expr: Any) -> bool:
     from ..core import symbols as symtab
 
     table = {info.symbol for info in symtab.all_symbols()}
-    return any(s in table for s in getattr(expr, "free_symbols", ()))
+    return any(s in table or isinstance(s, symtab.ScopedSymbol) for s in getattr(expr, "free_symbols", ()))
 
 
 # --- tables of results whose classes live in other layers (duck-typed: nothing is imported) ------

@@ -402,20 +402,23 @@ def _symbol_name(path: Path) -> str:
     return f"{path[0].removesuffix('_config')}_{path[-1]}"
 
 
-def field_symbol(name: str) -> sympy.Symbol:
-    """The symbol of a config field without a project symbol, declared once in the symbol table."""
+def field_symbol(name: str, scope: symtab.SymbolScope | None = None) -> sympy.Symbol:
+    """The symbol of a config field without a project symbol, declared once in the model's ``scope``
+    (a new one if none is given); ``cfg_`` is put before a name the symbol table already has."""
+    scope = symtab.SymbolScope() if scope is None else scope
     doc = FIELD_DOC.format(name)
     for candidate in (name, f"cfg_{name}"):
-        known = {s.name: s for s in symtab.all_symbols()}
-        if candidate in known and known[candidate].description != doc:
-            continue
+        if symtab.in_table(candidate) or (candidate in scope and scope.info(candidate).description != doc):
+            continue  # a project (or user) symbol's name, or one of this scope's with another meaning
         latex = r"\mathrm{" + candidate.replace("_", r"\_") + "}"
-        return symtab.declare(candidate, latex, doc, "count")
+        return scope.declare(candidate, latex, doc, "count")
     raise GenericError(f"config field {name!r} clashes with the symbol table")  # pragma: no cover
 
 
-def symbols_for(paths: list[Path]) -> dict[Path, sympy.Symbol]:
-    """One distinct symbol per field: the project's symbol where the field maps onto one."""
+def symbols_for(paths: list[Path], scope: symtab.SymbolScope | None = None) -> dict[Path, sympy.Symbol]:
+    """One distinct symbol per field: the project's symbol where the field maps onto one, else one of
+    the model's ``scope`` (a new one if none is given)."""
+    scope = symtab.SymbolScope() if scope is None else scope
     out: dict[Path, sympy.Symbol] = {}
     taken: set[sympy.Symbol] = set()
     ordered = sorted(paths, key=lambda p: (len(p) > 1 and p[0] != "text_config", len(p), p))
@@ -423,9 +426,9 @@ def symbols_for(paths: list[Path]) -> dict[Path, sympy.Symbol]:
         top = len(path) == 1 or path[0] == "text_config"
         sym = KNOWN.get(path[-1]) if top else None
         if sym is None or sym in taken:
-            sym = field_symbol(_symbol_name(path))
+            sym = field_symbol(_symbol_name(path), scope)
             if sym in taken:
-                sym = field_symbol("_".join(path))
+                sym = field_symbol("_".join(path), scope)
         taken.add(sym)
         out[path] = sym
     return out
@@ -630,6 +633,7 @@ class GenericModel:
     unexplained: tuple[str, ...] = ()  # parameter patterns whose size is a measured number
     verified: bool = False  # formula checked against a real build at an independent point
     notes: tuple[str, ...] = field(default_factory=tuple)
+    symbols: symtab.SymbolScope = field(default_factory=symtab.SymbolScope, compare=False, repr=False)  # its fields'
 
     @property
     def is_moe(self) -> bool:
@@ -694,7 +698,7 @@ def analyse(data: Mapping[str, Any], name: str = "", architecture: str | None = 
     """The GenericModel of a config dict (see the module docstring); needs torch."""
     if not torch_available():
         raise GenericError(f"this model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
-    with _quiet(), collector.paused():  # once around every probe; builds make no cycles to collect
+    with _quiet(), collector.when_opted_in(collector.paused):  # builds make no cycles to collect
         spec = _analyse(data, name, architecture)
     if progress:
         progress(f"{spec.model_type}: {spec.total} parameters, {len(spec.unexplained)} measured terms")
@@ -729,7 +733,8 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
             return None
 
     fields = int_fields(real_data)
-    sym = symbols_for(list(fields))
+    scope = symtab.SymbolScope()  # the model's own field symbols, kept by the GenericModel
+    sym = symbols_for(list(fields), scope)
     real_point = {sym[p]: v for p, v in fields.items()}
     real_units = units(real_shapes)
     total = sum(_numel(s) for s in real_shapes.values())
@@ -748,13 +753,14 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     terms, unexplained = _terms(exprs, real_units)
     active, active_terms = _active(terms, sym, fields, model)
     used = {s for t in terms + active_terms for s in t.expr.free_symbols}
-    values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] is s}
-    paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] is s}
+    # equal, not identical: SymPy's cache may hand back an earlier model's equal symbol inside an expression
+    values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] == s}
+    paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] == s}
     notes = [] if base_shapes is not None else ["the config does not rebuild from its own dict; no field was probed"]
     spec = GenericModel(name=name or str(data.get("model_type")), model_type=str(config.model_type),
                         architecture=cls.__name__, total=total, terms=terms, values=values, fields=paths,
                         active=active, active_terms=active_terms, unexplained=tuple(unexplained),
-                        verified=verified and not unexplained, notes=tuple(notes))
+                        verified=verified and not unexplained, notes=tuple(notes), symbols=scope)
     return spec
 
 

@@ -36,7 +36,7 @@ def plain_count(model_type: str) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    with _quiet(), collector.paused(), torch.device("meta"):  # the reference count, built the plain way
+    with _quiet(), collector.when_opted_in(collector.paused), torch.device("meta"):  # the reference count, built the plain way
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type))
     return sum(p.numel() for p in model.parameters())
 
