@@ -44,7 +44,7 @@ def test_saved_bytes_equal_the_measured_ones(family, values, options, measured):
 
 
 def test_every_term_is_sourced_and_attributed():
-    for family in act.FAMILIES:
+    for family in act.IMPLEMENTATIONS:
         for device in act.DEVICES:
             model = act.saved(family, precision="bf16", device=device, attn="eager", dropout=ALL_DROPOUT)
             assert model.formula.unit == "bytes"
@@ -54,7 +54,7 @@ def test_every_term_is_sourced_and_attributed():
 
 def test_registered_canonical_variants():
     keys = set(symbolic.keys())
-    for family in act.FAMILIES:
+    for family in act.IMPLEMENTATIONS:
         assert {f"pytorch.saved.{family}", f"pytorch.peak.{family}"} <= keys
         f = symbolic.formula(f"pytorch.saved.{family}")
         assert f.evaluate(f.restrict(f.example)).total > 0

@@ -144,7 +144,7 @@ def test_trainable_subset_and_frozen_weights():
 
 
 def test_registered_formulas_are_kept():
-    for family in act.FAMILIES:
+    for family in act.IMPLEMENTATIONS:
         f = symbolic.formula(f"pytorch.peak.{family}")
         assert {t.key for t in f.terms} == {"weights", "optimizer_state", "phase"}
         assert f.evaluate(f.restrict(f.example)).total > 0

@@ -97,7 +97,7 @@ from ..math.formula import Formula
 from .registry import register
 
 SRC = "pytorch"
-FAMILIES = ("mlp", "gpt2", "llama")
+IMPLEMENTATIONS = ("mlp", "gpt2", "llama")  # the PyTorch implementations whose saved tensors are modelled
 # the "-mixed" precisions are torch.autocast (fp32 weights, 16-bit compute); bytes: element_bytes
 PRECISIONS = ("fp32", "bf16", "fp16", "bf16-mixed", "fp16-mixed")
 DEVICES = ("cpu", "cuda")
@@ -431,7 +431,7 @@ def saved(family: str, setup: Setup | None = None, *, loss: str = "cross-entropy
     softmax output or "mse" to one-hot targets (the language models use Hugging Face's loss).
     """
     if family not in _BUILDERS:
-        raise UnknownNameError(f"unknown family {family!r}; choose from {', '.join(FAMILIES)}")
+        raise UnknownNameError(f"unknown family {family!r}; choose from {', '.join(IMPLEMENTATIONS)}")
     if loss not in LOSSES or (loss != "cross-entropy" and family != "mlp"):
         raise UnknownNameError(f"unknown loss {loss!r} for {family}; choose from "
                                f"{', '.join(LOSSES if family == 'mlp' else LOSSES[:1])}")
