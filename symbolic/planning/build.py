@@ -46,7 +46,7 @@ from fractions import Fraction
 import sympy
 
 from ..catalogs import GPU
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, k_exp, n_d, n_mb, p, t, v_pp
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -332,7 +332,7 @@ def build(model: ModelShape, regime: Regime) -> Plan:
         values["p"] = regime.pp
     if regime.ep > 1:
         values["e_p"] = regime.ep
-    notes = list(regime.notes)
+    notes = list(regime.notes) + list(model.cannot_say)  # what the network says it cannot say, one line each
     saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
     if saved is not None:
         notes += pytorch.notes(regime, saved)
@@ -520,8 +520,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
                                 act_bytes=act_bytes)
     sp = r.sequence_parallel and r.tp > 1
-    widths = model.widths()
-    per = acts.per_layer(variant, r.recompute, tp_s, sp).xreplace(widths)
+    per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)
     layers: sympy.Expr = L
     if in_flight < r.pp:  # fewer micro-batches than stages: m of them in flight
@@ -540,7 +539,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                  f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
     rebuilt: list[Term] = []
     if r.recompute == "full":
-        again = acts.per_layer(variant, "none", tp_s, sp).xreplace(widths)
+        again = model.layer_activations(variant, "none", tp_s, sp)
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "
                             "back-propagated holds all its activations for a moment."))
@@ -577,10 +576,9 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
     resident = infer.weight_terms(r.weights, quantised, kept)
-    for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
-        resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
+    resident += model.cache_terms(tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s)
     act = 4 if r.weights == "fp32" else 2
-    mlp = (3 if model.gated else 2) * model.ffn * (k_exp if model.moe else 1) / tp_s
+    mlp = model.serving_width(tp_s)
     work = act * S * B * (2 * H + mlp)
     step = act * B * (2 * H + mlp)
     if not r.flash:

@@ -39,14 +39,11 @@ DEVICES = opts.get("device").choices
 # the precisions the PyTorch step models (pure and autocast mixed precision), as the planner names them
 PYTORCH_PRECISIONS = tuple(p for p in prec.PRECISIONS if p in pyacts.PRECISIONS)
 PYTORCH_OPTIMIZERS = ("adamw", "sgd-momentum", "sgd")
-MLP_TYPE = "mlp"  # article A's network (planning.model.article_a_shape): activations pytorch only
+# options that do not apply to a network without a token sequence (article A's: no attention, dropout or cache)
 MLP_HIDDEN = ("seq", "flash", "attn", "use_cache", "dropout", "dropout_masks", "logits", "sequence_parallel")
 PYTORCH_ONLY = ("attn", "device", "use_cache", "dropout_masks")
 FINETUNE_ONLY = ("lora_targets", "lora_dropout", "adapter_dtype", "lora_rank")
 DEFAULT_SEQ = opts.DEFAULT_SEQ
-# Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
-# for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
-DROPOUT_TYPES = ("gpt2", "bert")
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ class Regime:
     adapter_dtype: str = "fp32"
     qlora: bool = False
     freeze_embeddings: bool = False
-    model_type: str = field(default="", compare=False)  # the model's type ("mlp": article A's network)
+    sequence: bool = field(default=True, compare=False)  # the network takes a token sequence (Network.sequence)
     defaulted: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
@@ -111,14 +108,14 @@ class Regime:
         names = tuple(n for n in names if n not in hidden)
         if self.train and self.activations == "pytorch" and not self.dropout:
             names = tuple(n for n in names if n != "dropout_masks")  # no masks to size
-        if self.model_type == MLP_TYPE:  # article A's network has no sequence, attention, dropout or cache
+        if not self.sequence:  # e.g. article A's network: no sequence, attention, dropout or cache
             names = tuple(n for n in names if n not in MLP_HIDDEN)
         if self.ep == 1 and "ep" in self.defaulted:  # listed only when asked for (mixtures of experts)
             names = tuple(n for n in names if n != "ep")
         quiet = set(FINETUNE_ONLY) if not self.lora_rank else set()  # listed only when they apply
         quiet |= {"qlora"} if not self.qlora else set()
         quiet |= {"freeze_embeddings"} if not self.freeze_embeddings else set()
-        quiet |= {"loss"} if "loss" in self.defaulted and self.model_type != MLP_TYPE else set()
+        quiet |= {"loss"} if "loss" in self.defaulted and self.sequence else set()
         names = tuple(n for n in names if n not in quiet)
         return {"mode": self.mode, **{n: getattr(self, n) for n in names}}
 
@@ -194,9 +191,9 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     if model.positions and seq > model.positions:
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
     dp, tp, pp = (_whole(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
-    if model.model_type == MLP_TYPE:
+    if not model.sequence:
         if mode != "train":
-            raise PlanOptionError(f"{model.name} (article A's network) is planned for training only (--mode train)")
+            raise PlanOptionError(f"{model.name} ({_what(model)}) is planned for training only (--mode train)")
     else:
         _check_tp(model, tp)
         if model.layers % pp:
@@ -216,7 +213,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
-    return Regime(**data, model_type=model.model_type, defaulted=tuple(defaulted),  # type: ignore[arg-type]
+    return Regime(**data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                   notes=tuple(notes))
 
 
@@ -247,11 +244,11 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if tp > model.kv_head_count:
         raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
-    mlp = model.model_type == MLP_TYPE
+    mlp = not model.sequence  # a network without a token sequence: only its saved-tensor model applies
     activations = _choice("activations", pick("activations", "pytorch" if mlp else _default("activations")))
     pytorch = activations == "pytorch"
     if mlp and not pytorch:
-        raise PlanOptionError(f"{model.name} (article A's network) is modelled with activations pytorch only, not "
+        raise PlanOptionError(f"{model.name} ({_what(model)}) is modelled with activations pytorch only, not "
                               f"{activations}")
     if pytorch:
         _check_pytorch(model, tp, pp)
@@ -269,7 +266,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError(str(err)) from None
     recompute = _choice("recompute", pick("recompute", _default("recompute")))
     dropout_default = (bool(pyacts.dropout_sites(model.config)) and not mlp) if pytorch \
-        else model.model_type in DROPOUT_TYPES
+        else model.dropout_default
     dropout = _flag("dropout", pick("dropout", dropout_default))
     stages = [int(s) for s in opts.get("zero").choices]  # type: ignore[call-overload]
     zero = _whole("zero", pick("zero", _default("zero")), min(stages), max(stages))
@@ -298,7 +295,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
                               "whole layers: recompute full); use activations korthikanti")
     if pytorch and recompute == "full" and mlp:
-        raise PlanOptionError(f"{model.name} (article A's network) has no layers to checkpoint: recompute full "
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint: recompute full "
                               "does not apply")
     if pytorch and logits != "hf":
         raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
@@ -320,7 +317,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     use_cache = _flag("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
                                         and recompute != "full" and not mlp))
     if use_cache and mlp:
-        raise PlanOptionError(f"{model.name} (article A's network) has no KV cache: use_cache does not apply")
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no KV cache: use_cache does not apply")
     dropout_masks = _choice("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
     loss = _choice("loss", pick("loss", "cross-entropy"))
     if loss != "cross-entropy" and not mlp:
@@ -335,6 +332,11 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
             **tuning}
+
+
+def _what(model: ModelShape) -> str:
+    """What the network is, in an error's parentheses ("article A's network")."""
+    return model.label or model.kind
 
 
 def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
