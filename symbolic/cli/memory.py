@@ -34,9 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..planning import Plan
 
 
-ARTICLE_A = ("mlp", "mlp-nobias")  # article A's network (planning.model.ARTICLE_A_MODELS)
-
-
 def _positive(text: str) -> int:
     return whole(text)  # one parser and message for every whole-number flag (cli/common.py)
 
@@ -154,7 +151,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
     from . import generic_memory
 
-    if args.model not in ARTICLE_A and generic_memory.wants_generic(args.model):  # the generic torch path (issue 12)
+    if args.mode == "infer" and generic_memory.wants_generic(args.model):  # the generic path's serving estimate
         return generic_memory.cmd_memory(args, plan_options(args))
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")

@@ -17,7 +17,8 @@ reports need, so that none of them branches on a model's name or type string:
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``);
 - positions: ``positions`` (learned rows: a hard limit) and ``trained_context`` (a soft one);
-- ``cannot_say``: one line for each thing it knows it cannot say (shown as a note).
+- ``cannot_say``: by topic (``TOPICS``), one line for what it knows it cannot say there and why
+  (the planner shows the training or serving line as a note, ``time`` the FLOPs line).
 
 Three implementations: ``networks.shape.ModelShape`` (the transformer family tables),
 ``networks.generic.network.GenericNetwork`` (any transformers model type, from the real module
@@ -33,9 +34,12 @@ import sympy
 
 from ..core.term import Term
 from ..math.formula import Formula
+from .shape import ARTICLE_A_MODELS, ModelShape, article_a_shape
 
 # the implementations, as ``Network.kind`` names them (output only: nothing compares them)
 KINDS = ("transformer", "generic", "article-a")
+# what ``Network.cannot_say`` is keyed by
+TOPICS = ("activations", "serving", "flops")
 
 
 @runtime_checkable
@@ -59,7 +63,7 @@ class Network(Protocol):
     moe: bool
     gated: bool
     dropout_default: bool
-    cannot_say: tuple[str, ...]
+    cannot_say: Mapping[str, str]
 
     @property
     def total(self) -> int: ...
@@ -94,3 +98,28 @@ class Network(Protocol):
     def value(self, expr: sympy.Expr) -> sympy.Rational: ...
 
     def widths(self) -> dict[sympy.Symbol, sympy.Expr]: ...
+
+
+def load(model: object) -> ModelShape:
+    """The Network of a preset name, a config path, a model type, a ModelSpec or a Network.
+
+    "mlp" and "mlp-nobias" are article A's network; a config whose type has a family table is a
+    ``ModelShape`` of its ``ModelSpec``; any other is the generic torch path's
+    (``networks.generic.network``: a one-line error without torch).
+    """
+    if isinstance(model, ModelShape):
+        return model
+    if isinstance(model, str) and model in ARTICLE_A_MODELS:
+        return article_a_shape(model)
+    from . import transformer as architectures  # imported here: the planner works on any spec-like object too
+
+    if isinstance(model, str):
+        name, config = architectures.resolve_config(model)
+        from .generic.network import generic_network, is_table_family
+
+        if not is_table_family(config):  # the generic torch path: the real module tree (needs torch)
+            return generic_network(name, config)
+        return ModelShape.from_spec(architectures.load(model), config)
+    if isinstance(model, architectures.ModelSpec):
+        return ModelShape.from_spec(model)
+    raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")

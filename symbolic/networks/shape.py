@@ -108,9 +108,11 @@ class ModelShape:
     kind: str = field(default="transformer", compare=False)  # which implementation (shown, never compared)
     sequence: bool = field(default=True, compare=False)  # a token sequence: seq, attention, dropout, cache apply
     has_attention: bool = field(default=True, compare=False)
+    tensor_parallel: bool = field(default=True, compare=False)  # which matrices split over t ranks is known
     dropout_default: bool = field(default=False, compare=False)  # the config trains with dropout masks
     label: str = field(default="", compare=False)  # what the network is, in a sentence ("article A's network")
-    cannot_say: tuple[str, ...] = field(default=(), compare=False)  # one line each: what it cannot say, and why
+    # what it knows it cannot say, one line each, by topic ("activations", "serving", "flops")
+    cannot_say: Mapping[str, str] = field(default_factory=dict, compare=False)
     # the library's saved-tensor model of this network (activations_pytorch's family); "": from its config
     saved_family: str = field(default="", compare=False)
     spec: Any = field(default=None, compare=False, repr=False)  # the ModelSpec of a family table (FLOPs), else None
@@ -349,28 +351,6 @@ def article_a_shape(name: str = "mlp") -> ModelShape:
         positions=0, source="article A (symbolic.library.article_a)", cache_kinds=(),
         config={"model_type": "mlp", "bias": bias, "use_cache": False}, kind="article-a",
         label="article A's network", sequence=False, has_attention=False, saved_family=article_a.SAVED_FAMILY)
-
-
-def load(model: object) -> ModelShape:
-    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape ("mlp": article A's network)."""
-    if isinstance(model, ModelShape):
-        return model
-    if isinstance(model, str) and model in ARTICLE_A_MODELS:
-        return article_a_shape(model)
-    from . import transformer as architectures  # imported here: the planner works on any spec-like object too
-
-    if isinstance(model, str):
-        return ModelShape.from_spec(architectures.load(model), _read_config(model))
-    if isinstance(model, architectures.ModelSpec):
-        return ModelShape.from_spec(model)
-    raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
-
-
-def _read_config(text: str) -> dict[str, Any]:
-    """The config.json fields of a model reference (``architectures.resolve_config``, the one resolver)."""
-    from . import transformer as architectures
-
-    return architectures.resolve_config(text)[1]
 
 
 def _implied_config(spec: ModelSpec) -> dict[str, Any]:

@@ -71,7 +71,8 @@ from __future__ import annotations
 
 from ..catalogs import GPU, GPUS
 from ..catalogs import get as gpu
-from ..networks.shape import ModelShape, load
+from ..networks.network import Network, load
+from ..networks.shape import ModelShape
 from ..options import table as _options
 from ..options.table import PlanOptionError
 from . import fit as _fit
@@ -144,5 +145,5 @@ def gpus() -> list[GPU]:
     return list(GPUS.values())
 
 
-__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Plan", "Regime",
-           "SavedActivations", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]
+__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Fit", "GPU", "ModelShape", "Network", "Plan",
+           "Regime", "SavedActivations", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load", "plan", "resolve"]

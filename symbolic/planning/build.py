@@ -332,7 +332,8 @@ def build(model: ModelShape, regime: Regime) -> Plan:
         values["p"] = regime.pp
     if regime.ep > 1:
         values["e_p"] = regime.ep
-    notes = list(regime.notes) + list(model.cannot_say)  # what the network says it cannot say, one line each
+    topic = "activations" if regime.train else "serving"
+    notes = list(regime.notes) + [model.cannot_say[topic]] * (topic in model.cannot_say)  # the network's one line
     saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
     if saved is not None:
         notes += pytorch.notes(regime, saved)

@@ -232,6 +232,11 @@ def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:
 
 
 def _check_tp(model: ModelShape, tp: int) -> None:
+    if not model.tensor_parallel:  # e.g. the generic torch path: which matrices split is not known
+        if tp > 1:
+            raise PlanOptionError(f"tp {tp}: {model.name} ({_what(model)}): tensor parallelism cannot be said without "
+                                  "a family table (which of its matrices split over t ranks); plan tp 1")
+        return
     if model.heads % tp:
         raise PlanOptionError(f"tp {tp} must divide the {model.heads} attention heads of {model.name}")
     kv = model.kv_head_count
@@ -241,7 +246,7 @@ def _check_tp(model: ModelShape, tp: int) -> None:
 
 def _train_options(model: ModelShape, pick: Callable[[str, object], object], notes: list[str], dp: int, tp: int,
                    pp: int, flash: bool, given: Collection[str]) -> dict[str, object]:
-    if tp > model.kv_head_count:
+    if model.tensor_parallel and tp > model.kv_head_count:
         raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
     mlp = not model.sequence  # a network without a token sequence: only its saved-tensor model applies
@@ -289,6 +294,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             raise PlanOptionError("interleave (virtual pipeline stages) needs pp > 1")
         if model.layers % (pp * interleave):
             raise PlanOptionError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
+    if activations == "article-b" and "a" not in model.numbers:
+        raise PlanOptionError(f"article B's activation formula needs the attention heads a, which {model.name} "
+                              f"({_what(model)}) does not give; use korthikanti")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
     if pytorch and recompute == "selective":
@@ -346,6 +354,9 @@ def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
     if missing:
         raise PlanOptionError(f"activations pytorch does not model {' or '.join(missing)}: what PyTorch saves was "
                          "measured on one device; use activations korthikanti")
+    if model.pytorch_family is None:
+        raise PlanOptionError(f"activations pytorch has no saved-tensor model of {model.name} ({_what(model)}): it "
+                              "was measured on GPT-2, Llama-family and article A's networks; use activations korthikanti")
     if model.moe:
         raise PlanOptionError(f"activations pytorch does not model mixture-of-experts layers ({model.name}): it was "
                          "measured on GPT-2 and Llama-family dense models; use activations korthikanti")

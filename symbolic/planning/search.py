@@ -38,8 +38,8 @@ from ..catalogs import GPU
 from ..catalogs import get as get_gpu
 from ..core.errors import UserError
 from ..library.timing import P_gpu
+from ..networks.network import load as load_shape
 from ..networks.shape import divisors
-from ..networks.shape import load as load_shape
 from . import time as ptime
 
 if TYPE_CHECKING:  # pragma: no cover

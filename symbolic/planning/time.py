@@ -41,8 +41,8 @@ from ..library import flops as fl
 from ..library import precision as prec
 from ..library import timing as tm
 from ..math.formula import Formula, to_plain
+from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape
-from ..networks.shape import load as load_shape
 from .build import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
