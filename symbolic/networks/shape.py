@@ -186,8 +186,7 @@ class ModelShape:
         """Parameters one token uses (mixtures of experts), else None."""
         if not self.moe or self.spec is None or not getattr(self.spec, "active_defined", True):
             return None
-        f = self.spec.params_formula(active=True)
-        return int(f.evaluate(f.restrict(self.numbers)).total)
+        return int(self.spec.active_param_count())
 
     @property
     def layer_kinds(self) -> dict[str, int]:

@@ -333,7 +333,7 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     if regime.ep > 1:
         values["e_p"] = regime.ep
     topic = "activations" if regime.train else "serving"
-    notes = list(regime.notes) + [model.cannot_say[topic]] * (topic in model.cannot_say)  # the network's one line
+    notes = list(regime.notes) + ([model.cannot_say[topic]] if topic in model.cannot_say else [])  # its one line
     saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
     if saved is not None:
         notes += pytorch.notes(regime, saved)
