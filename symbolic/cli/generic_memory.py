@@ -1,5 +1,8 @@
 """``symbolic memory --mode infer`` for model types without a family table (the generic torch path).
 
+(Training, ``fit``, ``time``, ``plan`` and reports of such a model go through the planner, which takes its
+``networks.generic.network.GenericNetwork``; this serving estimate, checked against ``--gpu``, is kept as it was.)
+
 Serving memory of one GPU holding the whole model: the weights (the generic parameter count
 times bytes per weight) and the serving cache measured on the meta device
 (``architectures.generic_cache``: bytes = B·(c_0 + c_S·S + c_W·min(S, K)) after a prefill,

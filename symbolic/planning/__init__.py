@@ -56,7 +56,7 @@ default; invalid values or combinations raise ``ValueError`` with a one-line mes
   with it, a ``ValueError``: tp or pp > 1, recompute, mixture-of-experts models, logits other
   than "hf". ``attn`` and ``device`` change nothing with the other activation models (a note
   says so). Article A's network is the model "mlp" (or "mlp-nobias"), trained with it only,
-  ``loss`` cross-entropy or mse;
+  ``loss`` cross-entropy or mse (the planner asks ``Network.sequence``, never the name);
 - ``runtime`` (both modes, default on): the CUDA runtime's terms (``library.runtime``) on every
   GPU, not with ``device="cpu"``;
 - inference: ``weights`` "bf16" (fp32, fp16, bf16, int8, int4), ``kv_dtype`` the weights' dtype
