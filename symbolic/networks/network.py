@@ -34,7 +34,8 @@ import sympy
 
 from ..core.term import Term
 from ..math.formula import Formula
-from .shape import ARTICLE_A_MODELS, ModelShape, article_a_shape
+from .shape import ARTICLE_A_MODELS, ModelShape
+from .shape import load as shape_load
 
 # the implementations, as ``Network.kind`` names them (output only: nothing compares them)
 KINDS = ("transformer", "generic", "article-a")
@@ -103,23 +104,15 @@ class Network(Protocol):
 def load(model: object) -> ModelShape:
     """The Network of a preset name, a config path, a model type, a ModelSpec or a Network.
 
-    "mlp" and "mlp-nobias" are article A's network; a config whose type has a family table is a
-    ``ModelShape`` of its ``ModelSpec``; any other is the generic torch path's
-    (``networks.generic.network``: a one-line error without torch).
+    "mlp" and "mlp-nobias" are article A's network and a config whose type has a family table a
+    ``ModelShape`` of its ``ModelSpec`` (``shape.load``); any other config is the generic torch
+    path's (``networks.generic.network``: a one-line error without torch).
     """
-    if isinstance(model, ModelShape):
-        return model
-    if isinstance(model, str) and model in ARTICLE_A_MODELS:
-        return article_a_shape(model)
-    from . import transformer as architectures  # imported here: the planner works on any spec-like object too
-
-    if isinstance(model, str):
-        name, config = architectures.resolve_config(model)
+    if isinstance(model, str) and model not in ARTICLE_A_MODELS:
+        from . import transformer as architectures
         from .generic.network import generic_network, is_table_family
 
+        name, config = architectures.resolve_config(model)
         if not is_table_family(config):  # the generic torch path: the real module tree (needs torch)
             return generic_network(name, config)
-        return ModelShape.from_spec(architectures.load(model), config)
-    if isinstance(model, architectures.ModelSpec):
-        return ModelShape.from_spec(model)
-    raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
+    return shape_load(model)

@@ -352,6 +352,24 @@ def article_a_shape(name: str = "mlp") -> ModelShape:
         label="article A's network", sequence=False, has_attention=False, saved_family=article_a.SAVED_FAMILY)
 
 
+def load(model: object) -> ModelShape:
+    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape ("mlp": article A's network).
+
+    The family tables and article A only; ``networks.network.load`` takes any model (the generic path too).
+    """
+    if isinstance(model, ModelShape):
+        return model
+    if isinstance(model, str) and model in ARTICLE_A_MODELS:
+        return article_a_shape(model)
+    from . import transformer as architectures  # imported here: the planner works on any spec-like object too
+
+    if isinstance(model, str):
+        return ModelShape.from_spec(architectures.load(model), architectures.resolve_config(model)[1])
+    if isinstance(model, architectures.ModelSpec):
+        return ModelShape.from_spec(model)
+    raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
+
+
 def _implied_config(spec: ModelSpec) -> dict[str, Any]:
     """What a ModelSpec without its config says about the fields ``config`` holds."""
     out: dict[str, Any] = {"model_type": spec.model_type}
