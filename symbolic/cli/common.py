@@ -27,6 +27,7 @@ from ..core.errors import QUOTE_LIMIT, UserError, quote, single_line
 from ..core.values import parse_assignment
 
 if TYPE_CHECKING:
+    from ..catalogs import Budget
     from ..math.formula import Formula
 
 
@@ -304,3 +305,23 @@ def warn_context(args: argparse.Namespace, config: Mapping[str, Any], name: str,
     message = context_warning(config, name, seq, positions)
     if message and not quiet(args):
         print(f"symbolic: warning: {message}", file=sys.stderr)
+
+
+def budget_of(args: argparse.Namespace) -> Budget | None:
+    """The Budget --gpu, --gpu-fraction and --reserve give (None without --gpu)."""
+    from ..catalogs.budget import make_budget, parse_reserve
+
+    fraction, reserve = getattr(args, "gpu_fraction", None), getattr(args, "reserve", None) or []
+    if not args.gpu:
+        if fraction is not None or reserve:
+            raise CliError(f"{'--gpu-fraction' if fraction is not None else '--reserve'} needs --gpu (the GPU whose "
+                           "memory it divides)")
+        return None
+    return make_budget(args.gpu, 1 if fraction is None else fraction, [parse_reserve(r) for r in reserve],
+                       source="given on the command line")
+
+
+def print_budget(budget: Budget) -> None:
+    """The budget's own lines under an answer: how its bytes follow from the GPU, and each rounding."""
+    for line in budget.lines():
+        print(f"  budget: {line}")

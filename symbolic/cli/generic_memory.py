@@ -1,5 +1,8 @@
 """``symbolic memory --mode infer`` for model types without a family table (the generic torch path).
 
+(Training, ``fit``, ``time``, ``plan`` and reports of such a model go through the planner, which takes its
+``networks.generic.network.GenericNetwork``; this serving estimate, checked against ``--gpu``, is kept as it was.)
+
 Serving memory of one GPU holding the whole model: the weights (the generic parameter count
 times bytes per weight) and the serving cache measured on the meta device
 (``architectures.generic_cache``: bytes = B·(c_0 + c_S·S + c_W·min(S, K)) after a prefill,
@@ -26,11 +29,14 @@ SUPPORTED_OPTIONS = ("batch", "seq", "weights", "kv_dtype")
 
 
 def wants_generic(model: str) -> bool:
-    """Whether ``model`` resolves to a config whose type has no family table."""
+    """Whether ``model`` resolves to a config whose type has no family table (False: the planner says why not)."""
     from ..networks import transformer as architectures
     from .generic_params import is_table_family
 
-    _, config = architectures.resolve_config(model)
+    try:
+        _, config = architectures.resolve_config(model)
+    except UserError:  # not a config (article A's network, a typo): the planner's own answer or error
+        return False
     return not is_table_family(config)
 
 
@@ -76,17 +82,25 @@ def infer_data(model: str, options: dict[str, object]) -> dict[str, Any]:
 
 
 def cmd_memory(args: argparse.Namespace, options: dict[str, object]) -> int:
-    """Print the generic inference estimate."""
-    if args.mode != "infer":
-        raise UserError("this model type has no family table: the generic torch path plans --mode infer only")
-    data = infer_data(args.model, options)
+    """Print the generic inference estimate (and, with ``--gpu``, whether it fits)."""
+    from .. import planning
     from ..networks import transformer as architectures
-    from .common import warn_context
+    from .common import budget_of, check_exit, print_budget, warn_context
 
+    if getattr(args, "check", False) and not args.gpu:
+        raise UserError("--check needs --gpu (the GPU to check the peak against)")
+    budget = budget_of(args)
+    gpu = budget.gpu if budget is not None else None
+    data = infer_data(args.model, options)
+    fit = planning.Fit(gpu, data["total_bytes"], data["total_bytes"] <= budget.bytes,
+                       budget.bytes - data["total_bytes"], budget) if budget is not None else None
+    if fit is not None:
+        data.update(fit.as_dict())
     warn_context(args, architectures.resolve_config(args.model)[1], data["model"], data["options"]["seq"])
+    fits = fit.fits if fit is not None else True
     if getattr(args, "json", False):
         print_json(data)
-        return 0
+        return check_exit(args, fits)
     o = data["options"]
     print(f"{data['model']}: inference memory, one GPU ({data['architecture']}, generic torch path)")
     print(f"  options: batch {o['batch']}, seq {o['seq']}, weights {o['weights']}, kv-dtype {o['kv_dtype']}")
@@ -96,6 +110,14 @@ def cmd_memory(args: argparse.Namespace, options: dict[str, object]) -> int:
     c = data["cache_formula"]
     print(f"  kv_cache = {c['text']} bytes ({c['cache_class']}, "
           f"{'checked at a further point' if c['verified'] else 'not confirmed at a further point'})")
+    if fit is not None:
+        verdict = (f"fits, headroom {format_bytes(fit.headroom)} ({fit.headroom:,} bytes)" if fit.fits else
+                   f"does NOT fit: {format_bytes(-fit.headroom)} over ({-fit.headroom:,} bytes)")
+        if budget.whole:
+            print(f"  on {gpu.name} ({gpu.bytes:,} bytes = {format_bytes(gpu.bytes)}, {gpu.basis}): {verdict}")
+        else:
+            print(f"  on {budget.label} ({budget.bytes:,} bytes = {format_bytes(budget.bytes)}): {verdict}")
+        print_budget(budget)
     for note in data["notes"]:
         print(f"  note: {note}")
-    return 0
+    return check_exit(args, fits)

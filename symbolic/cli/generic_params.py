@@ -8,69 +8,13 @@ supported types and naming the extra; a "did you mean" only names a family with 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from ..core.errors import UnknownNameError
 from ..core.units import format_count
+
+# which path counts a config, and the one-line refusal without torch, live with the generic network
+from ..networks.generic.network import is_table_family, load_generic, same_layout, unsupported_message  # noqa: F401
 from .common import print_json, table
-
-# Integer fields that size nothing in a decoder's parameters (positions are rotary in most families).
-_NOT_SIZES = {"max_position_embeddings", "sliding_window", "max_window_layers", "num_experts_per_tok",
-              "original_max_position_embeddings", "rope_theta"}
-
-
-def is_table_family(config: Mapping[str, Any]) -> bool:
-    """Whether the config's model_type has a family table (counted without torch)."""
-    from ..networks.transformer.families import FAMILIES
-
-    model_type = config.get("model_type")
-    return isinstance(model_type, str) and model_type in FAMILIES  # a list or dict is the config reader's error
-
-
-def same_layout(config: Mapping[str, Any]) -> str | None:
-    """A table family that reads every size field this config has (the only kind worth suggesting)."""
-    from ..networks.generic.probes import int_fields
-    from ..networks.transformer.families import FAMILIES
-
-    present = {p[0] for p in int_fields(config) if len(p) == 1} - _NOT_SIZES
-    if not present:
-        return None
-    best: tuple[int, str] | None = None
-    for model_type, family in FAMILIES.items():
-        keys = {k for size in family.sizes.values() for k in size.keys}
-        if present <= keys:
-            score = len(keys & present)
-            if best is None or score > best[0]:
-                best = (score, model_type)
-    return best[1] if best else None
-
-
-def unsupported_message(config: Mapping[str, Any]) -> str:
-    """One line for a model type without a table when torch is missing."""
-    from ..networks.generic.probes import EXTRA, INSTALL_EXTRA, known_types
-    from ..networks.transformer.families import FAMILIES
-
-    model_type = config.get("model_type")
-    if model_type in known_types():  # a type transformers builds: what it needs, not a table it might be
-        return (f"model_type {model_type!r} is a transformers model type without a family table (tables: "
-                f"{', '.join(FAMILIES)}): counting it needs the '{EXTRA}' extra ({INSTALL_EXTRA}), which builds it "
-                "on the meta device")
-    like = same_layout(config)
-    hint = f" (its size fields are those of {like!r}: set model_type to {like!r} if it is that layout)" if like else ""
-    return (f"model_type {model_type!r} has no family table{hint}; tables: {', '.join(FAMILIES)}; "
-            f"any other transformers model type needs the '{EXTRA}' extra ({INSTALL_EXTRA})")
-
-
-def load_generic(name: str, config: Mapping[str, Any]) -> Any:
-    """The GenericModel of a resolved config, or a one-line error without torch."""
-    from ..networks.generic import probes as generic
-
-    if not generic.torch_available():
-        raise UnknownNameError(unsupported_message(config))
-    archs = config.get("architectures")
-    architecture = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    return generic.analyse(config, name=name, architecture=architecture)
 
 
 def params_data(m: Any) -> dict[str, object]:

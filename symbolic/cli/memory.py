@@ -18,9 +18,11 @@ from .common import (
     CliError,
     add_check,
     add_term_options,
+    budget_of,
     check_exit,
     cli_terms,
     parse_sets,
+    print_budget,
     print_json,
     quiet,
     table,
@@ -32,9 +34,6 @@ from .common import (
 if TYPE_CHECKING:  # pragma: no cover
     from ..catalogs import Budget
     from ..planning import Plan
-
-
-ARTICLE_A = ("mlp", "mlp-nobias")  # article A's network (planning.model.ARTICLE_A_MODELS)
 
 
 def _positive(text: str) -> int:
@@ -74,26 +73,6 @@ def add_budget_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reserve", action="append", metavar="NAME=SIZE",
                    help="memory something else holds, subtracted from --gpu's (after --gpu-fraction); "
                         "repeatable, e.g. --reserve other-process=2GiB")
-
-
-def budget_of(args: argparse.Namespace) -> Budget | None:
-    """The Budget --gpu, --gpu-fraction and --reserve give (None without --gpu)."""
-    from ..catalogs.budget import make_budget, parse_reserve
-
-    fraction, reserve = getattr(args, "gpu_fraction", None), getattr(args, "reserve", None) or []
-    if not args.gpu:
-        if fraction is not None or reserve:
-            raise CliError(f"{'--gpu-fraction' if fraction is not None else '--reserve'} needs --gpu (the GPU whose "
-                           "memory it divides)")
-        return None
-    return make_budget(args.gpu, 1 if fraction is None else fraction, [parse_reserve(r) for r in reserve],
-                       source="given on the command line")
-
-
-def print_budget(budget: Budget) -> None:
-    """The budget's own lines under an answer: how its bytes follow from the GPU, and each rounding."""
-    for line in budget.lines():
-        print(f"  budget: {line}")
 
 
 def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bool = True) -> None:
@@ -198,7 +177,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
     from . import generic_memory
 
-    if args.model not in ARTICLE_A and generic_memory.wants_generic(args.model):  # the generic torch path (issue 12)
+    if args.mode == "infer" and generic_memory.wants_generic(args.model):  # the generic path's serving estimate
         return generic_memory.cmd_memory(args, plan_options(args))
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")

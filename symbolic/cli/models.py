@@ -149,7 +149,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     print(head)
     if "active_note" in data:
         print(f"  note: {data['active_note']}")
-    if _active(spec) and spec.model_type in arch.families.CARD_ACTIVE_WITHOUT_EMBEDDING:
+    if _active(spec) and arch.families.card_counts_active_without_embedding(spec.model_type):
         without = data["active_without_embedding"]
         print(f"  active {format_count(active)} counts the embedding and the LM head; without the input embedding, "
               f"as the {spec.model_type} model card counts: {format_count(without)} ({short_count(without)})")

@@ -122,7 +122,8 @@ _UNITS = {"flops_per_token": "FLOPs", "flops_per_step": "FLOPs", "step_seconds":
 
 def cmd_time(args: argparse.Namespace) -> int:
     from ..planning import time as ptime
-    from .memory import budget_of, warn_plan_context
+    from .common import budget_of
+    from .memory import warn_plan_context
 
     options = memory_options(args)
     result = ptime.time_plan(args.model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
@@ -166,8 +167,7 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ..planning import load, search
-    from .common import warn_context
-    from .memory import budget_of
+    from .common import budget_of, warn_context
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")

@@ -134,7 +134,7 @@ def setup_label(points: list[Any]) -> str:
         return ""
     first = points[0]
     parts = ["/".join(dict.fromkeys(p.dtype for p in points))]
-    if first.family != "mlp":
+    if first.S:  # a network with a token sequence (article A's points have none)
         parts.append("/".join(dict.fromkeys(p.attn for p in points)))
         parts.append("cache " + ("on" if first.use_cache else "off"))
         parts.append(f"{first.dropout_masks} masks")

@@ -16,6 +16,8 @@ from .registry import register
 
 SRC = "article-A"
 NETWORK = {"d_in": 2048, "d_h": 4096, "n_out": 10}
+# the key of article A's network in the saved-tensor and step models (library.activations_pytorch, peak_pytorch)
+SAVED_FAMILY = "mlp"
 
 
 def _t(key: str, title: str, expr: sympy.Expr, unit: str, where: str, note: str = "") -> Term:

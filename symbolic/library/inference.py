@@ -219,15 +219,26 @@ register(Formula("infer.rule.eleuther", "Rule of thumb: inference memory ≈ 1.2
 
 
 # --- working sets of a serving step (the planner's prefill and decode phases) -------------------
+def mlp_width(ffn: sympy.Expr, gated: bool, moe: bool, tp: sympy.Expr | int = 1) -> sympy.Expr:
+    """The MLP intermediates one token of one layer holds on one GPU: ``ffn`` wide, gated three matrices'
+    worth, a mixture of experts k_exp experts per token."""
+    return (3 if gated else 2) * ffn * (k_exp if moe else 1) / tp
+
+
 def working_set_terms(ffn: sympy.Expr, gated: bool, moe: bool, act_bytes: int, flash: bool,
                       tp: sympy.Expr | int = 1) -> tuple[Term, Term]:
     """The prefill and decode working sets of one layer on one GPU (``act_bytes`` per activation element).
 
-    Residual stream, norm output and MLP intermediates (``ffn`` wide, gated: three matrices' worth;
-    ``moe``: k_exp experts per token) of one layer; without a fused (flash) attention kernel the
-    B·a·S² scores too. Layers run one after another, so one layer's tensors are alive at a time.
+    Residual stream, norm output and MLP intermediates (``mlp_width``) of one layer; without a fused
+    (flash) attention kernel the B·a·S² scores too. Layers run one after another, so one layer's
+    tensors are alive at a time.
     """
-    mlp = (3 if gated else 2) * ffn * (k_exp if moe else 1) / tp
+    return working_sets(mlp_width(ffn, gated, moe, tp), act_bytes, flash, tp)
+
+
+def working_sets(mlp: sympy.Expr, act_bytes: int, flash: bool, tp: sympy.Expr | int = 1) -> tuple[Term, Term]:
+    """``working_set_terms`` for a layer whose per-token intermediates beyond the residual stream are ``mlp``
+    elements on one GPU (a network gives it: ``Network.serving_width``)."""
     work = act_bytes * S * B * (2 * H + mlp)
     step = act_bytes * B * (2 * H + mlp)
     if not flash:

@@ -41,12 +41,13 @@ import sympy
 from .. import formats
 from ..core.errors import UserError
 from ..library import activations_pytorch as act
+from ..library import article_a, registry
 from ..library import peak_pytorch as peakmod
-from ..library import registry
+from ..networks.shape import ARTICLE_A_MODELS
 from . import measure
 
-MLP_TARGETS = {"mlp": True, "mlp-nobias": False}
-MLP_SIZES = {"d_in": 2048, "d_h": 4096, "n_out": 10}
+MLP_TARGETS = ARTICLE_A_MODELS  # article A's network with and without biases: the planner's one list
+MLP_SIZES = dict(article_a.NETWORK)
 DTYPES = ("fp32", "bf16", "bf16-mixed", "fp16-mixed")
 OPTIMIZERS = peakmod.OPTIMIZERS
 TOLERANCE_SAVED = 0.005
@@ -86,7 +87,7 @@ class Target:
 
     @property
     def is_mlp(self) -> bool:
-        return self.family == "mlp"
+        return self.family == article_a.SAVED_FAMILY  # article A's network: no sequence, attention or cache
 
     @property
     def tied(self) -> bool:
@@ -198,7 +199,7 @@ def load_target(name: str, overrides: Mapping[str, int] | None = None, dropout: 
         unknown = set(overrides) - set(MLP_SIZES)
         if unknown:
             raise UserError(f"{name}: overrides must be among {', '.join(MLP_SIZES)}")
-        return Target(name, "mlp", {**MLP_SIZES, **overrides}, bias=MLP_TARGETS[name])
+        return Target(name, article_a.SAVED_FAMILY, {**MLP_SIZES, **overrides}, bias=MLP_TARGETS[name])
     config = _read_config(name)
     unknown = set(overrides) - set(config) - {"num_hidden_layers", "n_layer", "intermediate_size", "n_inner"}
     if unknown:

@@ -42,6 +42,7 @@ from ..core.symbols import (
     r_kv,
     r_q,
 )
+from ..core.term import Term
 from ..library.inference import CacheKind, default_kinds
 from ..math.formula import Formula
 
@@ -53,6 +54,10 @@ TRAINED_FIELD = "max_position_embeddings"
 # What running past it does, said by the report and by the command line's warning alike.
 PAST_TRAINED = ("a rotary model run past its trained length usually loses quality unless a scaling scheme "
                 "(e.g. RoPE scaling) is applied")
+
+# Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
+# for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
+DROPOUT_TYPES = ("gpt2", "bert")
 
 # Parameter-formula terms held by the first pipeline stage (with the embedding) and by the last.
 FIRST_STAGE_TERMS = ("embedding", "positions", "token_types", "embedding_norm")
@@ -98,6 +103,18 @@ class ModelShape:
     experts: sympy.Expr = field(default=sympy.Integer(0), compare=False)
     # the config.json fields (without "_source"); from a bare ModelSpec, the few its fields imply
     config: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # --- the Network interface's capabilities (networks.network): what the planner asks instead of a type
+    kind: str = field(default="transformer", compare=False)  # which implementation (shown, never compared)
+    sequence: bool = field(default=True, compare=False)  # a token sequence: seq, attention, dropout, cache apply
+    has_attention: bool = field(default=True, compare=False)
+    tensor_parallel: bool = field(default=True, compare=False)  # which matrices split over t ranks is known
+    dropout_default: bool = field(default=False, compare=False)  # the config trains with dropout masks
+    label: str = field(default="", compare=False)  # what the network is, in a sentence ("article A's network")
+    # what it knows it cannot say, one line each, by topic ("activations", "serving", "flops")
+    cannot_say: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # the library's saved-tensor model of this network (activations_pytorch's family); "": from its config
+    saved_family: str = field(default="", compare=False)
+    spec: Any = field(default=None, compare=False, repr=False)  # the ModelSpec of a family table (FLOPs), else None
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
@@ -126,6 +143,7 @@ class ModelShape:
                                       conv=bool(getattr(spec, "conv_layers", 0))),
             moe_layers=moe_layers,
             experts=moe_layers * spec.layer_formula().term("moe.experts").expr if spec.is_moe else sympy.Integer(0),
+            dropout_default=spec.model_type in DROPOUT_TYPES, spec=spec,
         )
 
     # --- derived -------------------------------------------------------------------------
@@ -155,6 +173,75 @@ class ModelShape:
     @property
     def layers(self) -> int:
         return self.numbers["L"]
+
+    # --- the Network interface (networks.network) ------------------------------------------
+    @property
+    def total(self) -> int:
+        """The parameter count at this model's values."""
+        return int(self.params.evaluate(self.params.restrict(self.numbers)).total)
+
+    @property
+    def active(self) -> int | None:
+        """Parameters one token uses (mixtures of experts), else None."""
+        if not self.moe or self.spec is None or not getattr(self.spec, "active_defined", True):
+            return None
+        return int(self.spec.active_param_count())
+
+    @property
+    def layer_kinds(self) -> dict[str, int]:
+        """Layers of each kind (attention kinds as the cache sees them, MoE layers; an MLP network's one block)."""
+        if not self.sequence:
+            return {"mlp": 1}
+        out = {k.kind: int(self.value(k.count)) for k in self.cache_kinds}
+        if self.moe:
+            out["moe"] = int(self.value(self.moe_layers))
+        return out
+
+    @property
+    def pytorch_family(self) -> str | None:
+        """The library's saved-tensor model of this network (``library.activations_pytorch``), or None."""
+        if self.saved_family:
+            return self.saved_family
+        from ..library import activations_pytorch as pyacts
+
+        return pyacts.family_for(self.config or {"model_type": self.model_type})[0]
+
+    def lora_layout(self) -> str:
+        """'gpt2' or 'llama': whose module names its linear layers have (a UserError otherwise)."""
+        from ..library import lora
+
+        return lora.family_of(self.model_type, self.pytorch_family or "")
+
+    @property
+    def lora_targets(self) -> tuple[str, ...]:
+        """peft's default LoRA targets for this network (empty when peft has none)."""
+        from ..library import lora
+
+        return tuple(lora.DEFAULT_TARGETS.get(self.model_type, ()))
+
+    @property
+    def attention_bias(self) -> bool:
+        """Whether the attention projections have biases (Qwen2's do unless its config says otherwise)."""
+        return bool(self.config.get("attention_bias", self.model_type == "qwen2"))
+
+    def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
+        """Bytes one layer saves for backward per micro-batch (Korthikanti's generalised layer, these widths)."""
+        from ..library import activations as acts
+
+        return acts.per_layer(variant, recompute, tp, sp).xreplace(self.widths())
+
+    def serving_width(self, tp: sympy.Expr | int) -> sympy.Expr:
+        """The MLP intermediates one token of one layer holds while serving (gate/up outputs, × k experts)."""
+        from ..library import inference as infer
+
+        return infer.mlp_width(self.ffn, self.gated, self.moe, tp)
+
+    def cache_terms(self, tp: sympy.Expr | int, element: sympy.Expr, dtype: str, pp: sympy.Expr | int) -> list[Term]:
+        """The serving cache: one term per attention kind, in this model's widths."""
+        from ..library import inference as infer
+
+        return [kv.replace(expr=kv.expr.xreplace(self.widths()))
+                for kv in infer.cache_terms(self.cache_kinds, tp, element, dtype, pp)]
 
     @property
     def heads(self) -> int:
@@ -262,11 +349,15 @@ def article_a_shape(name: str = "mlp") -> ModelShape:
         name=name, model_type="mlp", numbers=dict(article_a.NETWORK), params=params, head_dim=one, kv_heads=one,
         ffn=d_h, gated=False, moe=False, first_stage=sympy.Integer(0), head=sympy.Integer(0), matrices=matrices,
         positions=0, source="article A (symbolic.library.article_a)", cache_kinds=(),
-        config={"model_type": "mlp", "bias": bias, "use_cache": False})
+        config={"model_type": "mlp", "bias": bias, "use_cache": False}, kind="article-a",
+        label="article A's network", sequence=False, has_attention=False, saved_family=article_a.SAVED_FAMILY)
 
 
 def load(model: object) -> ModelShape:
-    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape ("mlp": article A's network)."""
+    """A ModelShape from a preset name, a config path, a ModelSpec or a ModelShape ("mlp": article A's network).
+
+    The family tables and article A only; ``networks.network.load`` takes any model (the generic path too).
+    """
     if isinstance(model, ModelShape):
         return model
     if isinstance(model, str) and model in ARTICLE_A_MODELS:
@@ -274,17 +365,10 @@ def load(model: object) -> ModelShape:
     from . import transformer as architectures  # imported here: the planner works on any spec-like object too
 
     if isinstance(model, str):
-        return ModelShape.from_spec(architectures.load(model), _read_config(model))
+        return ModelShape.from_spec(architectures.load(model), architectures.resolve_config(model)[1])
     if isinstance(model, architectures.ModelSpec):
         return ModelShape.from_spec(model)
     raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
-
-
-def _read_config(text: str) -> dict[str, Any]:
-    """The config.json fields of a model reference (``architectures.resolve_config``, the one resolver)."""
-    from . import transformer as architectures
-
-    return architectures.resolve_config(text)[1]
 
 
 def _implied_config(spec: ModelSpec) -> dict[str, Any]:

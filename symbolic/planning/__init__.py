@@ -60,7 +60,7 @@ default; invalid values or combinations raise ``ValueError`` with a one-line mes
   with it, a ``ValueError``: tp or pp > 1, recompute, mixture-of-experts models, logits other
   than "hf". ``attn`` and ``device`` change nothing with the other activation models (a note
   says so). Article A's network is the model "mlp" (or "mlp-nobias"), trained with it only,
-  ``loss`` cross-entropy or mse;
+  ``loss`` cross-entropy or mse (the planner asks ``Network.sequence``, never the name);
 - ``runtime`` (both modes, default on): the CUDA runtime's terms (``library.runtime``) on every
   GPU, not with ``device="cpu"``;
 - inference: ``weights`` "bf16" (fp32, fp16, bf16, int8, int4), ``kv_dtype`` the weights' dtype
@@ -76,7 +76,8 @@ from __future__ import annotations
 from ..catalogs import GPU, GPUS, Budget
 from ..catalogs import get as gpu
 from ..catalogs import make_budget as budget
-from ..networks.shape import ModelShape, load
+from ..networks.network import Network, load
+from ..networks.shape import ModelShape
 from ..options import table as _options
 from ..options.table import PlanOptionError
 from . import fit as _fit
@@ -149,6 +150,6 @@ def gpus() -> list[GPU]:
     return list(GPUS.values())
 
 
-__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Budget", "Fit", "GPU", "ModelShape", "Plan",
-           "Regime", "SavedActivations", "budget", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load",
+__all__ = ["CHOICES", "DEFAULTS", "MODES", "OVER", "QUESTIONS", "Answer", "Budget", "Fit", "GPU", "ModelShape", "Network",
+           "Plan", "Regime", "SavedActivations", "budget", "build", "fit_batch", "fit_gpus", "fit_seq", "gpu", "gpus", "load",
            "plan", "resolve"]

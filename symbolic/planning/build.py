@@ -342,7 +342,8 @@ def build(model: ModelShape, regime: Regime) -> Plan:
         values["p"] = regime.pp
     if regime.ep > 1:
         values["e_p"] = regime.ep
-    notes = list(regime.notes)
+    topic = "activations" if regime.train else "serving"
+    notes = list(regime.notes) + ([model.cannot_say[topic]] if topic in model.cannot_say else [])  # its one line
     saved = pytorch.saved(model, regime) if regime.train and regime.activations == "pytorch" else None
     if saved is not None:
         notes += pytorch.notes(regime, saved)
@@ -517,8 +518,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
                                 act_bytes=act_bytes)
     sp = r.sequence_parallel and r.tp > 1
-    widths = model.widths()
-    per = acts.per_layer(variant, r.recompute, tp_s, sp).xreplace(widths)
+    per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)
     layers: sympy.Expr = L
     if in_flight < r.pp:  # fewer micro-batches than stages: m of them in flight
@@ -537,7 +537,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                  f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
     rebuilt: list[Term] = []
     if r.recompute == "full":
-        again = acts.per_layer(variant, "none", tp_s, sp).xreplace(widths)
+        again = model.layer_activations(variant, "none", tp_s, sp)
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "
                             "back-propagated holds all its activations for a moment."))
@@ -574,10 +574,9 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
     resident = infer.weight_terms(r.weights, quantised, kept)
-    for kv in infer.cache_terms(model.cache_kinds, tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s):
-        resident.append(kv.replace(expr=kv.expr.xreplace(model.widths())))
+    resident += model.cache_terms(tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s)
     act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
-    prefill, decode = infer.working_set_terms(model.ffn, model.gated, model.moe, act, r.flash, tp_s)
+    prefill, decode = infer.working_sets(model.serving_width(tp_s), act, r.flash, tp_s)
     logits = infer.last_logits_term(tp_s)
     if r.pp > 1:
         notes.append("pipeline stages hold L/p layers each; this plan is the first stage (embeddings, no head)")

@@ -77,7 +77,7 @@ def resolve(model: ModelShape, pick: Pick, notes: list[str], *, activations: str
     try:
         layout = _layout(model)
         resolved, defaulted = lora.resolve_targets(layout, model.model_type, names)
-        names = names or lora.DEFAULT_TARGETS[model.model_type]  # peft's default for the model type, shown as such
+        names = names or model.lora_targets  # peft's default for the model type, shown as such
     except UserError as err:
         raise PlanOptionError(str(err)) from None
     notes.append(f"LoRA: rank {rank} on {', '.join(resolved)}" + (f" (peft's default for {model.model_type})"
@@ -97,7 +97,7 @@ def active(regime: object) -> bool:
 def _layout(model: ModelShape) -> str:
     """'gpt2' or 'llama': whose module names the model's linear layers have (a PlanOptionError otherwise)."""
     try:
-        return lora.family_of(model.model_type, pyacts.family_for(model.config or {"model_type": model.model_type})[0])
+        return model.lora_layout()
     except UserError as err:
         raise PlanOptionError(str(err)) from None
 
@@ -201,7 +201,7 @@ def step_arguments(model: ModelShape, regime: object, found: Any) -> dict[str, o
     family = saved.family
     widths = model.widths()
     if not getattr(regime, "lora_rank", 0):
-        bias = bool(model.config.get("attention_bias", model.model_type == "qwen2"))
+        bias = model.attention_bias
         tied = family == "gpt2" or bool(model.config.get("tie_word_embeddings", False))
         sizes = [x.xreplace(widths) for x in pypeak.parameter_tensors(family, bias=bias, tied=tied)]
         emb = embedding_params(model)
@@ -254,7 +254,7 @@ def full_gradients(model: ModelShape, plain: pyacts.SavedModel, checkpointed: py
         sizes = pypeak.parameter_tensors("gpt2")
         layer, down, norm, later = sympy.Add(*sizes[2:14]), d_ff * H + H, 2 * H, n_pos * H
     else:
-        bias = bool(model.config.get("attention_bias", model.model_type == "qwen2"))
+        bias = model.attention_bias
         sizes = pypeak.parameter_tensors("llama", bias=bias, tied=tied)
         per_layer = (len(sizes) - (2 if tied else 3)) // 2  # [embedding, layer, layer, norm(, head)]
         layer, down, norm, later = sympy.Add(*sizes[1:1 + per_layer]), d_ff * H, H, 0 if tied else V * H

@@ -64,6 +64,7 @@ class SavedActivations:
     setup: pyacts.Setup  # precision, attn, device, dropout sites, MLP activation
     formula: Formula  # pytorch.saved.<family> with this model's widths
     note: str = ""  # set when the model is not one of the measured families
+    network: str = ""  # what the network is in a sentence when it has no token sequence (Network.label), else ""
 
     def total(self, values: Mapping[str, object]) -> int:
         """Bytes saved for backward at ``values``, rounded up to a whole byte (as ``Plan.total``)."""
@@ -90,21 +91,21 @@ def _whole(value: sympy.Expr) -> int:
 def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     """The saved-tensor model of ``model`` under ``regime`` (precision, attn, device, dropout, masks, cache)."""
     options = {"precision": regime.precision, "device": regime.device}
-    if model.model_type == "mlp":  # article A's network: no attention, dropout or cache
-        family, setup, note = "mlp", pyacts.Setup(**options), ""
+    if not model.sequence:  # e.g. article A's network: no attention, dropout or cache
+        family, setup, note = str(model.pytorch_family), pyacts.Setup(**options), ""
     else:
         family, setup, note = pyacts.setup_for(model.config, attn=regime.attn, dropout_masks=regime.dropout_masks,
                                                use_cache=regime.use_cache, **options)
     if not regime.dropout:
         setup = replace(setup, dropout=frozenset())
-    model_saved = pyacts.saved(family, setup, loss=regime.loss if family == "mlp" else "cross-entropy")
+    model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
         model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))
     base = model_saved.formula
     widths = model.widths()
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
-    return SavedActivations(family, model_saved.setup, formula, note)
+    return SavedActivations(family, model_saved.setup, formula, note, "" if model.sequence else model.label)
 
 
 def _group(key: str) -> str:
@@ -130,7 +131,7 @@ def terms(saved_model: SavedActivations) -> list[Term]:
     once = [t for t in groups["activations"] if _per_layer(t.expr) is None]
     per = sympy.Add(*(_per_layer(t.expr) for t in layer))
     s = saved_model.setup
-    mlp = saved_model.family == "mlp"
+    mlp = bool(saved_model.network)  # no token sequence: what the loss keeps is listed by name
     how = f"{saved_model.family} implementation; {s.label(saved_model.family)}"
     key = saved_model.formula.key
     return [
@@ -170,12 +171,11 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
                               f"measured), not {regime.optimizer}")
     kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss}
-    if saved_model.family == "mlp":
+    if not model.sequence:
         kwargs["bias"] = bool(model.config.get("bias", True))
     else:
         kwargs["tied"] = model.head == 0
-        kwargs["bias"] = bool(model.config.get("attention_bias", model.model_type == "qwen2")) \
-            if saved_model.family == "llama" else None
+        kwargs["bias"] = model.attention_bias if saved_model.family == "llama" else None
     if finetune.active(regime):
         kwargs.update(finetune.step_arguments(model, regime, plain_saved(model, regime)))
     elif _adjusted(regime):
@@ -264,7 +264,7 @@ def notes(regime: Regime, saved_model: SavedActivations) -> list[str]:
     sites = sorted(saved_model.setup.dropout)
     drop = f"dropout at {', '.join(sites)}" if sites else "no dropout"
     kind = "autocast" if regime.precision.endswith("-mixed") else "pure"
-    what = ("article A's network" if saved_model.family == "mlp" else f"the {saved_model.family} implementation "
+    what = (saved_model.network if saved_model.network else f"the {saved_model.family} implementation "
             f"({regime.attn}, {drop}, use_cache {'on' if regime.use_cache else 'off'})")
     out = [f"activations: what torch.autograd saves in {kind} {regime.precision} training of {what} on "
            f"{regime.device}; symbolic validate checks it against measured steps"]

@@ -51,14 +51,11 @@ DEVICES = opts.get("device").choices
 # the precisions the PyTorch step models (pure and autocast mixed precision), as the planner names them
 PYTORCH_PRECISIONS = tuple(p for p in prec.PRECISIONS if p in pyacts.PRECISIONS)
 PYTORCH_OPTIMIZERS = pypeak.OPTIMIZERS  # the optimizers whose PyTorch step was measured
-MLP_TYPE = "mlp"  # article A's network (planning.model.article_a_shape): activations pytorch only
+# options that do not apply to a network without a token sequence (article A's: no attention, dropout or cache)
 MLP_HIDDEN = ("seq", "flash", "attn", "use_cache", "dropout", "dropout_masks", "logits", "sequence_parallel")
 PYTORCH_ONLY = ("attn", "device", "use_cache", "dropout_masks")
 FINETUNE_ONLY = ("lora_targets", "lora_dropout", "adapter_dtype", "lora_rank")
 DEFAULT_SEQ = opts.DEFAULT_SEQ
-# Model types whose Hugging Face configs set attention and hidden dropout to 0.1; the others use 0
-# for attention (OPT and phi-2 keep a 0.1 hidden dropout; --dropout counts Korthikanti's masks).
-DROPOUT_TYPES = ("gpt2", "bert")
 
 
 @dataclass(frozen=True)
@@ -79,15 +76,15 @@ class Regime:
     finetuning: FineTuningOptions = FineTuningOptions()
     serving: ServingOptions = ServingOptions()
     implementation: ImplementationOptions = ImplementationOptions()
-    model_type: str = field(default="", compare=False)  # the model's type ("mlp": article A's network)
+    sequence: bool = field(default=True, compare=False)  # the network takes a token sequence (Network.sequence)
     defaulted: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
-    def of(cls, mode: str, *, model_type: str = "", defaulted: tuple[str, ...] = (), notes: tuple[str, ...] = (),
+    def of(cls, mode: str, *, sequence: bool = True, defaulted: tuple[str, ...] = (), notes: tuple[str, ...] = (),
            **options: object) -> Regime:
         """A regime from flat option values (not validated: ``resolve`` checks user input)."""
-        return cls(mode, **records.build(options), model_type=model_type, defaulted=defaulted, notes=notes)
+        return cls(mode, **records.build(options), sequence=sequence, defaulted=defaulted, notes=notes)
 
     @property
     def gpus(self) -> int:
@@ -111,7 +108,7 @@ class Regime:
 
     def replace(self, **changes: object) -> Regime:
         """A copy with some choices changed, each routed to its concern's record (not re-validated)."""
-        own = {f.name for f in fields(self)} - set(records.RECORDS)  # mode, model_type, defaulted, notes
+        own = {f.name for f in fields(self)} - set(records.RECORDS)  # mode, sequence, defaulted, notes
         top = {name: changes.pop(name) for name in list(changes) if name in own}
         mine = {concern: getattr(self, concern) for concern in records.RECORDS}
         return dataclasses.replace(self, **top, **records.update(mine, changes))  # type: ignore[arg-type]
@@ -135,12 +132,12 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("flash",), lambda r: r.pytorch),  # attn decides what attention keeps
     (PYTORCH_ONLY, lambda r: not r.pytorch),  # they choose the measured step's implementation only
     (("dropout_masks",), lambda r: r.pytorch and not r.dropout),  # no masks to size
-    (MLP_HIDDEN, lambda r: r.model_type == MLP_TYPE),  # article A's network: no sequence, attention, dropout, cache
+    (MLP_HIDDEN, lambda r: not r.sequence),  # e.g. article A's network: no sequence, attention, dropout, cache
     (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
     (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
     (("qlora",), lambda r: not r.qlora),
     (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
-    (("loss",), lambda r: "loss" in r.defaulted and r.model_type != MLP_TYPE),
+    (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
 )
 
 
@@ -187,9 +184,9 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     if model.positions and seq > model.positions:
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
     dp, tp, pp = (_checked(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
-    if model.model_type == MLP_TYPE:
+    if not model.sequence:
         if mode != "train":
-            raise PlanOptionError(f"{model.name} (article A's network) is planned for training only (--mode train)")
+            raise PlanOptionError(f"{model.name} ({_what(model)}) is planned for training only (--mode train)")
     else:
         _check_tp(model, tp)
         if model.layers % pp:
@@ -209,7 +206,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
-    return Regime.of(mode, **data, model_type=model.model_type, defaulted=tuple(defaulted),  # type: ignore[arg-type]
+    return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                      notes=tuple(notes))
 
 
@@ -228,6 +225,11 @@ def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:
 
 
 def _check_tp(model: ModelShape, tp: int) -> None:
+    if not model.tensor_parallel:  # e.g. the generic torch path: which matrices split is not known
+        if tp > 1:
+            raise PlanOptionError(f"tp {tp}: {model.name} ({_what(model)}): tensor parallelism cannot be said without "
+                                  "a family table (which of its matrices split over t ranks); plan tp 1")
+        return
     if model.heads % tp:
         raise PlanOptionError(f"tp {tp} must divide the {model.heads} attention heads of {model.name}")
     kv = model.kv_head_count
@@ -237,14 +239,14 @@ def _check_tp(model: ModelShape, tp: int) -> None:
 
 def _train_options(model: ModelShape, pick: Callable[[str, object], object], notes: list[str], dp: int, tp: int,
                    pp: int, flash: bool, given: Collection[str]) -> dict[str, object]:
-    if tp > model.kv_head_count:
+    if model.tensor_parallel and tp > model.kv_head_count:
         raise PlanOptionError(f"training with tp {tp} over {model.kv_head_count} key/value heads of {model.name} is not "
                          "modelled (Megatron requires the key/value heads to divide by tp)")
-    mlp = model.model_type == MLP_TYPE
+    mlp = not model.sequence  # a network without a token sequence: only its saved-tensor model applies
     activations = _checked("activations", pick("activations", "pytorch" if mlp else _default("activations")))
     pytorch = activations == "pytorch"
     if mlp and not pytorch:
-        raise PlanOptionError(f"{model.name} (article A's network) is modelled with activations pytorch only, not "
+        raise PlanOptionError(f"{model.name} ({_what(model)}) is modelled with activations pytorch only, not "
                               f"{activations}")
     if pytorch:
         _check_pytorch(model, tp, pp)
@@ -262,7 +264,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError(str(err)) from None
     recompute = _checked("recompute", pick("recompute", _default("recompute")))
     dropout_default = (bool(pyacts.dropout_sites(model.config)) and not mlp) if pytorch \
-        else model.model_type in DROPOUT_TYPES
+        else model.dropout_default
     dropout = _checked("dropout", pick("dropout", dropout_default))
     zero = _checked("zero", pick("zero", _default("zero")))
     sp = _checked("sequence_parallel", pick("sequence_parallel", _default("sequence_parallel")))
@@ -284,13 +286,16 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             raise PlanOptionError("interleave (virtual pipeline stages) needs pp > 1")
         if model.layers % (pp * interleave):
             raise PlanOptionError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
+    if activations == "article-b" and "a" not in model.numbers:
+        raise PlanOptionError(f"article B's activation formula needs the attention heads a, which {model.name} "
+                              f"({_what(model)}) does not give; use korthikanti")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
     if pytorch and recompute == "selective":
         raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
                               "whole layers: recompute full); use activations korthikanti")
     if pytorch and recompute == "full" and mlp:
-        raise PlanOptionError(f"{model.name} (article A's network) has no layers to checkpoint: recompute full "
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint: recompute full "
                               "does not apply")
     if pytorch and logits != "hf":
         raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
@@ -312,7 +317,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     use_cache = _checked("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
                                         and recompute != "full" and not mlp))
     if use_cache and mlp:
-        raise PlanOptionError(f"{model.name} (article A's network) has no KV cache: use_cache does not apply")
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no KV cache: use_cache does not apply")
     dropout_masks = _checked("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
     loss = _checked("loss", pick("loss", "cross-entropy"))
     if loss != "cross-entropy" and not mlp:
@@ -329,6 +334,11 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             **tuning}
 
 
+def _what(model: ModelShape) -> str:
+    """What the network is, in an error's parentheses ("article A's network")."""
+    return model.label or model.kind
+
+
 def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
     """What ``activations="pytorch"`` does not model, as one-line errors (see the module docstring)."""
     missing = [f"{what} ({name} {degree})" for what, name, degree in
@@ -336,6 +346,9 @@ def _check_pytorch(model: ModelShape, tp: int, pp: int) -> None:
     if missing:
         raise PlanOptionError(f"activations pytorch does not model {' or '.join(missing)}: what PyTorch saves was "
                          "measured on one device; use activations korthikanti")
+    if model.pytorch_family is None:
+        raise PlanOptionError(f"activations pytorch has no saved-tensor model of {model.name} ({_what(model)}): it "
+                              "was measured on GPT-2, Llama-family and article A's networks; use activations korthikanti")
     if model.moe:
         raise PlanOptionError(f"activations pytorch does not model mixture-of-experts layers ({model.name}): it was "
                          "measured on GPT-2 and Llama-family dense models; use activations korthikanti")

@@ -38,8 +38,8 @@ from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
 from ..core.memo import BoundedMemo
 from ..library.timing import P_gpu
+from ..networks.network import load as load_shape
 from ..networks.shape import divisors
-from ..networks.shape import load as load_shape
 from . import time as ptime
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -136,8 +136,8 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     out: list[dict[str, object]] = []
     recomputes = ("none", "full") if flash else ("none", "selective", "full")
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
-    tps = [tp for tp in divisors(math.gcd(shape.heads, shape.kv_head_count))
-           if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
+    splits = divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
+    tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
     for n, dp, tp, pp in _splits(counts, global_batch, tps, shape.layers, pins):
         per_rank = global_batch // dp
         for zero in ((0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)):

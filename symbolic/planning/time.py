@@ -41,8 +41,8 @@ from ..library import flops as fl
 from ..library import precision as prec
 from ..library import timing as tm
 from ..math.formula import Formula, to_plain
+from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape
-from ..networks.shape import load as load_shape
 from .build import Plan
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,19 +82,42 @@ class Flops:
         return self._cache[key]
 
 
-def _spec(model: object) -> ModelSpec:
+def _spec(model: object) -> ModelSpec | ModelShape:
+    """The ModelSpec of a family table (its FLOPs come from its layer formulas); any other network itself."""
     from ..networks import transformer as architectures
 
     if isinstance(model, architectures.ModelSpec):
         return model
     if isinstance(model, str):
-        return architectures.load(model)
+        model = load_shape(model)
+    if isinstance(model, ModelShape):
+        return model.spec if model.spec is not None else model
     raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
 
 
 def flops(model: object, *, seq: int = 4096, recompute: str = "none") -> Flops:
     """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``)."""
-    return _flops(_spec(model), seq, recompute)
+    source = _spec(model)
+    if isinstance(source, ModelShape):  # no layer formulas: the matrices the network shows
+        return _matrix_flops(source, seq, recompute)
+    return _flops(source, seq, recompute)
+
+
+def _matrix_flops(network: ModelShape, seq: int, recompute: str) -> Flops:
+    """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
+    matmuls, output = network.flop_parts()  # type: ignore[attr-defined]
+    terms = [term for term in fl.forward_terms(matmuls, sympy.Integer(0), output)
+             if not term.key.startswith("attention.")]  # no score width: the network cannot say them
+    values = {**network.numbers, "S": seq}
+    name = network.name
+    note = network.cannot_say.get("flops", "")
+    forward = Formula(f"flops.{name}.forward", f"Forward FLOPs per token of {name}", terms, source="project",
+                      name="F_fwd", example=values, note=note)
+    out_flops = 2 * _sym("V") * output if output is not None else sympy.Integer(0)
+    train = Formula(f"flops.{name}.train", f"Training FLOPs per token of {name} (recompute {recompute})",
+                    fl.train_terms(fl.F_fwd, out_flops, sympy.Integer(0), recompute), source="project",
+                    name="F_tok", definitions={fl.F_fwd: forward}, example=values, note=note)
+    return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
 
 
 @lru_cache(maxsize=128)
@@ -431,7 +454,7 @@ def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: F
     fits = memory.total <= budget.bytes
     if not fits:
         notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
-    kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")]
+    kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")] + _cannot_count(memory)
     notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
                  "(microbatches: gradient-accumulation steps, and the pipeline's m)")
     return TimePlan(mode, name, budget.gpu, memory, formulas, values, figures,
@@ -520,7 +543,13 @@ def infer_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     if memory.total > budget.bytes:
         notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
     return TimePlan("infer", name, gpu, memory, formulas, values, figures,
-                    notes + list(memory.notes) + budget_notes(budget), budget)
+                    notes + list(memory.notes) + _cannot_count(memory) + budget_notes(budget), budget)
+
+
+def _cannot_count(memory: Plan) -> list[str]:
+    """The network's one line on the FLOPs it cannot say (none for a family table)."""
+    line = memory.model.cannot_say.get("flops")
+    return [line] if line else []
 
 
 def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
@@ -535,10 +564,13 @@ def _idle_experts(model: object, memory: Plan, weight_bytes: int) -> int:
     from ..networks.transformer import formulas as arch
 
     spec = _spec(model)
-    groups = getattr(arch, "kinds", None)
-    kinds = groups(spec, active=False) if groups else [("layers", "", L, 0, arch.layer_formula(spec).terms)]
-    experts = sum(shape.value(count * term.expr) for _, _, count, _, terms in kinds for term in terms
-                  if term.key == "moe.experts")
+    if isinstance(spec, ModelShape):  # no layer formulas: the routed experts the network shows
+        experts = shape.value(shape.experts)
+    else:
+        groups = getattr(arch, "kinds", None)
+        kinds = groups(spec, active=False) if groups else [("layers", "", L, 0, arch.layer_formula(spec).terms)]
+        experts = sum(shape.value(count * term.expr) for _, _, count, _, terms in kinds for term in terms
+                      if term.key == "moe.experts")
     total = int(shape.params.evaluate(shape.params.restrict(shape.numbers)).total)
     rest = total - int(shape.value(shape.first_stage)) - int(shape.value(shape.head))
     n, k = shape.numbers["n_exp"], shape.numbers["k_exp"]

@@ -152,13 +152,20 @@ def _model_rows(shape: Any) -> list[tuple[str, str]]:
             rows.append((f"{symtab.info(name).description.split('(')[0].split(':')[0].strip()} {name}",
                          f"{numbers[name]:,}"))
     rows.append(("parameters N (exact, from the architecture's formula)", f"{int(params):,}"))
-    if shape.moe:
-        from ..networks import transformer as architectures
-
-        spec = architectures.load(shape.name) if shape.name in architectures.preset_names() else None
-        if spec is not None:
-            rows.append(("active parameters per token", f"{spec.active_param_count():,}"))
+    active = _active(shape) if shape.moe else None
+    if active is not None:
+        rows.append(("active parameters per token", f"{active:,}"))
     return rows
+
+
+def _active(shape: Any) -> int | None:
+    """Active parameters per token: a preset's table count, or what a network without a table counted."""
+    if shape.spec is None:
+        return shape.active
+    from ..networks import transformer as architectures
+
+    spec = architectures.load(shape.name) if shape.name in architectures.preset_names() else None
+    return spec.active_param_count() if spec is not None else None
 
 
 def _regime_rows(plan: Any) -> list[tuple[str, str]]:

@@ -634,6 +634,11 @@ class GenericModel:
     verified: bool = False  # formula checked against a real build at an independent point
     notes: tuple[str, ...] = field(default_factory=tuple)
     symbols: symtab.SymbolScope = field(default_factory=symtab.SymbolScope, compare=False, repr=False)  # its fields'
+    # the weight matrices of the real build: (name pattern, in features, out features, instances, routed expert)
+    matrices: tuple[tuple[str, int, int, int, bool], ...] = ()
+    embedding: int = 0  # parameters of the input embedding
+    head: int = 0  # parameters of an output layer that is not tied to the embedding (0 when tied or absent)
+    sizes: dict[str, int] = field(default_factory=dict)  # the project's symbols the config sets (H, L, V, a...)
 
     @property
     def is_moe(self) -> bool:
@@ -757,11 +762,68 @@ def _analyse(data: Mapping[str, Any], name: str, architecture: str | None) -> Ge
     values = {s.name: fields[p] for s in symtab.ordered(used) for p in sym if sym[p] == s}
     paths = {s.name: ".".join(p) for s in symtab.ordered(used) for p in sym if sym[p] == s}
     notes = [] if base_shapes is not None else ["the config does not rebuild from its own dict; no field was probed"]
+    embedding, head = _embeddings(model)
     spec = GenericModel(name=name or str(data.get("model_type")), model_type=str(config.model_type),
                         architecture=cls.__name__, total=total, terms=terms, values=values, fields=paths,
                         active=active, active_terms=active_terms, unexplained=tuple(unexplained),
-                        verified=verified and not unexplained, notes=tuple(notes), symbols=scope)
+                        verified=verified and not unexplained, notes=tuple(notes), symbols=scope,
+                        matrices=_matrices(model, active_terms, terms), embedding=embedding, head=head,
+                        sizes=_sizes(fields))
     return spec
+
+
+def _sizes(fields: Mapping[Path, int]) -> dict[str, int]:
+    """The project's symbols (``KNOWN``) the config's top-level fields set, by symbol name."""
+    out: dict[str, int] = {}
+    for path in sorted(fields, key=len):
+        symbol = KNOWN.get(path[-1])
+        if symbol is not None and symbol.name not in out:
+            out[symbol.name] = fields[path]
+    return out
+
+
+def _embeddings(model: Any) -> tuple[int, int]:
+    """(input embedding parameters, untied output layer parameters) of a built model."""
+    def numel(module: Any) -> int:
+        return sum(p.numel() for p in module.parameters()) if module is not None else 0
+
+    inputs = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    try:
+        output = model.get_output_embeddings()
+    except Exception:  # a model without an output layer
+        output = None
+    tied = output is not None and inputs is not None and output.weight is inputs.weight
+    return int(numel(inputs)), 0 if tied else int(numel(output))
+
+
+def _matrices(model: Any, active_terms: tuple[Term, ...], terms: tuple[Term, ...]
+              ) -> tuple[tuple[str, int, int, int, bool], ...]:
+    """The weight matrices of a built model: nn.Linear layers and stacked expert tensors (out × in slices).
+
+    The output layer is left out (the planner counts it with the logits); a routed expert's
+    matrices are flagged (a token passes k of n of them).
+    """
+    import torch
+
+    try:
+        head = model.get_output_embeddings()
+    except Exception:  # a model without an output layer
+        head = None
+    routed = {t.key for t, full in zip(active_terms, terms) if t.expr != full.expr} if active_terms else set()
+    modules = dict(model.named_modules())
+    found: dict[tuple[str, int, int, bool], int] = {}
+    for name, module in modules.items():
+        if isinstance(module, torch.nn.Linear) and module is not head:
+            pattern = _INDEX.sub(".*", name)
+            key = (pattern, int(module.in_features), int(module.out_features), pattern + ".weight" in routed)
+            found[key] = found.get(key, 0) + 1
+    for name, tensor in model.named_parameters():
+        owner = modules.get(name.rpartition(".")[0])
+        if owner is not None and type(owner).__name__.endswith("Experts") and tensor.dim() == 3:
+            pattern = _INDEX.sub(".*", name)
+            key = (pattern, int(tensor.shape[2]), int(tensor.shape[1]), pattern in routed)
+            found[key] = found.get(key, 0) + int(tensor.shape[0])
+    return tuple((p, i, o, n, r) for (p, i, o, r), n in found.items())
 
 
 def _config_maker(config_class: Any) -> Callable[[dict[str, Any]], Any]:

@@ -686,3 +686,8 @@ TEXT_PART = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 # Families whose model cards count active parameters without the input embedding: gpt-oss's card
 # (5.1B active of 117B for gpt-oss-120b) and DeepSeek's (37B of 671B for V3); ``params`` shows both.
 CARD_ACTIVE_WITHOUT_EMBEDDING = frozenset({"gpt_oss", "deepseek_v2", "deepseek_v3"})
+
+
+def card_counts_active_without_embedding(model_type: str) -> bool:
+    """Whether the model card of this family quotes active parameters without the input embedding."""
+    return model_type in CARD_ACTIVE_WITHOUT_EMBEDDING
