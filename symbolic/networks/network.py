@@ -16,6 +16,8 @@ reports need, so that none of them branches on a model's name or type string:
 - its terms: ``layer_activations`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``);
+- its own symbols: ``scope`` (a generic model's config fields, outside the symbol table; None for
+  the others);
 - positions: ``positions`` (learned rows: a hard limit) and ``trained_context`` (a soft one);
 - ``cannot_say``: by topic (``TOPICS``), one line for what it knows it cannot say there and why
   (the planner shows the training or serving line as a note, ``time`` the FLOPs line).
@@ -32,6 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import sympy
 
+from ..core.symbols import SymbolScope
 from ..core.term import Term
 from ..math.formula import Formula
 from .shape import ARTICLE_A_MODELS, ModelShape
@@ -99,6 +102,9 @@ class Network(Protocol):
     def value(self, expr: sympy.Expr) -> sympy.Rational: ...
 
     def widths(self) -> dict[sympy.Symbol, sympy.Expr]: ...
+
+    @property
+    def scope(self) -> SymbolScope | None: ...
 
 
 def load(model: object) -> ModelShape:

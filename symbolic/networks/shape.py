@@ -21,6 +21,7 @@ from ..core.symbols import (
     L,
     L_conv,
     L_dense,
+    SymbolScope,
     V,
     a,
     a_kv,
@@ -151,6 +152,11 @@ class ModelShape:
     def trained_context(self) -> int | None:
         """The context the config says the model was trained for, where learned positions do not cap it."""
         return trained_context(self.config, self.positions)
+
+    @property
+    def scope(self) -> SymbolScope | None:
+        """Where this network's own symbols are (None: every symbol it uses is in the symbol table)."""
+        return None
 
     def widths(self) -> dict[sympy.Symbol, sympy.Expr]:
         """Replacements for the generic activation terms (which use a_kv, d_head, d_ff)."""

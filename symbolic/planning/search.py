@@ -45,6 +45,7 @@ from . import time as ptime
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
+    from ..core.symbols import SymbolScope
     from ..math.compiled import CompiledFormula
 
 OBJECTIVES = ("time", "cost")
@@ -276,11 +277,11 @@ LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp",
 _PARTS: BoundedMemo[tuple[object, ...], _Compiled] = BoundedMemo(4096)
 
 
-def _numbers(values: dict[str, object]) -> dict[sympy.Symbol, sympy.Expr]:
-    """The model's numbers (every value but the layout's) as exact SymPy numbers."""
+def _numbers(values: dict[str, object], scope: SymbolScope | None = None) -> dict[sympy.Symbol, sympy.Expr]:
+    """The model's numbers (every value but the layout's) as exact SymPy numbers (``scope``: the network's own)."""
     from ..core.symbols import lookup
 
-    return {lookup(name): sympy.Rational(value) for name, value in values.items()  # type: ignore[arg-type]
+    return {lookup(name, scope): sympy.Rational(value) for name, value in values.items()  # type: ignore[arg-type]
             if name not in LAYOUT_SYMBOLS and not isinstance(value, str)}
 
 
@@ -303,7 +304,7 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         return found
     plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
     values["F_tok"] = fl_.per_token()
-    exact = _numbers(plan.values)
+    exact = _numbers(plan.values, plan.model.scope)
     expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
     terms = tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
                   for term in plan.formula.terms)

@@ -64,9 +64,10 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
         plan = make(**options)
     except UserError as err:
         raise ReportSpecError(f"{_where(spec)}regime: {_message(err)}") from None
-    given = {symtab.lookup(name): _number(name, value) for name, value in plan.values.items()}
+    scope = shape.scope  # a network's own symbols (a generic model's config fields), else None
+    given = {symtab.lookup(name, scope): _number(name, value) for name, value in plan.values.items()}
     regime = plan.regime
-    notes = {symtab.lookup(name): "the model's config" for name in plan.values if name in shape.numbers}
+    notes = {symtab.lookup(name, scope): "the model's config" for name in plan.values if name in shape.numbers}
     for name, option in (("B", "batch"), ("S", "seq"), ("t", "tp"), ("p", "pp"), ("n_d", "dp")):
         if name in plan.values:
             notes[symtab.lookup(name)] = (f"regime.{option}" if option in options
@@ -77,7 +78,7 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
         formula=_titled(plan.formula), given=given, gpus=gpus,
         batch=B if B in given else None, seq=S if S in given else None, value_notes=notes,
         model_rows=_model_rows(shape), regime_rows=_regime_rows(plan),
-        steps=_steps(plan.formula, plan.values),
+        steps=_steps(plan.formula, plan.values, scope),
         caveats=[_sentence(n) for n in plan.notes if not (phases and n in phases.runtime_notes)],  # summary says it
         limits={S: shape.positions} if shape.positions else {},
         trained=_trained(shape),
@@ -192,8 +193,8 @@ def _all_definitions(formula: Formula) -> list[Formula]:
     return out
 
 
-def _steps(formula: Formula, values: dict[str, object]) -> list[Step]:
-    point = {symtab.lookup(k): _number(k, v) for k, v in values.items()}
+def _steps(formula: Formula, values: dict[str, object], scope: symtab.SymbolScope | None = None) -> list[Step]:
+    point = {symtab.lookup(k, scope): _number(k, v) for k, v in values.items()}
     return [Step(d, point) for d in _all_definitions(formula)]
 
 

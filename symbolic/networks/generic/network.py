@@ -29,7 +29,7 @@ from typing import Any
 import sympy
 
 from ...core.errors import UnknownNameError, UserError
-from ...core.symbols import B, H, L, S
+from ...core.symbols import B, H, L, S, SymbolScope
 from ...core.term import Term
 from ..shape import ModelShape
 
@@ -121,6 +121,11 @@ class GenericNetwork(ModelShape):
     @property
     def total(self) -> int:
         return int(self.generic.total)
+
+    @property
+    def scope(self) -> SymbolScope:
+        """The symbols of this model's config fields (``probes.GenericModel.symbols``), outside the table."""
+        return self.generic.symbols
 
     @property
     def active(self) -> int | None:
