@@ -107,7 +107,7 @@ def test_errors_are_one_line_exit_2(capsys, argv, message) -> None:
     ("plan", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "8", "--global-batch", "8"),
 ])
 def test_a_sequence_past_the_planners_bound_is_refused(capsys, command) -> None:
-    """--seq 1e9 answered in PiB with exit 0; past plan_options.MAX_SEQ (2^27 tokens) it is one line, exit 2."""
+    """--seq 1e9 answered in PiB with exit 0; past options.table.MAX_SEQ (2^27 tokens) it is one line, exit 2."""
     from symbolic.options.table import MAX_SEQ
 
     name, *flags = command

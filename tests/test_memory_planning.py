@@ -223,7 +223,7 @@ def test_plan_as_dict_for_reports(llama) -> None:
 
 
 def test_fit_seq_stops_at_the_planners_bound() -> None:
-    """A capacity that would hold more than plan_options.MAX_SEQ tokens answers the bound, as learned positions cap."""
+    """A capacity that would hold more than options.table.MAX_SEQ tokens answers the bound, as learned positions cap."""
     from symbolic.options.table import MAX_SEQ
 
     answer = planning.fit_seq("qwen2-0.5b", "4PiB", mode="infer")

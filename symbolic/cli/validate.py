@@ -62,7 +62,7 @@ def _ints(text: str, name: str) -> tuple[int, ...]:
 
 
 def _seqs(text: str) -> tuple[int, ...]:
-    """--seq: whole numbers up to the planner's bound (``plan_options.MAX_SEQ``), as every --seq."""
+    """--seq: whole numbers up to the planner's bound (``options.table.MAX_SEQ``), as every --seq."""
     values = _ints(text, "seq")
     try:
         for value in values:

@@ -131,7 +131,7 @@ def _seq_limit(model: ModelShape) -> tuple[int, str]:
     """The longest context a plan of ``model`` takes, and why: its learned positions, else the planner's bound."""
     if model.positions:
         return model.positions, f"the model's {model.positions} learned positions are the limit"
-    return MAX_SEQ, f"the planner's bound of {MAX_SEQ:,} tokens is the limit (plan_options.MAX_SEQ)"
+    return MAX_SEQ, f"the planner's bound of {MAX_SEQ:,} tokens is the limit (options.table.MAX_SEQ)"
 
 
 def _at(make: PlanMaker, model: ModelShape, budget: Budget, question: str, option: str, value: int,
