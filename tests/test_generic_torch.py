@@ -348,6 +348,7 @@ def test_generic_activations_are_korthikanti_over_the_matrices(generic_run) -> N
     h, d, n, r = v["H"], v["d_ff"], v["state_size"], v["time_step_rank"]
     per_token = (h + 2 * d) + (d + r + 2 * n) + (r + d) + (d + h)  # inputs + outputs, 2 bytes each
     assert data["terms"]["activations"] == 2 * data["values"]["S"] * data["values"]["B"] * v["L"] * per_token
+    assert "weight matrices' inputs and outputs" in data["titles"]["activations"]  # not a transformer variant's name
 
 
 @pytest.mark.torch

@@ -13,7 +13,7 @@ reports need, so that none of them branches on a model's name or type string:
 - its capabilities: ``sequence`` (a token sequence: seq, attention, dropout and cache options
   apply), ``has_attention``, ``moe``, ``dropout_default``, ``pytorch_family`` (the library's
   saved-tensor model of it, or None), ``lora_layout`` and ``lora_targets``, ``attention_bias``;
-- its terms: ``layer_activations`` (one layer's bytes saved for backward, per phase the planner
+- its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``);
 - its own symbols: ``scope`` (a generic model's config fields, outside the symbol table; None for
@@ -93,6 +93,8 @@ class Network(Protocol):
     def lora_layout(self) -> str: ...
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr: ...
+
+    def activations_label(self, variant: Any) -> str: ...
 
     def serving_width(self, tp: sympy.Expr | int) -> sympy.Expr: ...
 

@@ -236,6 +236,10 @@ class ModelShape:
 
         return acts.per_layer(variant, recompute, tp, sp).xreplace(self.widths())
 
+    def activations_label(self, variant: Any) -> str:
+        """What ``layer_activations`` counts, for the term's title: the layer variant's name."""
+        return str(variant.name)
+
     def serving_width(self, tp: sympy.Expr | int) -> sympy.Expr:
         """The MLP intermediates one token of one layer holds while serving (gate/up outputs, × k experts)."""
         from ..library import inference as infer

@@ -532,7 +532,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
             layers = layers * (1 + (p - 1) / (p * v_pp))
             values["v_pp"] = r.interleave
             how += " × (1 + (p − 1)/(p·v)) interleaved"
-    kept = [Term("activations", f"activations: {how} × one layer ({variant.name}, recompute {r.recompute})",
+    kept = [Term("activations", f"activations: {how} × one layer ({model.activations_label(variant)}, recompute "
+                 f"{r.recompute})",
                  layers * per, "bytes", "korthikanti2022", "§4.1, §4.2.3 (pipeline)",
                  f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
     rebuilt: list[Term] = []

@@ -158,6 +158,10 @@ class GenericNetwork(ModelShape):
             return variant.act_bytes * S * B * H
         return variant.act_bytes * S * B * self.linear_width / L
 
+    def activations_label(self, variant: Any) -> str:
+        """What ``layer_activations`` counts, for the term's title: the matrices' inputs and outputs."""
+        return f"its weight matrices' inputs and outputs, {variant.act_bytes} bytes each"
+
     def serving_width(self, tp: sympy.Expr | int) -> sympy.Expr:
         """One token's matrix outputs in one average layer, less the residual stream the planner adds (2H)."""
         return sympy.Max(self.output_width / L - 2 * H, 0)
