@@ -161,7 +161,7 @@ def generic_hint(model_type: str) -> str:
         return ""
     need = "" if torch_available() else f", with the '{EXTRA}' extra ({INSTALL_EXTRA})"
     return (f" ({model_type!r} is a transformers model type without a family table: 'symbolic params' counts it and "
-            f"'symbolic memory --mode infer' plans serving it through the generic torch path{need})")
+            f"'memory', 'fit', 'time', 'plan' and reports plan it through the generic torch path{need})")
 
 
 def causal_lm_types() -> tuple[str, ...]:
