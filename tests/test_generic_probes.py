@@ -251,3 +251,21 @@ def test_a_meta_build_patches_torch_init_only_while_it_runs() -> None:
         generic.build(config, Failing)
     assert inside == [True]  # patched while the constructor ran ...
     assert vars(init) == before and not generic._SWAPS  # ... and put back after the error
+
+
+@pytest.mark.torch
+def test_a_crosscheck_build_leaves_transformers_logging_as_it_found_it() -> None:
+    """``crosscheck.build`` quiets transformers for its own build only (issue 26: no hidden global state)."""
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from symbolic.measured import crosscheck
+
+    config = {"model_type": "gpt2", "n_layer": 1, "n_embd": 32, "n_head": 2, "n_positions": 16, "vocab_size": 64,
+              "architectures": ["GPT2LMHeadModel"]}
+    level = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_info()
+    try:
+        crosscheck.build(crosscheck.Target("tiny", "gpt2", config), 1, "fp32", "eager")
+        assert transformers.logging.get_verbosity() == transformers.logging.INFO
+    finally:
+        transformers.logging.set_verbosity(level)

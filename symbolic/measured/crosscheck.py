@@ -303,16 +303,20 @@ def build(target: Target, layers: int, dtype: str, attn: str, device: str = "cpu
         import transformers
         from transformers import AutoConfig
 
-        transformers.logging.set_verbosity_error()
-        cfg = _with_layers(target.config, layers)
-        model_type = cfg.pop("model_type")
-        architectures = cfg.get("architectures") or []
-        config = AutoConfig.for_model(model_type, **cfg)
-        if use_cache is not None:
-            config.use_cache = use_cache
-        config._attn_implementation = attn
-        cls = getattr(transformers, architectures[0]) if architectures else transformers.AutoModelForCausalLM
-        model = cls(config) if architectures else cls.from_config(config)
+        level = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # for this build only: the caller's level comes back
+        try:
+            cfg = _with_layers(target.config, layers)
+            model_type = cfg.pop("model_type")
+            architectures = cfg.get("architectures") or []
+            config = AutoConfig.for_model(model_type, **cfg)
+            if use_cache is not None:
+                config.use_cache = use_cache
+            config._attn_implementation = attn
+            cls = getattr(transformers, architectures[0]) if architectures else transformers.AutoModelForCausalLM
+            model = cls(config) if architectures else cls.from_config(config)
+        finally:
+            transformers.logging.set_verbosity(level)
     return model.to(device=device, dtype=torch_dtype(dtype)).train()
 
 
