@@ -67,3 +67,21 @@ def test_installing_twice_keeps_one_wrapper(recorded):
     import weasyprint.svg as wsvg
 
     assert pdfpaths.install() and wsvg.TAGS["path"] is recorded
+
+
+def test_a_pdf_build_leaves_weasyprint_and_fonttools_as_it_found_them(monkeypatch):
+    """html_to_pdf patches WeasyPrint's path renderer and fontTools' log level for its own build only (issue 26)."""
+    import logging
+
+    import weasyprint.svg as wsvg
+
+    own = getattr(wsvg.TAGS["path"], "_symbolic_draw", wsvg.TAGS["path"])  # WeasyPrint's, whatever ran before
+    monkeypatch.setitem(wsvg.TAGS, "path", own)
+    monkeypatch.setattr(logging.getLogger("fontTools"), "level", logging.INFO)
+    seen = []
+    real = render.guarded_weasyprint
+    monkeypatch.setattr(render, "guarded_weasyprint",
+                        lambda write, warn=None: seen.append(wsvg.TAGS["path"] is not own) or real(write, warn))
+    assert render.html_to_pdf(_page()).startswith(b"%PDF")
+    assert seen == [pdfpaths.VERSION == __import__("weasyprint").__version__]  # patched while it built ...
+    assert wsvg.TAGS["path"] is own and logging.getLogger("fontTools").level == logging.INFO  # ... and put back

@@ -14,7 +14,9 @@ do not change (``tests/test_report_pdfpaths.py`` compares them with and without)
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from typing import Any
 
 VERSION = "70.0"  # the WeasyPrint release whose svg.path.path this was checked against
@@ -63,3 +65,17 @@ def install() -> bool:
     path._symbolic_draw = draw  # type: ignore[attr-defined]  # WeasyPrint's own, for the test that compares
     wsvg.TAGS["path"] = path
     return True
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[bool]:
+    """``install`` for the length of a block: WeasyPrint's own path renderer is back afterwards, even on an error."""
+    import weasyprint.svg as wsvg
+
+    before = wsvg.TAGS.get("path")
+    applied = install()
+    try:
+        yield applied
+    finally:
+        if applied and before is not None and not getattr(before, "_symbolic_recorded", False):
+            wsvg.TAGS["path"] = before

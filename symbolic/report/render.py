@@ -214,16 +214,22 @@ def html_to_pdf(html: str, warn: Callable[[str], None] | None = None) -> bytes:
 
     from . import pdfpaths
 
-    pdfpaths.install()  # the same bytes, each glyph outline parsed once (see pdfpaths)
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
     identifier = hashlib.sha256(html.encode("utf-8")).hexdigest()[:32].encode("ascii")
 
     def write() -> bytes:
         document = weasyprint.HTML(string=html, base_url=TEMPLATES.as_uri() + "/", url_fetcher=url_fetcher())
         return document.write_pdf(pdf_identifier=identifier)
 
-    with collector.when_opted_in(frozen_heap):
-        return guarded_weasyprint(write, warn)
+    # the same bytes, each glyph outline parsed once (see pdfpaths); fontTools' notices silenced; both
+    # for this build only
+    fonttools = logging.getLogger("fontTools")
+    level = fonttools.level
+    fonttools.setLevel(logging.ERROR)
+    try:
+        with pdfpaths.installed(), collector.when_opted_in(frozen_heap):
+            return guarded_weasyprint(write, warn)
+    finally:
+        fonttools.setLevel(level)
 
 
 # --- WeasyPrint's swallowed signals and logged failures -------------------------------------------------
