@@ -401,19 +401,10 @@ def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
         return N_gpu, {N_gpu: shard}
     base = par.params_per_gpu(model.first_stage, model.head, regime.pp, N - model.experts, tp_s, pp_s,
                               {N: model.params})
-    shard = Formula(base.key, base.title, (*base.terms, _experts_term(model, pp_s)), source=base.source,
+    shard = Formula(base.key, base.title, (*base.terms, par.experts_term(model.experts, pp_s)), source=base.source,
                     name="N_gpu", definitions={N: model.params},
                     note=base.note + " Routed experts: ÷ e_p·p (expert parallelism), replicated over the other ranks.")
     return N_gpu, {N_gpu: shard}
-
-
-def _experts_term(model: ModelShape, pp_s: sympy.Expr | int) -> Term:
-    """The routed experts one GPU holds under expert parallelism: all of them ÷ e_p (and ÷ p by stage)."""
-    return Term("experts", "routed experts: n_exp/e_p of them per GPU (expert parallelism)", model.experts / (e_p * pp_s),
-                "params", "project", "", "Expert parallelism (GShard, Lepikhin et al. 2020; DeepSpeed-MoE) places "
-                "n_exp/e_p whole experts on each GPU; the router, shared experts, attention and embeddings stay "
-                "replicated (or split by t and p as without experts). Every expert stays resident somewhere: the "
-                "job's total is all n_exp experts.")
 
 
 GRADIENT_KEYS = ("gradients", "fp32_gradients")  # model-state terms that exist from backward to the step
