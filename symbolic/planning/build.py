@@ -47,7 +47,7 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
+from ..core.symbols import L, N, N_gpu, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -533,11 +533,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "
                             "back-propagated holds all its activations for a moment."))
-    hidden_tp = tp_s if sp else 1
-    inputs = 8 * S * B + (S * B * H / hidden_tp if r.dropout else 0)
-    kept.append(Term("inputs", "token ids (int64)" + (" and embedding dropout mask" if r.dropout else "")
-                     + (f", × {in_flight} micro-batches in flight" if r.pp > 1 else ""),
-                     inputs * in_flight, "bytes", "megatron", "compute_activation_memory"))
+    kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
     if r.pp == 1:
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
