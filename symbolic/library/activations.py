@@ -222,6 +222,18 @@ def korthikanti_assumptions() -> dict[sympy.Symbol, sympy.Expr]:
 
 
 # --- outputs: logits and cross-entropy -----------------------------------------------------------
+def inputs_term(dropout: bool, hidden_tp: sympy.Expr | int = 1, in_flight: int = 1, pipelined: bool = False) -> Term:
+    """What the embeddings keep for backward: int64 token ids (8·S·B), with dropout also its S·B·H mask.
+
+    ``hidden_tp`` is t under sequence parallelism (the mask is split with the sequence), else 1;
+    ``in_flight`` micro-batches each keep their own (``pipelined``: the title says so).
+    """
+    expr = 8 * S * B + (S * B * H / hidden_tp if dropout else 0)
+    return Term("inputs", "token ids (int64)" + (" and embedding dropout mask" if dropout else "")
+                + (f", × {in_flight} micro-batches in flight" if pipelined else ""),
+                expr * in_flight, "bytes", "megatron", "compute_activation_memory")
+
+
 def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bool = False) -> list[Term]:
     """Output-layer and loss activations for one micro-batch (bytes), under a named accounting."""
     if kind not in LOGITS:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import sympy
 
 from ..core.errors import UserError
-from ..core.symbols import K, N, n_d, p, t
+from ..core.symbols import K, N, e_p, n_d, p, t
 from ..core.term import Term
 from ..math.formula import Formula
 from . import precision as prec
@@ -109,6 +109,19 @@ def params_per_gpu(first_stage: sympy.Expr, head: sympy.Expr, pp: int, total: sy
                    name="N_gpu", definitions=definitions,
                    note="Megatron's most loaded model shard: (layers/p + embedding) / t, plus the untied head when "
                         "p = 1.")
+
+
+def experts_term(experts: sympy.Expr, pp_sym: sympy.Expr | int = p) -> Term:
+    """The routed experts' parameters one GPU holds under expert parallelism: ``experts`` ÷ e_p (and ÷ p by stage).
+
+    ``experts`` are the parameters of all routed experts of the model; ``pp_sym`` is p, or 1 without
+    pipeline parallelism.
+    """
+    return Term("experts", "routed experts: n_exp/e_p of them per GPU (expert parallelism)", experts / (e_p * pp_sym),
+                "params", "project", "", "Expert parallelism (GShard, Lepikhin et al. 2020; DeepSpeed-MoE) places "
+                "n_exp/e_p whole experts on each GPU; the router, shared experts, attention and embeddings stay "
+                "replicated (or split by t and p as without experts). Every expert stays resident somewhere: the "
+                "job's total is all n_exp experts.")
 
 
 # --- the ZeRO paper's formulas, verbatim --------------------------------------------------------

@@ -53,6 +53,7 @@ from ..core.symbols import (
     n_mb,
     p,
     t,
+    t_dec,
     t_step,
     t_train,
     v_pp,
@@ -130,6 +131,57 @@ def step_formula(key: str, title: str, terms: list[Term], definitions: dict | No
     """A step-time Formula (seconds) over ``step_terms``."""
     return Formula(key, title, terms, source="project", name="t_step", definitions=definitions, example=example,
                    note=note)
+
+
+def achieved_step_term() -> Term:
+    """A training step at an achieved rate X: the step's FLOPs per GPU / X, with every overhead inside X."""
+    return _s("compute", "FLOPs per GPU / X: tokens per step · F_tok / (n_gpu · X)", F_tok * B * n_mb * S / (t * p * X),
+              "narayanan2021", "§5.1",
+              "X is the end-to-end rate per GPU: communication, bubble and overheads are inside it.")
+
+
+def step_flops_formula(key: str, title: str, per_token: Formula) -> Formula:
+    """Training FLOPs per optimizer step: F_tok × tokens per step (F_tok defined by ``per_token``)."""
+    return Formula(key, title, (Term("step", "F_tok × tokens per step", F_tok * TOKENS_PER_STEP, "flops", "project"),),
+                   source="project", name="F_step", definitions={F_tok: per_token})
+
+
+def prefill_formula(key: str, title: str, forward: Formula, peak: sympy.Expr, efficiency: sympy.Expr) -> Formula:
+    """Prefill seconds of one replica of t·p GPUs, compute-bound: F_fwd · B · S / (t · p · peak · efficiency).
+
+    ``peak`` and ``efficiency`` are F_peak and η (``--mfu``), or 1 and X (``--achieved-tflops``).
+    """
+    return Formula(key, title, (Term("prefill", "F_fwd · B · S / (t · p · F_peak · η)",
+                                     F_fwd * B * S / (t * p * peak * efficiency), "seconds", "williams2009"),),
+                   source="project", name="t_prefill", definitions={F_fwd: forward})
+
+
+def decode_formula(key: str, title: str, forward: Formula, peak: sympy.Expr, efficiency: sympy.Expr,
+                   kv_cache: bool = True) -> Formula:
+    """Seconds per decode step of B sequences on one replica: the roofline of its FLOPs and its reads.
+
+    Each of the p stages reads its weights (M_w per GPU) and its KV cache (M_kv; none when
+    ``kv_cache`` is False) once per step; ``peak`` and ``efficiency`` as in ``prefill_formula``.
+    """
+    compute = F_fwd * B / (t * peak * efficiency)
+    read = M_w + (M_kv if kv_cache else 0)
+    return Formula(key, title, (Term("decode", "max(F_fwd·B / (t·F_peak·η), p·(weights + KV cache) / HBM bandwidth)",
+                                     sympy.Max(compute, p * read / W_hbm, evaluate=False), "seconds", "williams2009",
+                                     "", "Bandwidth-bound at small B: every step reads the weights and the whole KV "
+                                         "cache."),),
+                   source="project", name="t_dec", definitions={F_fwd: forward})
+
+
+def decode_rate_formula(key: str, title: str, decode: Formula) -> Formula:
+    """Decode tokens per second of one replica: B sequences each gain a token every t_dec."""
+    return Formula(key, title, (Term("tokens", "B / t_dec", B / t_dec, "tokens/s", "project"),), source="project",
+                   name="R_dec", definitions={t_dec: decode})
+
+
+def generate_formula(key: str, title: str, decode: Formula) -> Formula:
+    """Seconds to generate T tokens with n_d replicas: T / (n_d · B) decode steps × t_dec (named t_train)."""
+    return Formula(key, title, (Term("steps", "T / (n_d · B) decode steps × t_dec", T / (n_d * B) * t_dec, "seconds",
+                                     "project"),), source="project", name="t_train", definitions={t_dec: decode})
 
 
 def throughput_formula(key: str, step: Formula) -> Formula:

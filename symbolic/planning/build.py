@@ -47,7 +47,7 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
+from ..core.symbols import L, N, N_gpu, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -401,19 +401,10 @@ def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
         return N_gpu, {N_gpu: shard}
     base = par.params_per_gpu(model.first_stage, model.head, regime.pp, N - model.experts, tp_s, pp_s,
                               {N: model.params})
-    shard = Formula(base.key, base.title, (*base.terms, _experts_term(model, pp_s)), source=base.source,
+    shard = Formula(base.key, base.title, (*base.terms, par.experts_term(model.experts, pp_s)), source=base.source,
                     name="N_gpu", definitions={N: model.params},
                     note=base.note + " Routed experts: ÷ e_p·p (expert parallelism), replicated over the other ranks.")
     return N_gpu, {N_gpu: shard}
-
-
-def _experts_term(model: ModelShape, pp_s: sympy.Expr | int) -> Term:
-    """The routed experts one GPU holds under expert parallelism: all of them ÷ e_p (and ÷ p by stage)."""
-    return Term("experts", "routed experts: n_exp/e_p of them per GPU (expert parallelism)", model.experts / (e_p * pp_s),
-                "params", "project", "", "Expert parallelism (GShard, Lepikhin et al. 2020; DeepSpeed-MoE) places "
-                "n_exp/e_p whole experts on each GPU; the router, shared experts, attention and embeddings stay "
-                "replicated (or split by t and p as without experts). Every expert stays resident somewhere: the "
-                "job's total is all n_exp experts.")
 
 
 GRADIENT_KEYS = ("gradients", "fp32_gradients")  # model-state terms that exist from backward to the step
@@ -542,11 +533,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "
                             "back-propagated holds all its activations for a moment."))
-    hidden_tp = tp_s if sp else 1
-    inputs = 8 * S * B + (S * B * H / hidden_tp if r.dropout else 0)
-    kept.append(Term("inputs", "token ids (int64)" + (" and embedding dropout mask" if r.dropout else "")
-                     + (f", × {in_flight} micro-batches in flight" if r.pp > 1 else ""),
-                     inputs * in_flight, "bytes", "megatron", "compute_activation_memory"))
+    kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
     if r.pp == 1:
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))

@@ -11,18 +11,16 @@ the like where the config leaves them out), and splits it into the plan's usual 
 - ``inputs``: the int64 ids the embeddings keep (token ids; GPT-2's position ids) and GPT-2's
   embedding dropout mask;
 - ``logits``: what the loss keeps (the fp32 log-softmax of the upcast logits, the int64 targets,
-  a scalar weight); the logits themselves are not kept;
-- ``loss_gradients``: the fp32 gradients of ``nll_loss`` and ``log_softmax``, 8·B·S·V, alive with
-  everything saved at the start of backward (``pytorch.peak.*``'s backward phase).
+  a scalar weight); the logits themselves are not kept.
 
 ``activations + inputs + logits`` is the bytes saved for backward, ``A_saved``: what ``symbolic
 validate`` measures and what ``Plan.as_dict`` reports as ``"activation_bytes"``.
 
 ``layout`` builds the plan's phases from ``library.peak_pytorch.step`` (contract S): its resident
 terms (weights, ``optimizer_states``, frozen weights) and its phases (forward: the saved tensors
-and ``logits_forward``; backward: the saved tensors and ``loss_gradients``; optimizer:
-``gradients``, ``optimizer_temporaries``, ``step_inputs``), with the model's widths substituted,
-N the model's parameter formula, and ZeRO sharding of the model-state terms.
+and ``logits_forward``; backward: ``backward_live``, the saved tensors and the loss's first gradients
+(``pytorch.peak.*``); optimizer: ``gradients``, ``optimizer_temporaries``, ``step_inputs``), with the
+model's widths substituted, N the model's parameter formula, and ZeRO sharding of the model-state terms.
 
 The implementation follows the choices ``attn`` (eager or sdpa), ``device`` (cpu or cuda; CPU
 dropout keeps masks in the compute dtype, CUDA a bool, and SDPA picks other kernels) and
@@ -123,7 +121,7 @@ def _per_layer(expr: sympy.Expr) -> sympy.Expr | None:
 
 
 def terms(saved_model: SavedActivations) -> list[Term]:
-    """The plan's ``activations``, ``inputs``, ``logits`` and ``loss_gradients`` terms (see the docstring)."""
+    """The plan's ``activations``, ``inputs`` and ``logits`` terms: the saved tensors grouped (see the docstring)."""
     groups: dict[str, list[Term]] = {"activations": [], "inputs": [], "logits": []}
     for term in saved_model.formula.terms:
         groups[_group(term.key)].append(term)
@@ -149,10 +147,6 @@ def terms(saved_model: SavedActivations) -> list[Term]:
              sympy.Add(*(t.expr for t in groups["logits"])), "bytes", pyacts.SRC, key,
              "; ".join(t.title for t in groups["logits"]) if mlp else
              "Hugging Face upcasts the logits to fp32 before cross-entropy; the logits themselves are not kept."),
-        Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
-             pypeak.loss_backward_extra(saved_model.family), "bytes", pypeak.SRC, f"pytorch.peak.{saved_model.family}",
-             "Alive with everything saved for backward when the backward pass starts (measured); not saved for "
-             "backward, so not in activation_bytes."),
     ]
 
 
@@ -219,7 +213,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
     if params != N:
         widths = {**widths, N: params}
     # activations, inputs, logits: the saved tensors as the plan shows them (a group with nothing in it left out)
-    grouped = [g for g in terms(saved_model)[:3] if g.expr != 0]
+    grouped = [g for g in terms(saved_model) if g.expr != 0]
 
     def mine(items: tuple[Term, ...]) -> list[Term]:
         out: list[Term] = []

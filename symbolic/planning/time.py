@@ -36,7 +36,6 @@ from .. import formats
 from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
 from ..core.symbols import B, F_step, L, N, N_gpu, S, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
-from ..core.term import Term
 from ..library import flops as fl
 from ..library import precision as prec
 from ..library import timing as tm
@@ -385,11 +384,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
     r = memory.regime
     defs = {fl.F_tok: fl_.train}
     if how == "achieved":
-        term = Term("compute", "FLOPs per GPU / X: tokens per step · F_tok / (n_gpu · X)",
-                    fl.F_tok * B * n_mb * S / (t * p * tm.X), "seconds", "narayanan2021", "§5.1",
-                    "X is the end-to-end rate per GPU: communication, bubble and overheads are inside it.")
         return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per step of {memory.model.name} "
-                               "at an achieved rate", [term], definitions=defs)
+                               "at an achieved rate", [tm.achieved_step_term()], definitions=defs)
     held = N_gpu if N_gpu in memory.formula.definitions else N
     defs[tm.P_gpu] = memory.formula.definitions[held]
     pr = prec.get(r.precision)
@@ -422,9 +418,7 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
 def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: Formula, values: dict[str, object],
             tokens: int | None, price: float | None, how: str) -> TimePlan:
     name = memory.model.name
-    per_step = Formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}",
-                       (Term("step", "F_tok × tokens per step", fl.F_tok * tm.TOKENS_PER_STEP, "flops", "project"),),
-                       source="project", name="F_step", definitions={fl.F_tok: per_token})
+    per_step = tm.step_flops_formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}", per_token)
     formulas = {"flops_per_token": per_token, "flops_per_step": per_step, "step_seconds": step,
                 "tokens_per_second": tm.throughput_formula(f"time.{name}.throughput", step)}
     notes = ["efficiency: " + ("mfu (compute only; communication and bubble modelled on top)" if how == "mfu" else
@@ -479,23 +473,14 @@ def infer_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     name = memory.model.name
     eff = tm.mfu if how == "mfu" else tm.X
     peak = tm.F_peak if how == "mfu" else 1
-    prefill = Formula(f"time.{name}.prefill", f"Prefill seconds of {name}: B·S prompt tokens, compute-bound",
-                      (Term("prefill", "F_fwd · B · S / (t · p · F_peak · η)", fl.F_fwd * B * S / (t * p * peak * eff),
-                            "seconds", "williams2009"),), source="project", name="t_prefill",
-                      definitions={fl.F_fwd: fl_.forward})
-    compute_t = fl.F_fwd * B / (t * peak * eff)
+    prefill = tm.prefill_formula(f"time.{name}.prefill", f"Prefill seconds of {name}: B·S prompt tokens, "
+                                 "compute-bound", fl_.forward, peak, eff)
     terms = memory.terms()
     kv_read = sum(v for k, v in terms.items() if k == "kv_cache" or k.startswith("kv_cache."))  # every layer kind
-    kv = tm.M_kv if kv_read else 0  # a model without a KV cache reads only its weights
-    decode = Formula(f"time.{name}.decode", f"Seconds per decode step of {name} (B sequences at context S)",
-                     (Term("decode", "max(F_fwd·B / (t·F_peak·η), p·(weights + KV cache) / HBM bandwidth)",
-                           sympy.Max(compute_t, p * (tm.M_w + kv) / tm.W_hbm, evaluate=False), "seconds", "williams2009",
-                           "",
-                           "Bandwidth-bound at small B: every step reads the weights and the whole KV cache."),),
-                     source="project", name="t_dec", definitions={fl.F_fwd: fl_.forward})
-    per_seq = Formula(f"time.{name}.decode_rate", f"Decode tokens per second of one replica of {name}",
-                      (Term("tokens", "B / t_dec", B / t_dec, "tokens/s", "project"),), source="project",
-                      name="R_dec", definitions={t_dec: decode})
+    decode = tm.decode_formula(f"time.{name}.decode", f"Seconds per decode step of {name} (B sequences at context S)",
+                               fl_.forward, peak, eff, kv_cache=bool(kv_read))  # no KV cache: only weights are read
+    per_seq = tm.decode_rate_formula(f"time.{name}.decode_rate", f"Decode tokens per second of one replica of {name}",
+                                     decode)
     kept = terms.get("embeddings", 0)
     table = int(memory.model.value(memory.model.first_stage) * formats.get(r.weights).kept_bytes / r.tp)
     weights_read = terms.get("weights", 0) - _idle_experts(model, memory, terms.get("weights", 0)) + max(kept - table, 0)
@@ -529,9 +514,8 @@ def infer_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     if tokens is not None:
         values["T"] = _whole(tokens, "tokens")
         values["n_d"] = r.dp
-        total = Formula(f"time.{name}.generate", f"Seconds to generate T tokens with {name} (dp replicas)",
-                        (Term("steps", "T / (n_d · B) decode steps × t_dec", fl.T / (n_d * B) * t_dec, "seconds",
-                              "project"),), source="project", name="t_train", definitions={t_dec: decode})
+        total = tm.generate_formula(f"time.{name}.generate", f"Seconds to generate T tokens with {name} (dp replicas)",
+                                    decode)
         more = {"total_seconds": total, "gpu_hours": tm.gpu_hours_formula(f"time.{name}.gpu_hours", total)}
         if price is not None:
             values["c_gpu"] = _positive_float(price, "price")
