@@ -5,7 +5,7 @@
 
 Serving memory of one GPU holding the whole model: the weights (the generic parameter count
 times bytes per weight) and the serving cache measured on the meta device
-(``architectures.generic_cache``: bytes = B·(c_0 + c_S·S + c_W·min(S, K)) after a prefill,
+(``networks.generic.cache``: bytes = B·(c_0 + c_S·S + c_W·min(S, K)) after a prefill,
 bfloat16, scaled to the ``--kv-dtype`` element size). Tensor parallelism, quantised weights and the prefill working set
 need the table families' layer structure; other options are refused with one line.
 """

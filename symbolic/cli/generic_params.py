@@ -2,7 +2,7 @@
 
 ``table_or_generic(ref)`` resolves a model reference once (``architectures.resolve_config``) and
 says which path counts it: a table family (``ModelSpec``) or, with the ``torch`` extra, the real
-module tree (``architectures.generic``). Without torch an unknown type gets one line listing the
+module tree (``networks.generic``). Without torch an unknown type gets one line listing the
 supported types and naming the extra; a "did you mean" only names a family with the same layout.
 """
 

@@ -148,7 +148,7 @@ def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sy
                                                         sympy.Expr, sympy.Expr | None]:
     """(matmuls with the layers that have them, score width, value width) of ``spec``'s layers.
 
-    Groups of layers (``architectures.formulas.kinds``: attention on all L layers, experts on the
+    Groups of layers (``networks.transformer.formulas.kinds``: attention on all L layers, experts on the
     MoE layers, a dense MLP on the others) each count on their own number of layers.
     """
     from ..networks.transformer import formulas as arch

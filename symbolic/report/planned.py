@@ -100,7 +100,7 @@ def _trained(shape: Any) -> dict[sympy.Symbol, Trained]:
     ``max_position_embeddings``, usually with degraded quality, so it is a warning, as in
     ``symbolic fit`` (planning.fit).
     """
-    trained = shape.trained_context  # planning.model.trained_context, as the command line's warning reads it
+    trained = shape.trained_context  # networks.shape.trained_context, as the command line's warning reads it
     return {S: Trained(trained, shape.name)} if trained is not None else {}
 
 
