@@ -24,7 +24,10 @@ reports need, so that none of them branches on a model's name or type string:
 
 Three implementations: ``networks.shape.ModelShape`` (the transformer family tables),
 ``networks.generic.network.GenericNetwork`` (any transformers model type, from the real module
-tree with torch) and article A's network (``networks.shape.article_a_shape``).
+tree with torch) and article A's network (``networks.shape.article_a_shape``). All three are
+``ModelShape``s: the planner also reads fields of ``ModelShape`` the protocol does not list (``heads``,
+``kv_head_count``, ``tensor_parallel``, ``label``, ``spec``...) and ``time`` a spec-less network's
+``flop_parts``, so a new kind of network subclasses ``ModelShape`` (as ``GenericNetwork`` does).
 """
 
 from __future__ import annotations
