@@ -42,7 +42,7 @@ def parse_size(text: str, flag: str | None = None) -> int:
 def floor_size(text: str, flag: str | None = None) -> tuple[int, str]:
     """Whole bytes from a size, rounded down, and a note saying so when it was not whole ("" when it was).
 
-    '20.24GiB' is 21,732,357,570.56 bytes: a capacity can be given as a GPU's tools print it, and
+    '20.24GiB' is 21,732,534,517.76 bytes: a capacity can be given as a GPU's tools print it, and
     the fraction of a byte dropped (never more than a budget holds). Less than one byte is refused.
     """
     value = exact_size(text, flag)
@@ -79,7 +79,7 @@ def exact_size(text: str, flag: str | None = None) -> Fraction:
 
 
 def exact_decimal_text(value: Fraction) -> str:
-    """'21,732,357,570.56': an exact number whose denominator has only the factors 2 and 5, in full."""
+    """'21,732,534,517.76': an exact number whose denominator has only the factors 2 and 5, in full."""
     whole, rest = divmod(value, 1)
     digits = ""
     while rest and len(digits) < MAX_SIZE_TEXT:  # decimal sizes end within a few dozen digits

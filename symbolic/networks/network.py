@@ -126,4 +126,5 @@ def load(model: object) -> ModelShape:
         name, config = architectures.resolve_config(model)
         if not is_table_family(config):  # the generic torch path: the real module tree (needs torch)
             return generic_network(name, config)
+        return ModelShape.from_spec(architectures.load(model), config)  # the config read once, not again
     return shape_load(model)
