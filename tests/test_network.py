@@ -79,3 +79,12 @@ def test_mixture_of_experts_active_count_is_the_tables() -> None:
     network = load("mixtral-8x7b")
     assert network.active == architectures.load("mixtral-8x7b").active_param_count() < network.total
     assert network.layer_kinds["moe"] == network.numbers["L"]
+
+
+@pytest.mark.parametrize("model_type", [[], {}, None, 3])
+def test_a_config_whose_model_type_is_not_text_gets_one_line_without_torch(model_type) -> None:
+    """Found by the CLI fuzz test on a machine without torch: a list model_type was an internal TypeError."""
+    from symbolic.networks.generic.network import unsupported_message
+
+    message = unsupported_message({"model_type": model_type})
+    assert "has no family table" in message and "\n" not in message

@@ -84,7 +84,7 @@ def unsupported_message(config: Mapping[str, Any]) -> str:
     from .probes import EXTRA, INSTALL_EXTRA, known_types
 
     model_type = config.get("model_type")
-    if model_type in known_types():  # a type transformers builds: what it needs, not a table it might be
+    if isinstance(model_type, str) and model_type in known_types():  # a type transformers builds: what it needs, not a table it might be
         return (f"model_type {model_type!r} is a transformers model type without a family table (tables: "
                 f"{', '.join(FAMILIES)}): counting it needs the '{EXTRA}' extra ({INSTALL_EXTRA}), which builds it "
                 "on the meta device")
