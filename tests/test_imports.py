@@ -11,7 +11,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "symbolic"
 # Lowest first: a module may import its own layer and the layers before it, never one after.
-LAYERS = ("core", "formats", "text", "math", "library", "networks", "options", "catalogs", "planning", "measured",
+LAYERS = ("core", "formats", "text", "math", "library", "networks", "options", "catalogs", "planning", "engines", "measured",
           "report", "cli")
 
 

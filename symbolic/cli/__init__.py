@@ -37,7 +37,7 @@ from typing import Any
 from ..core import collector
 from ..core.errors import StdoutError, Terminated, UserError
 
-COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "timing", "report", "validate", "completion")
+COMMAND_MODULES = ("formulas", "sweep", "models", "memory", "serve", "timing", "report", "validate", "completion")
 SIGNALS = ("SIGTERM", "SIGHUP")
 
 # C0 controls but tab and newline, a CR not ending a line, DEL, C1 controls, surrogates and the

@@ -296,6 +296,20 @@ def plan_table(plan: Any) -> Table:
                                                   plan.total), notes)
 
 
+def serve_table(plan: Any) -> Table:
+    """A ServePlan: each term per GPU in whole bytes, inside the engine's budget or beside it, and the pool."""
+    found = plan.term_bytes()
+    rows = tuple((t.key, t.title, "no" if t.key in plan.outside else "yes", found[t.key], found[t.key])
+                 for t in plan.terms)
+    caption = f"{plan.model} served with {plan.engine} on {plan.gpus} × {plan.gpu}: per-GPU memory"
+    notes = (f"KV cache: {cell_text(plan.kv_cache_tokens, 'count')} tokens",)
+    if plan.max_concurrency is not None:
+        notes += (f"maximum concurrency at {cell_text(plan.seq, 'count')} tokens: {plan.max_concurrency}",)
+    notes += tuple(plan.log_lines)
+    return Table(caption, (("term", ""), ("title", ""), ("in budget", ""), ("bytes", "B"), ("shown", "IEC")), rows,
+                 ("", "", "", "count", "bytes"), ("budget", "", "", plan.budget_bytes, plan.budget_bytes), notes)
+
+
 def fit_table(fit: Any) -> Table:
     """A Fit: capacity, per-GPU total and headroom in bytes and IEC units, and whether it fits."""
     gpu, budget = fit.gpu, fit.limit

@@ -1,0 +1,53 @@
+"""Serving engines' memory rules: the same model on torch, vLLM, SGLang or llama.cpp (issue 27).
+
+Each engine is one module with ``NAME``, ``VERSION`` (the release and commit whose source its rules
+are read from), ``FLAGS`` (its own flags, as its CLI names them) and ``serve(setup) -> ServePlan``.
+``serve`` here resolves the question once (``setup.make_setup``) and dispatches::
+
+    from symbolic.engines import serve
+    plan = serve("gpt-oss-120b", engine="vllm", gpu="h200", seq=32768, gpu_memory_utilization=0.9)
+    plan.kv_cache_tokens, plan.max_concurrency, plan.as_dict(), plan.to_frame()
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..core.errors import UnknownNameError
+from .flags import Flag, check_flags
+from .result import ServePlan
+from .setup import ServeSetup, make_setup
+
+ENGINES = ("torch", "vllm", "sglang", "llamacpp")
+_MODULES = {"torch": "pytorch", "vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp"}
+
+__all__ = ["ENGINES", "ServePlan", "ServeSetup", "engine_module", "flag_tables", "serve"]
+
+
+def engine_module(name: str) -> ModuleType:
+    """The module of the engine called ``name``; a one-line error naming the engines otherwise."""
+    if name not in _MODULES:
+        raise UnknownNameError(f"unknown engine {name!r}; choose from {', '.join(ENGINES)}")
+    return importlib.import_module(f"{__name__}.{_MODULES[name]}")
+
+
+def flag_tables() -> dict[str, tuple[Flag, ...]]:
+    """Every engine's own flags: engine name -> its FLAGS."""
+    return {name: engine_module(name).FLAGS for name in ENGINES}
+
+
+def serve(model: object, engine: str = "torch", gpu: object = "h100-80gb", *, weights: str | None = None,
+          kv_dtype: str | None = None, tp: int = 1, pp: int = 1, seq: int | None = None, batch: int | None = None,
+          **options: object) -> ServePlan:
+    """Serve ``model`` with ``engine`` on ``gpu``: the weights, the KV pool, concurrency at ``seq``, context at ``batch``.
+
+    ``options`` are the engine's own flags by their Python names (``gpu_memory_utilization=0.9``,
+    ``n_gpu_layers=40``); one that the engine does not take is a one-line error.
+    """
+    module = engine_module(engine)
+    given = {k: v for k, v in options.items() if v is not None}
+    check_flags(engine, given, flag_tables())
+    setup = make_setup(model, engine, gpu, weights=weights, kv_dtype=kv_dtype, tp=tp, pp=pp, seq=seq, batch=batch,
+                       options=given)
+    return module.serve(setup)

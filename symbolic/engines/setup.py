@@ -1,0 +1,81 @@
+"""What a serving question gives: the model, its weight and cache formats, the GPUs, the engine's flags.
+
+``make_setup`` resolves everything once, so that an engine module only computes: the network
+(``networks.load``), the weight format (``--weights``, else the config's ``quantization_config``,
+else bf16; ``weights_from`` says which), the KV-cache element type, the per-GPU budget before the
+engine's own fraction (``catalogs.budget``), the parallel layout and the engine's own flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .. import formats
+from ..catalogs.budget import Budget, make_budget
+from ..core.errors import UserError
+from ..networks.network import load
+from ..networks.shape import ModelShape
+
+DEFAULT_WEIGHTS = "bf16"
+DEFAULT_KV = "bf16"
+MAX_PARALLEL = 2**10  # tensor- or pipeline-parallel ranks
+
+
+class ServeError(UserError):
+    """A serving question that cannot be answered as asked: one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class ServeSetup:
+    """One serving question, resolved: every engine module reads this and nothing else."""
+
+    engine: str
+    network: ModelShape
+    budget: Budget  # one GPU's usable bytes before the engine's own fraction (vLLM's, SGLang's)
+    weights: str  # a formats name that plays the "weights" role
+    weights_from: str  # "--weights", "quantization_config" or "default"
+    kv_dtype: str  # a formats name that plays the "kv" role
+    tp: int = 1
+    pp: int = 1
+    seq: int | None = None  # the context length concurrency is asked at
+    batch: int | None = None  # the concurrency the longest context is asked at
+    options: Mapping[str, object] = field(default_factory=dict)  # the engine's own flags that were given
+
+    @property
+    def gpus(self) -> int:
+        """GPUs in the job (tensor × pipeline ranks)."""
+        return self.tp * self.pp
+
+    def option(self, dest: str, default: object = None) -> object:
+        """The engine flag ``dest`` as given, else ``default``."""
+        value = self.options.get(dest)
+        return default if value is None else value
+
+
+def model_weights(network: ModelShape) -> tuple[str, str]:
+    """The weight format a model ships in (its config's ``quantization_config``) and where that was read."""
+    fmt = getattr(network, "quantization", None)
+    return (fmt, "quantization_config") if fmt else (DEFAULT_WEIGHTS, "default")
+
+
+def make_setup(model: object, engine: str, gpu: object, *, weights: str | None = None, kv_dtype: str | None = None,
+               tp: int = 1, pp: int = 1, seq: int | None = None, batch: int | None = None,
+               options: Mapping[str, object] | None = None) -> ServeSetup:
+    """Resolve a serving question (model, formats, GPU, layout) into a ``ServeSetup``."""
+    network = load(model)
+    for name, value in (("tp", tp), ("pp", pp)):
+        if not isinstance(value, int) or not 1 <= value <= MAX_PARALLEL:
+            raise ServeError(f"{name} must be a whole number from 1 to {MAX_PARALLEL}, got {value!r}")
+    for name, value in (("seq", seq), ("batch", batch)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ServeError(f"{name} must be a whole number of at least 1, got {value!r}")
+    if weights is None:
+        weights, weights_from = model_weights(network)
+    else:
+        weights_from = "--weights"
+    formats.get(weights, "weights", "weight format")
+    kv = kv_dtype or DEFAULT_KV
+    formats.get(kv, "kv", "KV-cache dtype")
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    return ServeSetup(engine, network, make_budget(gpu), weights, weights_from, kv, tp, pp, seq, batch, given)
