@@ -61,7 +61,7 @@ from . import activations_pytorch as act
 
 SRC = "peft"
 ALL_LINEAR = "all-linear"
-QLORA_FORMAT = "nf4"  # the frozen base's storage rule: symbolic.formats
+QLORA_FORMAT = "nf4-dq"  # the frozen base's storage rule: symbolic.formats
 
 # peft 0.21.2 TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, for the module layouts modelled here
 DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {

@@ -116,6 +116,9 @@ class ModelShape:
     # the library's saved-tensor model of this network (activations_pytorch's family); "": from its config
     saved_family: str = field(default="", compare=False)
     spec: Any = field(default=None, compare=False, repr=False)  # the ModelSpec of a family table (FLOPs), else None
+    # the weight format the checkpoint ships in (its config's quantization_config; networks.quantization), else None
+    quantization: str | None = field(default=None, compare=False)
+    quantization_rules: Any = field(default=None, compare=False, repr=False)  # quantization.Quantization, or None
 
     @classmethod
     def from_spec(cls, spec: ModelSpec, config: Mapping[str, Any] | None = None) -> ModelShape:
@@ -144,7 +147,7 @@ class ModelShape:
                                       conv=bool(getattr(spec, "conv_layers", 0))),
             moe_layers=moe_layers,
             experts=moe_layers * spec.layer_formula().term("moe.experts").expr if spec.is_moe else sympy.Integer(0),
-            dropout_default=spec.model_type in DROPOUT_TYPES, spec=spec,
+            dropout_default=spec.model_type in DROPOUT_TYPES, spec=spec, **quantization_fields(config or {}),
         )
 
     # --- derived -------------------------------------------------------------------------
@@ -305,6 +308,14 @@ def _matrices(spec: ModelSpec, head_dim: sympy.Expr, kv: sympy.Expr, ffn: sympy.
     if spec.lm_head and not spec.tied:
         out.append(("lm_head", V, emb, sympy.Integer(1)))
     return tuple(out)
+
+
+def quantization_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``quantization`` and ``quantization_rules`` of a network from its config's quantization_config."""
+    from .quantization import read
+
+    rules = read(config)
+    return {"quantization": rules.format if rules else None, "quantization_rules": rules}
 
 
 def _require_top_k(spec: ModelSpec) -> None:

@@ -1,16 +1,30 @@
 """A network's weights as stored in a number format: bytes per stored type, every tensor counted.
 
-``stored_weights(network, "int4")`` gives ``{type: bytes}``, e.g. ``{"int4": ..., "fp16": ...}``:
-the quantised tensors in the format (codes and scales together) and what the format keeps
-unquantised (``Format.kept``) in its ``kept_in`` type. Engines, ``params --weights`` and reports
-read a model's weight bytes here and nowhere else.
+``stored_weights(network, "mxfp4")`` gives ``{type: bytes}``, e.g. ``{"mxfp4": ..., "bf16": ...}``.
+Which rule applies (one dispatch, ``stored_weights``):
+
+- the network carries its file's own tensors (``stored_tensors``, a GGUF header) and ``fmt`` is its
+  own ``quantization``: their bytes, summed by stored type;
+- a shaped format (``Format.shaped``: fp8, fp8-block, mxfp4, nvfp4, gptq-*, awq-int4, bitsandbytes):
+  every matrix of ``network.matrices`` (name, rows = inputs, columns = outputs, count) by the format's
+  ``matrix_bytes(out, in)``, except the roles it keeps unquantised (``Format.kept_roles``, plus what
+  the config's ``modules_to_not_convert`` names when ``fmt`` is the network's own format), which are
+  stored in ``kept_in``; the 1-D rest (total − Σ matrices: norms, biases) is kept too;
+- a per-number format (fp32, fp16, bf16, and the planner's int8/int4): the quantised tensors in the
+  format (codes and scales together) and the embeddings and head (``Format.kept``) in ``kept_in``.
+
+Engines, ``params --weights`` and reports read a model's weight bytes here and nowhere else.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import sympy
+
 from .. import formats
+from ..core.errors import UserError
+from .quantization import matrix_role
 from .shape import ModelShape
 
 
@@ -29,9 +43,18 @@ class StoredTensor:
     nbytes: int
 
 
+# the parts of a network ``stored_parts`` splits its weights into (what the planner places apart)
+PARTS = ("layers", "experts", "kept")
+
+
 def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     """Bytes of every weight of ``network`` stored as ``fmt``, by stored type (codes and their scales together)."""
+    tensors = getattr(network, "stored_tensors", ())
+    if tensors and fmt == getattr(network, "quantization", None):
+        return _file_tensors(tensors)
     f = formats.get(fmt, "weights", "weight format")
+    if f.shaped:
+        return _merge(parts.by_type for parts in stored_parts(network, fmt).values())
     total = network.total
     if not f.quantised:
         return {f.name: int(f.element_bytes * total)}
@@ -44,3 +67,79 @@ def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
 def weight_bytes(network: ModelShape, fmt: str) -> int:
     """Total bytes of ``network``'s weights stored as ``fmt``."""
     return sum(stored_weights(network, fmt).values())
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a network's weights as stored: its parameters and bytes by stored type."""
+
+    params: int
+    by_type: dict[str, int]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self.by_type.values())
+
+
+def stored_parts(network: ModelShape, fmt: str) -> dict[str, Part]:
+    """A shaped format's bytes in ``PARTS``: the layers (1-D rest included), the routed experts, the embeddings and head.
+
+    The planner divides them differently (experts over ep, embeddings and head on the first and last
+    pipeline stages); their sum is ``stored_weights``.
+    """
+    f = formats.get(fmt, "weights", "weight format")
+    if not f.shaped:
+        raise UserError(f"{fmt} stores weights at a rate per number, not by matrix shape")
+    rules = getattr(network, "quantization_rules", None)
+    own = rules is not None and not rules.error and fmt == getattr(network, "quantization", None)
+    kept_roles = set(f.kept_roles) | (set(rules.kept) if own else set())
+    group = rules.group if own else None
+    kept_bytes = formats.get(f.kept_in).element_bytes
+    params = {p: 0 for p in PARTS}
+    stored: dict[str, dict[str, sympy.Expr]] = {p: {} for p in PARTS}
+    for name, rows, cols, count in network.matrices:
+        role = matrix_role(name, network.moe)
+        part = "kept" if role in ("embedding", "lm_head") else "experts" if role == "experts" else "layers"
+        n, r, c = (network.value(x) for x in (count, rows, cols))
+        params[part] += int(n * r * c)
+        if role in kept_roles:
+            _add(stored[part], f.kept_in, n * r * c * kept_bytes)
+        else:  # rows are the matrix's inputs, columns its outputs
+            _add(stored[part], f.name, n * f.matrix_bytes(c, r, group))
+    rest = _rest(network, params)
+    for part, extra in rest.items():
+        params[part] += extra
+        _add(stored[part], f.kept_in, extra * kept_bytes)
+    return {p: Part(params[p], {k: int(sympy.ceiling(v)) for k, v in stored[p].items() if v}) for p in PARTS}
+
+
+def _rest(network: ModelShape, matrices: dict[str, int]) -> dict[str, int]:
+    """Parameters the matrices leave out (norms, biases), by part: what the format keeps unquantised."""
+    kept = int(network.value(network.first_stage + network.head))
+    experts = int(network.value(network.experts))
+    out = {"kept": kept - matrices["kept"], "experts": experts - matrices["experts"] if experts else 0}
+    out["layers"] = network.total - kept - (experts or matrices["experts"]) - matrices["layers"]
+    if any(v < 0 for v in out.values()):
+        raise UserError(f"{network.name}: its weight matrices add up to more than its parameter count; its stored "
+                        "bytes cannot be said")
+    return out
+
+
+def _add(to: dict[str, sympy.Expr], key: str, value: sympy.Expr) -> None:
+    to[key] = to.get(key, 0) + value
+
+
+def _merge(parts: object) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for by_type in parts:  # type: ignore[attr-defined]
+        for key, value in by_type.items():
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def _file_tensors(tensors: tuple[StoredTensor, ...]) -> dict[str, int]:
+    """A file's own tensors, summed by stored type."""
+    out: dict[str, int] = {}
+    for t in tensors:
+        out[t.type] = out.get(t.type, 0) + t.nbytes
+    return out

@@ -31,7 +31,7 @@ import sympy
 from ...core.errors import UnknownNameError, UserError
 from ...core.symbols import B, H, L, S, SymbolScope
 from ...core.term import Term
-from ..shape import ModelShape
+from ..shape import ModelShape, quantization_fields
 
 ACTIVATIONS_NOTE = ("activations of a generic model: Korthikanti et al.'s accounting applied to its weight matrices "
                     "(each matrix's input and output kept for backward; a routed expert's × k/n); norms, dropout "
@@ -212,5 +212,5 @@ def generic_network(name: str, config: Mapping[str, Any]) -> GenericNetwork:
         config={k: v for k, v in config.items() if k != "_source"}, kind="generic",
         label=f"{m.architecture}, generic torch path", tensor_parallel=False,
         cannot_say={"activations": ACTIVATIONS_NOTE, "serving": SERVING_NOTE, "flops": FLOPS_NOTE}, generic=m, per_token=per_token,
-        linear_width=sympy.Add(*(n * (r + c) for _, r, c, n in per_token)),
+        linear_width=sympy.Add(*(n * (r + c) for _, r, c, n in per_token)), **quantization_fields(config),
         output_width=sympy.Add(*(n * c for _, _, c, n in per_token)))
