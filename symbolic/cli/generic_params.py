@@ -13,7 +13,13 @@ from typing import Any
 from ..core.units import format_count
 
 # which path counts a config, and the one-line refusal without torch, live with the generic network
-from ..networks.generic.network import is_table_family, load_generic, same_layout, unsupported_message  # noqa: F401
+from ..networks.generic.network import (  # noqa: F401
+    generic_network,
+    is_table_family,
+    load_generic,
+    same_layout,
+    unsupported_message,
+)
 from .common import print_json, table
 
 
@@ -40,13 +46,13 @@ def params_data(m: Any) -> dict[str, object]:
     return data
 
 
-def print_params(m: Any, json_out: bool, formula: bool) -> int:
-    """Print ``params`` for a GenericModel."""
+def print_params(m: Any, json_out: bool, formula: bool, stored: dict[str, object] | None = None) -> int:
+    """Print ``params`` for a GenericModel (``stored``: its weights as stored in a format, from ``models._stored``)."""
     from ..core.units import short_count
     from ..networks.transformer import with_numbers
     from ..text import printing
 
-    data = params_data(m)
+    data = {**params_data(m), **(stored or {})}
     if json_out:
         print_json(data)
         return 0
@@ -72,6 +78,10 @@ def print_params(m: Any, json_out: bool, formula: bool) -> int:
                                                   "config's fields (their measured number is shown)"
                                                   if m.unexplained else "not checked at a second point"))
     print(f"  note: {status}")
+    if stored:
+        from .models import stored_line
+
+        print(stored_line(stored))
     if formula:
         print()
         print(f)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from ..core.units import format_count, short_count
+from .. import formats
+from ..core.units import format_bytes, format_count, short_count
 from .common import print_json, table
 
 if TYPE_CHECKING:
     from ..math.formula import Formula
+    from ..networks.shape import ModelShape
     from ..networks.transformer import ModelSpec
 
 
@@ -20,6 +23,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models'), path to config.json, "
                    "or mlp / mlp-nobias (article A's network)")
     p.add_argument("--formula", action="store_true", help="also print the formula, symbolic and with the numbers")
+    p.add_argument("--weights", metavar="FORMAT", choices=formats.names("weights"),
+                   help="also say the weights' bytes as stored in FORMAT, every tensor, by stored type (default: the "
+                        "config's quantization_config, if it has one); one of " + ", ".join(formats.names("weights")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_params)
 
@@ -126,18 +132,20 @@ def print_article_a(name: str, json_out: bool, formula: bool) -> int:
 
 def cmd_params(args: argparse.Namespace) -> int:
     from ..networks import transformer as arch
-    from ..networks.shape import ARTICLE_A_MODELS
+    from ..networks.shape import ARTICLE_A_MODELS, ModelShape
     from . import generic_params
 
     if args.model in ARTICLE_A_MODELS:  # article A's network, as 'symbolic memory mlp' resolves it
         return print_article_a(args.model, args.json, args.formula)
     name, config = arch.resolve_config(args.model)
     if not generic_params.is_table_family(config):  # any other transformers type: the generic torch path
-        return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula)
+        stored = _stored(lambda: generic_params.generic_network(name, config), args.weights, config)
+        return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula, stored)
     spec = arch.load(args.model)
     data = params_data(spec)
+    stored = _stored(lambda: ModelShape.from_spec(spec, config), args.weights, config)
     if args.json:
-        print_json(data)
+        print_json({**data, **stored})
         return 0
     total = spec.param_count()
     head = f"{spec.name}: {spec.architecture} ({spec.model_type}), {format_count(total)} parameters ({short_count(total)})"
@@ -163,12 +171,37 @@ def cmd_params(args: argparse.Namespace) -> int:
     notes = [f.note] + [f"{t.key}: {t.note}" for t in f.terms if t.note]
     for note in filter(None, notes):
         print(f"  note: {note}")
+    if stored:
+        print(stored_line(stored))
     if args.formula:
         print()
         _print_formula(spec.params_formula(), spec.values(), total)
         if _active(spec):
             _print_formula(spec.active_params_formula(), spec.values(active=True), spec.active_param_count())
     return 0
+
+
+def _stored(network: Callable[[], ModelShape], weights: str | None, config: Mapping[str, Any]) -> dict[str, object]:
+    """``weight_format``, ``weight_format_from``, ``weight_bytes`` and ``weight_bytes_by_type`` ({} without a format)."""
+    from ..networks import quantization, stored
+
+    if weights is None and "quantization_config" not in config:
+        return {}  # no format asked for, none shipped: the count alone (the network is not built)
+    net = network()
+    fmt = weights or quantization.shipped_format(net)
+    if fmt is None:
+        return {}
+    by_type = stored.stored_weights(net, fmt)
+    return {"weight_format": fmt, "weight_format_from": "--weights" if weights else "quantization_config",
+            "weight_bytes": sum(by_type.values()), "weight_bytes_by_type": by_type}
+
+
+def stored_line(data: Mapping[str, Any]) -> str:
+    """'  weights as stored in mxfp4 (the config's quantization_config): 12.82 GiB (...): mxfp4 9.46 GiB, bf16 ...'."""
+    where = "--weights" if data["weight_format_from"] == "--weights" else "the config's quantization_config"
+    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in data["weight_bytes_by_type"].items())
+    return (f"  weights as stored in {data['weight_format']} ({where}): {format_bytes(data['weight_bytes'])} "
+            f"({data['weight_bytes']:,} bytes): {parts}")
 
 
 def _table(spec: ModelSpec) -> str:

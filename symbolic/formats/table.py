@@ -96,6 +96,7 @@ class Format:
     index_bytes: sympy.Rational = sympy.Integer(0)  # per input column (GPTQ's g_idx)
     kept_roles: tuple[str, ...] = ()  # the matrix roles (MATRIX_ROLES) a shaped format leaves unquantised
     layer_bytes: sympy.Rational = sympy.Integer(0)  # as a KV-cache element: bytes per layer (fp8's k/v scales)
+    multiple: tuple[int, int] = (1, 1)  # what out and in must be multiples of (0: the group size), as the library asks
 
     @property
     def quantised(self) -> bool:
@@ -127,6 +128,14 @@ class Format:
             out += self.nested_scale_bytes * sympy.ceiling(groups / self.nested)
         return out
 
+    def refusal(self, rows_out: int, cols_in: int, group: int | None = None) -> str:
+        """Why the format's library cannot store an ``rows_out × cols_in`` weight ("" when it can)."""
+        need = tuple(m or (group if group and group > 0 else self.group) for m in self.multiple)
+        if rows_out % need[0] or cols_in % need[1]:
+            return (f"{self.name} stores a weight whose outputs are a multiple of {need[0]} and inputs a multiple of "
+                    f"{need[1]} ({self.where})")
+        return ""
+
     def matrix_bytes(self, rows_out: sympy.Expr, cols_in: sympy.Expr, group: int | None = None) -> sympy.Expr:
         """Bytes of one ``rows_out × cols_in`` weight as the format stores it (``group`` overrides the group size)."""
         o, i = sympy.sympify(rows_out), sympy.sympify(cols_in)
@@ -137,10 +146,12 @@ class Format:
             return codes + self.scale_bytes + self.tensor_constant
         if self.rule == "row":
             return codes + self.scale_bytes * o + self.tensor_constant
-        if self.rule == "block":
-            blocks = sympy.ceiling(o / self.block) * sympy.ceiling(i / self.block)
+        if self.rule == "block":  # ``group``: the config's block side (weight_block_size)
+            side = group or self.block
+            blocks = sympy.ceiling(o / side) * sympy.ceiling(i / side)
             return codes + self.scale_bytes * blocks + self.tensor_constant
-        groups = sympy.ceiling(i / (group or self.group))  # "groups": along the input of each output row
+        # "groups": along the input of each output row (group -1: one group per row, GPTQ's group_size -1)
+        groups = 1 if group == -1 else sympy.ceiling(i / (group or self.group))
         return codes + (self.scale_bytes + self.zero_bytes) * o * groups + self.index_bytes * i + self.tensor_constant
 
 
@@ -178,6 +189,7 @@ def _gptq(bits: int) -> Format:
                   "128, int32 g_idx", _R(bits, 8), "bf16", "bf16", ("weights",), "autogptq",
                   f"QuantLinear, bits {bits}, group_size 128", runs_at=_WEIGHT_ONLY, rule="groups", group=128,
                   scale_bytes=_R(2), scale_name="fp16", zero_bytes=_R(bits, 8), index_bytes=_R(4), kept=_KEPT_TEXT,
+                  multiple=(32, 32),
                   kept_in="fp16", kept_roles=_KEEP,
                   note="Per group of inputs of each output row: one fp16 scale and one packed zero point; one int32 "
                        "g_idx per input column (stored whatever desc_act says; desc_act only orders the groups).")
@@ -249,13 +261,14 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            note=_FP8_NOTE + " DeepSeek-V3's checkpoint keeps its embeddings, head, norms and router gate in bf16."),
     Format("mxfp4", "OCP MXFP4: 32 E2M1 codes sharing one E8M0 scale", _R(1, 2), "bf16", "bf16", ("weights",),
            "ocp-mx", "MXFP4: block 32, E8M0 scale (8 bits); gpt-oss *_blocks / *_scales", runs_at=("bf16", "fp16"),
-           rule="groups", group=32, scale_bytes=_R(1), scale_name="e8m0", kept=_KEPT_TEXT, kept_in="bf16",
+           rule="groups", group=32, scale_bytes=_R(1), scale_name="e8m0", kept=_KEPT_TEXT, kept_in="bf16", multiple=(1, 32),
            kept_roles=_KEEP,
            note="17 bytes per 32 weights (4.25 bits). gpt-oss quantises only its MoE experts: its "
                 "quantization_config's modules_to_not_convert keeps attention, router, embeddings and LM head."),
     Format("nvfp4", "NVIDIA NVFP4: 16 E2M1 codes sharing one FP8 E4M3 scale, one fp32 scale per tensor", _R(1, 2),
            "bf16", "fp8", ("weights",), "nvfp4", "NVFP4: block 16, E4M3 scale; weight_scale_2 and input_scale fp32",
            runs_at=("fp8", "bf16", "fp16"), rule="groups", group=16, scale_bytes=_R(1), scale_name="fp8 e4m3",
+           multiple=(1, 16),
            tensor_constant=_R(8), kept=_KEPT_TEXT, kept_in="bf16", kept_roles=_KEEP,
            note="9 bytes per 16 weights (4.5 bits) plus, per tensor, the fp32 global weight scale and the fp32 input "
                 "scale. The 4-bit matmul rate is not in the GPU catalogue: time counts it at the fp8 rate."),
@@ -263,6 +276,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("awq-int4", "AWQ 4-bit: packed int32 codes and zero points, fp16 scales per group of 128", _R(1, 2), "bf16",
            "bf16", ("weights",), "autoawq", "WQLinear_GEMM, w_bit 4, q_group_size 128", runs_at=_WEIGHT_ONLY,
            rule="groups", group=128, scale_bytes=_R(2), scale_name="fp16", zero_bytes=_R(1, 2), kept=_KEPT_TEXT,
+           multiple=(8, 0),
            kept_in="fp16", kept_roles=_KEEP,
            note="Per group of 128 inputs of each output row: one fp16 scale and one packed 4-bit zero point; "
                 "no g_idx (AWQ keeps the input order)."),

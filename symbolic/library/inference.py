@@ -100,6 +100,22 @@ def weight_terms(dtype: str, quantised_params: sympy.Expr, kept_params: sympy.Ex
     return terms
 
 
+def stored_weight_terms(dtype: str, layers: sympy.Expr, kept: sympy.Expr, by_type: str) -> list[Term]:
+    """Weights of a format whose bytes follow each matrix's shape (``formats.Format.shaped``), as stored.
+
+    ``layers`` and ``kept`` are bytes: each part's parameters (as the planner places them) times that
+    part's exact bytes per parameter from ``networks.stored.stored_parts`` (codes, scales, g_idx, and
+    what the format keeps unquantised), so they are exact at the model's own sizes.
+    """
+    w = weight_dtype(dtype)
+    terms = [Term("weights", f"{dtype} weights as stored (transformer layers; the whole model: {by_type})", layers, "bytes", w.source,
+                  w.where, f"Every matrix by the format's storage rule; {w.kept} stay {w.kept_in}. {w.note}".strip())]
+    if kept != 0:
+        terms.append(Term("embeddings", f"token embeddings and LM head kept in {w.kept_in}", kept, "bytes", w.source,
+                          "", f"{dtype} leaves the embeddings and the output head unquantised."))
+    return terms
+
+
 def kv_cache_expr(tp: sympy.Expr | int = 1, layers: sympy.Expr = L, element: sympy.Expr = b_kv) -> sympy.Expr:
     """2·layers·heads_per_rank·d_head·S·B·element, heads_per_rank = max(a_kv/t, 1) when ``tp`` is not 1."""
     heads = a_kv if tp == 1 else sympy.Max(a_kv / tp, 1)
@@ -208,6 +224,8 @@ register(Formula(
     example={"N": 7_000_000_000, "b": str(_INT4.element_bytes), "b_s": int(_INT4.scale_bytes), "g_q": _INT4.group}))
 for _key in WEIGHT_DTYPES:
     _w = weight_dtype(_key)
+    if _w.shaped:  # bytes by matrix shape: a model's own matrices give them (networks.stored)
+        continue
     register(Formula(f"infer.weights.{_key}", f"Inference weights, {_key}" +
                      (f" with group-wise {_w.scale_name} scales (group {_w.group})" if _w.quantised else ""),
                      weight_terms(_key, N), source=_w.source, name="M_w",

@@ -105,6 +105,10 @@ def stored_parts(network: ModelShape, fmt: str) -> dict[str, Part]:
         if role in kept_roles:
             _add(stored[part], f.kept_in, n * r * c * kept_bytes)
         else:  # rows are the matrix's inputs, columns its outputs
+            why = f.refusal(int(c), int(r), group) if n else ""
+            if why:
+                raise UserError(f"{network.name} cannot be stored as {fmt}: its {name} is {int(c)} × {int(r)} (out × "
+                                f"in); {why}")
             _add(stored[part], f.name, n * f.matrix_bytes(c, r, group))
     rest = _rest(network, params)
     for part, extra in rest.items():

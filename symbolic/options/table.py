@@ -192,7 +192,9 @@ OPTIONS: tuple[Option, ...] = (
                                             "--lora-rank)", concern="finetuning"),
     Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
                                                         "for them", concern="finetuning"),
-    Option("weights", "infer", "choice", "bf16", "weight dtype; int8/int4 with fp16 scales per 128 (default bf16)",
+    Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
+           "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
+           "the config's quantization_config, else bf16)",
            tuple(_infer.WEIGHT_DTYPES), concern="serving"),
     Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
            tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),

@@ -59,6 +59,7 @@ from ..library import registry, runtime
 from ..math.algebra import Solution
 from ..math.formula import Evaluation, Formula, to_plain
 from ..math.userterms import CustomTerm, with_terms
+from ..networks import stored
 from ..networks.shape import ModelShape
 from ..options.table import PlanOptionError
 from ..text import display, printing
@@ -551,6 +552,22 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
 SAVED_LOGITS = ("output_inputs", "logits_fp32", "lm_head_input", "log_softmax_fp32")
 
 
+def _stored_weights(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
+                    kept: sympy.Expr) -> list[Term]:
+    """The weight terms of a shaped format (fp8-block, mxfp4, gptq-int4...): ``networks.stored``'s parts per GPU."""
+    parts = stored.stored_parts(model, r.weights)
+
+    def rate(part: str) -> sympy.Rational:
+        p = parts[part]
+        return sympy.Rational(p.nbytes, p.params) if p.params else sympy.Integer(0)
+
+    dense = (N - model.experts - model.first_stage - model.head) / (pp_s * tp_s)
+    experts = model.experts / (e_p * pp_s if r.ep > 1 else pp_s * tp_s)
+    by_type = ", ".join(f"{k} {format_bytes(v)}" for k, v in stored.stored_weights(model, r.weights).items())
+    return infer.stored_weight_terms(r.weights, rate("layers") * dense + rate("experts") * experts,
+                                     rate("kept") * kept, by_type)
+
+
 def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                  values: dict[str, object], notes: list[str]) -> tuple[Layout, dict, list[Term]]:
     head_here = model.head if r.pp == 1 else 0
@@ -561,7 +578,10 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     else:
         quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
-    resident = infer.weight_terms(r.weights, quantised, kept)
+    if formats.get(r.weights).shaped:  # bytes by matrix shape: each part at its exact bytes per parameter
+        resident = _stored_weights(model, r, tp_s, pp_s, kept)
+    else:
+        resident = infer.weight_terms(r.weights, quantised, kept)
     resident += model.cache_terms(tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s)
     act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
     prefill, decode = infer.working_sets(model.serving_width(tp_s), act, r.flash, tp_s)

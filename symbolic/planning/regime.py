@@ -25,6 +25,7 @@ from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
+from ..networks.quantization import shipped_format
 from ..networks.shape import ModelShape
 from ..options import records
 from ..options import table as opts
@@ -198,7 +199,11 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     data: dict[str, object] = {"batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
                                "flash": flash, "runtime": runtime}
     if mode == "infer":
-        weights = _checked("weights", pick("weights", _default("weights")))
+        shipped = None if "weights" in given else shipped_format(model)  # the config's quantization_config
+        weights = _checked("weights", pick("weights", shipped or _default("weights")))
+        if shipped:
+            notes.append(f"weights: {shipped}, the format the checkpoint ships in (its config's quantization_config: "
+                         f"{model.quantization_rules.describe()}); --weights chooses another")
         kv_default = formats.get(weights).compute  # a quantised format's 16-bit compute dtype
         data["weights"] = weights
         data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
