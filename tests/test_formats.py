@@ -61,9 +61,9 @@ def test_group_wise_formats_cost_what_gptq_stores() -> None:
 
 
 def test_unknown_names_are_one_line_errors() -> None:
-    with pytest.raises(UnknownNameError, match=r"^unknown weight dtype 'nf4'; choose from fp32, fp16, bf16, int8, "
-                                               r"int4$"):
-        infer.weight_dtype("nf4")
+    with pytest.raises(UnknownNameError, match=r"^unknown weight dtype 'nf5'; choose from fp32, fp16, bf16, fp8, int8, "
+                                               r"int4, nf4, nf4-dq, .*, awq-int4$"):
+        infer.weight_dtype("nf5")
     with pytest.raises(UnknownNameError, match="unknown adapter dtype 'fp16'"):
         lora.adapters("llama", "llama", 8, dtype="fp16")
 
@@ -86,7 +86,7 @@ def test_callers_take_their_bytes_from_the_table(monkeypatch: pytest.MonkeyPatch
     assert prec.get("bf16-mixed").grad_bytes("16bit") == 3
     kept = sympy.Symbol("K")
     assert infer.weight_terms("int4", N, kept)[-1].expr == formats.get("fp16").element_bytes * kept  # fp16 kept
-    _replace(monkeypatch, "nf4", kept_in="bf16")
+    _replace(monkeypatch, lora.QLORA_FORMAT, kept_in="bf16")
     assert lora.qlora_base_bytes("llama", N).coeff(N) == 3  # the rest of a QLoRA base, in bf16
 
 

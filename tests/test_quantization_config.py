@@ -84,7 +84,7 @@ def test_the_planner_uses_the_shipped_format_and_says_so(tmp_path: Path, capsys:
     code, out, err = run(capsys, "memory", path, "--mode", "infer", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["options"]["weights"] == "awq-int4" if "options" in data else True
+    assert data["options"]["weights"] == "awq-int4"
     net = load(path)
     assert data["terms"]["weights"] + data["terms"]["embeddings"] == stored.weight_bytes(net, "awq-int4")
     assert any("awq-int4, the format the checkpoint ships in" in n for n in data["notes"])

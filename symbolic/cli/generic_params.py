@@ -8,9 +8,10 @@ supported types and naming the extra; a "did you mean" only names a family with 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from ..core.units import format_count
+from ..core.units import format_bytes, format_count
 
 # which path counts a config, and the one-line refusal without torch, live with the generic network
 from ..networks.generic.network import (  # noqa: F401
@@ -46,6 +47,14 @@ def params_data(m: Any) -> dict[str, object]:
     return data
 
 
+def stored_line(data: Mapping[str, Any]) -> str:
+    """'  weights as stored in mxfp4 (the config's quantization_config): 12.82 GiB (...): mxfp4 9.46 GiB, bf16 ...'."""
+    where = "--weights" if data["weight_format_from"] == "--weights" else "the config's quantization_config"
+    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in data["weight_bytes_by_type"].items())
+    return (f"  weights as stored in {data['weight_format']} ({where}): {format_bytes(data['weight_bytes'])} "
+            f"({data['weight_bytes']:,} bytes): {parts}")
+
+
 def print_params(m: Any, json_out: bool, formula: bool, stored: dict[str, object] | None = None) -> int:
     """Print ``params`` for a GenericModel (``stored``: its weights as stored in a format, from ``models._stored``)."""
     from ..core.units import short_count
@@ -79,8 +88,6 @@ def print_params(m: Any, json_out: bool, formula: bool, stored: dict[str, object
                                                   if m.unexplained else "not checked at a second point"))
     print(f"  note: {status}")
     if stored:
-        from .models import stored_line
-
         print(stored_line(stored))
     if formula:
         print()

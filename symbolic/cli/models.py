@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
-from ..core.units import format_bytes, format_count, short_count
+from ..core.units import format_count, short_count
 from .common import print_json, table
 
 if TYPE_CHECKING:
@@ -172,7 +172,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     for note in filter(None, notes):
         print(f"  note: {note}")
     if stored:
-        print(stored_line(stored))
+        print(generic_params.stored_line(stored))
     if args.formula:
         print()
         _print_formula(spec.params_formula(), spec.values(), total)
@@ -194,14 +194,6 @@ def _stored(network: Callable[[], ModelShape], weights: str | None, config: Mapp
     by_type = stored.stored_weights(net, fmt)
     return {"weight_format": fmt, "weight_format_from": "--weights" if weights else "quantization_config",
             "weight_bytes": sum(by_type.values()), "weight_bytes_by_type": by_type}
-
-
-def stored_line(data: Mapping[str, Any]) -> str:
-    """'  weights as stored in mxfp4 (the config's quantization_config): 12.82 GiB (...): mxfp4 9.46 GiB, bf16 ...'."""
-    where = "--weights" if data["weight_format_from"] == "--weights" else "the config's quantization_config"
-    parts = ", ".join(f"{k} {format_bytes(v)}" for k, v in data["weight_bytes_by_type"].items())
-    return (f"  weights as stored in {data['weight_format']} ({where}): {format_bytes(data['weight_bytes'])} "
-            f"({data['weight_bytes']:,} bytes): {parts}")
 
 
 def _table(spec: ModelSpec) -> str:

@@ -23,7 +23,6 @@ format is asked for (``shipped_format``): ``--weights`` still plans such a model
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
