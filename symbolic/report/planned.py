@@ -363,7 +363,7 @@ def _weight_parts(plan: Any) -> str:
 def _infer_variants(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object]) -> list[VariantGroup]:
     regime = plan.regime
     rows = []
-    for dtype in ("bf16", "int8", "int4"):
+    for dtype in dict.fromkeys(("bf16", "int8", "int4", regime.weights)):  # and the format asked for, or shipped
         alt = _try(make, **{**options, "weights": dtype, "kv_dtype": regime.kv_dtype})
         if alt is None:
             continue
