@@ -15,6 +15,7 @@ from .. import formats
 from ..catalogs.budget import Budget, make_budget
 from ..core.errors import UserError
 from ..networks.network import load
+from ..networks.quantization import shipped_format
 from ..networks.shape import ModelShape
 
 DEFAULT_WEIGHTS = "bf16"
@@ -55,7 +56,7 @@ class ServeSetup:
 
 def model_weights(network: ModelShape) -> tuple[str, str]:
     """The weight format a model ships in (its config's ``quantization_config``) and where that was read."""
-    fmt = getattr(network, "quantization", None)
+    fmt = shipped_format(network)  # a one-line error for a quantization_config that cannot be read
     return (fmt, "quantization_config") if fmt else (DEFAULT_WEIGHTS, "default")
 
 
