@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import TYPE_CHECKING
 
-from ..core.units import format_count, short_count
+from ..core.units import format_bytes, format_count, short_count
 from .common import print_json, table
 
 if TYPE_CHECKING:
@@ -136,6 +136,8 @@ def cmd_params(args: argparse.Namespace) -> int:
         return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula)
     spec = arch.load(args.model)
     data = params_data(spec)
+    stored = _file_weights(args.model)
+    data.update(stored)
     if args.json:
         print_json(data)
         return 0
@@ -147,6 +149,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     elif spec.is_moe:
         head += "; active per token undefined (num_experts_per_tok is not set)"
     print(head)
+    _print_file_weights(stored)
     if "active_note" in data:
         print(f"  note: {data['active_note']}")
     if _active(spec) and arch.families.card_counts_active_without_embedding(spec.model_type):
@@ -169,6 +172,27 @@ def cmd_params(args: argparse.Namespace) -> int:
         if _active(spec):
             _print_formula(spec.active_params_formula(), spec.values(active=True), spec.active_param_count())
     return 0
+
+
+def _file_weights(model: str) -> dict[str, object]:
+    """A GGUF file's weights as stored (``weight_bytes``, ``weight_bytes_by_type``) and its notes; {} for a config."""
+    from ..networks import gguf
+
+    if not gguf.is_gguf(model):
+        return {}
+    network = gguf.load_network(model)
+    return {**gguf.weight_summary(network), "tensors": len(network.stored_tensors), "notes": list(network.notes)}
+
+
+def _print_file_weights(stored: dict[str, object]) -> None:
+    if not stored:
+        return
+    by_type: dict[str, int] = stored["weight_bytes_by_type"]  # type: ignore[assignment]
+    parts = ", ".join(f"{t} {format_bytes(n)}" for t, n in by_type.items())
+    print(f"  stored as {stored['weights']}: {format_bytes(int(stored['weight_bytes']))} in "  # type: ignore[call-overload]
+          f"{stored['tensors']:,} tensors ({parts})")
+    for note in stored["notes"]:  # type: ignore[attr-defined]
+        print(f"  note: {note}")
 
 
 def _table(spec: ModelSpec) -> str:

@@ -31,6 +31,12 @@ class StoredTensor:
 
 def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     """Bytes of every weight of ``network`` stored as ``fmt``, by stored type (codes and their scales together)."""
+    tensors = getattr(network, "stored_tensors", ())
+    if tensors and fmt == getattr(network, "quantization", None):  # the file's own format: its tensors, summed
+        found: dict[str, int] = {}
+        for t in tensors:
+            found[t.type] = found.get(t.type, 0) + t.nbytes
+        return found
     f = formats.get(fmt, "weights", "weight format")
     total = network.total
     if not f.quantised:
