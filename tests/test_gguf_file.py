@@ -18,7 +18,7 @@ from helpers import run
 
 from symbolic.formats import gguf_file
 from symbolic.formats.gguf_file import KEEP_ARRAY, GgufError, SkippedArray, read_header
-from symbolic.networks import gguf as gg
+from symbolic.networks import gguf_config
 from symbolic.networks.network import load
 from symbolic.networks.stored import stored_weights
 from symbolic.networks.transformer import preset_config, spec_from_config
@@ -175,7 +175,7 @@ def test_long_arrays_are_stepped_over_and_only_counted(tmp_path):
     head = read_header(path)
     assert head.metadata["tokenizer.ggml.tokens"] == SkippedArray("str", n)
     assert head.metadata["tokenizer.ggml.scores"] == SkippedArray("f32", n)
-    assert gg.config(path)["vocab_size"] == n  # no token_embd.weight: the token list's length
+    assert gguf_config.config(path)["vocab_size"] == n  # no token_embd.weight: the token list's length
 
 
 def test_the_header_bound_is_one_line(tmp_path, monkeypatch):

@@ -177,8 +177,9 @@ def cmd_params(args: argparse.Namespace) -> int:
 def _file_weights(model: str) -> dict[str, object]:
     """A GGUF file's weights as stored (``weight_bytes``, ``weight_bytes_by_type``) and its notes; {} for a config."""
     from ..networks import gguf
+    from ..networks.gguf_config import is_gguf
 
-    if not gguf.is_gguf(model):
+    if not is_gguf(model):
         return {}
     network = gguf.load_network(model)
     return {**gguf.weight_summary(network), "tensors": len(network.stored_tensors), "notes": list(network.notes)}

@@ -40,7 +40,8 @@ import sympy
 from ..core.symbols import SymbolScope
 from ..core.term import Term
 from ..math.formula import Formula
-from .gguf import is_gguf, load_network
+from .gguf import load_network
+from .gguf_config import is_gguf
 from .shape import ARTICLE_A_MODELS, ModelShape
 from .shape import load as shape_load
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import single_line
-from . import gguf, hub
+from . import gguf_config, hub
 from .transformer.configs import ConfigError, load_config, spec_from_config
 from .transformer.families import FAMILIES
 from .transformer.spec import ModelSpec
@@ -93,7 +93,7 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
     if kind == "hub":
         return Resolved("hub", found, hub.cached_config(found))
     path = Path(found)
-    if gguf.is_gguf(path):  # a GGUF file: its header is the config (a folder so named is refused by the reader)
+    if gguf_config.is_gguf(path):  # a GGUF file: its header is the config (a folder so named is refused by the reader)
         return Resolved("gguf", single_line(path.stem), path)
     if path.is_dir():
         path = path / "config.json"
@@ -111,7 +111,9 @@ def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
                                 source=f"transformers' default {found.name} config")
     assert found.path is not None
     if found.kind == "gguf":
-        return gguf.spec(found.path, found.name)
+        head = gguf_config.header(found.path)
+        return spec_from_config(gguf_config.config(found.path), name=found.name, where=str(head.path),
+                                source=gguf_config.source(head))
     return load_config(found.path, name=found.name)
 
 
@@ -126,7 +128,7 @@ def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str,
         data = type_config(found.name)
     elif found.kind == "gguf":
         assert found.path is not None
-        data = gguf.config(found.path)
+        data = gguf_config.config(found.path)
     else:
         assert found.path is not None
         data = read_json(found.path)
@@ -137,7 +139,7 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     """('preset', name), ('path', path) or ('hub', id); unknown names raise with the closest presets."""
     text = os.fspath(name_or_path)
     looks_like_path = (isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.endswith(".json")
-                       or gguf.is_gguf(text))
+                       or gguf_config.is_gguf(text))
     if not looks_like_path and text.strip().lower() in preset_names():
         return "preset", text.strip().lower()
     path = Path(text).expanduser()
