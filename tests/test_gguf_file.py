@@ -169,12 +169,15 @@ def test_long_arrays_are_stepped_over_and_only_counted(tmp_path):
     n = KEEP_ARRAY + 1
     cfg = {"num_hidden_layers": 1, "max_position_embeddings": 64, "hidden_size": 64, "intermediate_size": 128,
            "num_attention_heads": 2, "num_key_value_heads": 2}
-    meta = {**_decoder_meta("llama", cfg), "tokenizer.ggml.tokens": [f"t{i}" for i in range(n)],
-            "tokenizer.ggml.scores": [0.0] * n}
+    tokens = [f"token {i:05d} " * 4 for i in range(n)]  # 48 bytes each with its length: across several chunks
+    assert sum(8 + len(t) for t in tokens) > 2 * gguf_file.CHUNK
+    meta = {**_decoder_meta("llama", cfg), "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": [0.0] * n,
+            "general.name": "after the arrays"}
     path = w.write(tmp_path / "tokens.gguf", meta, [("output.weight", (64, n), "F32")])
     head = read_header(path)
     assert head.metadata["tokenizer.ggml.tokens"] == SkippedArray("str", n)
     assert head.metadata["tokenizer.ggml.scores"] == SkippedArray("f32", n)
+    assert head.metadata["general.name"] == "after the arrays"  # read on from exactly where the arrays end
     assert gguf_config.config(path)["vocab_size"] == n  # no token_embd.weight: the token list's length
 
 
@@ -264,3 +267,12 @@ def test_a_folder_and_a_missing_file_are_one_line(tmp_path, capsys):
     for path, expected in ((tmp_path / "model.gguf", "is a folder"), (tmp_path / "absent.gguf", "no such file")):
         code, _, err = run(capsys, "params", str(path))
         assert code == 2 and len(err.strip().splitlines()) == 1 and expected in err
+
+
+def test_version_2_has_the_same_layout(tmp_path):
+    path, _ = _llama3(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[4:8] = struct.pack("<I", 2)  # gguf.cpp reads 2 and 3 alike (1 had 32-bit counts)
+    v2 = tmp_path / "v2.gguf"
+    v2.write_bytes(bytes(data))
+    assert read_header(v2).version == 2 and read_header(v2).tensors == read_header(path).tensors

@@ -18,7 +18,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands."""
     p = sub.add_parser("params", help="exact parameter count of a preset or a Hugging Face config.json")
     p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models'), path to config.json, "
-                   "or mlp / mlp-nobias (article A's network)")
+                   "a GGUF file (its header), or mlp / mlp-nobias (article A's network)")
     p.add_argument("--formula", action="store_true", help="also print the formula, symbolic and with the numbers")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=cmd_params)

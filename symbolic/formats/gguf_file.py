@@ -13,7 +13,8 @@ Bounds, each a one-line ``GgufError`` (exit 2) when passed: the header is at mos
 Gemma-3, some MB; a quarter GiB leaves two orders of magnitude), a string at most the rest of that
 bound, an array at most ggml's ``GGUF_MAX_ARRAY_ELEMENTS`` (2^30) elements, a tensor name under
 ggml's ``GGML_MAX_NAME`` (64), at most ``GGML_MAX_DIMS`` (4) dimensions whose product fits in an
-int64, a known ggml type whose block divides the row. Arrays of more than ``KEEP_ARRAY`` elements
+int64, a known ggml type whose block divides the row. The file is read in chunks of 64 KiB, so at most
+that much past the header is read. Arrays of more than ``KEEP_ARRAY`` elements
 (``tokenizer.ggml.tokens``, ``merges``, ``scores``) are stepped over, only their length kept.
 """
 
@@ -46,6 +47,7 @@ MAX_ARRAY = 2**30  # gguf.cpp GGUF_MAX_ARRAY_ELEMENTS
 MAX_NAME = 64  # ggml.h GGML_MAX_NAME: a tensor name is shorter
 MAX_DIMS = 4  # ggml.h GGML_MAX_DIMS
 MAX_COUNT = 2**20  # tensors, and key/value pairs: DeepSeek-V3 has about 1,100 tensors
+CHUNK = 2**16
 KEEP_ARRAY = 4096  # arrays up to this many elements are kept (per-layer values); longer ones only counted
 _INT64_MAX = 2**63 - 1
 
@@ -57,6 +59,7 @@ VALUE_TYPES: dict[int, tuple[str, str]] = {
 }
 STRING, ARRAY, BOOL, U32 = 8, 9, 7, 4
 _TYPE_BY_ID = {t.type_id: t for t in GGML_TYPES.values()}
+_U64 = struct.Struct("<Q")
 
 
 class GgufError(InputFileError):
@@ -119,11 +122,16 @@ class GgufHeader:
 
 
 class _Reader:
-    """Exact little-endian reads from a file, refused past ``MAX_HEADER_BYTES`` or the file's end."""
+    """Exact little-endian reads from a file, refused past ``MAX_HEADER_BYTES`` or the file's end.
+
+    The file is read in chunks of ``CHUNK`` bytes (a tokenizer's hundreds of thousands of strings are
+    then stepped over in memory), so at most one chunk past the header's end is ever read.
+    """
 
     def __init__(self, handle: BinaryIO, path: Path, size: int) -> None:
         self.handle, self.path, self.size, self.pos = handle, path, size, 0
         self.limit = min(size, MAX_HEADER_BYTES)
+        self.buf, self.start = b"", 0  # the bytes read and not yet passed, from file offset ``start``
 
     def fail(self, message: str) -> GgufError:
         return GgufError(f"{self.path}: {message} (at byte {self.pos:,}); not a readable GGUF file")
@@ -136,16 +144,22 @@ class _Reader:
 
     def take(self, n: int, what: str) -> bytes:
         self._room(n, what)
-        data = self.handle.read(n)
-        if len(data) != n:
-            raise self.fail(f"truncated: {what} needs {n:,} bytes, the file gave {len(data):,}")
+        end = self.start + len(self.buf)
+        if self.pos + n > end:  # read on from where the last chunk ended, keeping what is not yet passed
+            self.handle.seek(end)
+            more = self.handle.read(max(self.pos + n - end, CHUNK))
+            self.buf, self.start = self.buf[self.pos - self.start:] + more, self.pos
+            if len(self.buf) < n:
+                raise self.fail(f"truncated: {what} needs {n:,} bytes, the file gave {len(self.buf):,}")
+        i = self.pos - self.start
         self.pos += n
-        return data
+        return self.buf[i:i + n]
 
     def skip(self, n: int, what: str) -> None:
         self._room(n, what)
-        self.handle.seek(n, os.SEEK_CUR)
         self.pos += n
+        if self.pos > self.start + len(self.buf):  # past the chunk: the next read starts there
+            self.buf, self.start = b"", self.pos
 
     def scalar(self, fmt: str, what: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt), what))[0]
@@ -163,8 +177,22 @@ class _Reader:
         except UnicodeDecodeError:
             raise self.fail(f"{what} is not UTF-8 text") from None
 
-    def skip_string(self, what: str) -> None:
-        self.skip(self.length(what), what)
+    def skip_strings(self, count: int, what: str) -> None:
+        """Step over ``count`` strings (length, bytes): in the chunk in hand without a call per string."""
+        unpack = _U64.unpack_from
+        buf, start, pos = self.buf, self.start, self.pos
+        end = min(start + len(buf), self.limit)
+        for j in range(count):
+            if pos + 8 <= end:
+                n = unpack(buf, pos - start)[0]
+                if pos + 8 + n <= end:
+                    pos += 8 + n
+                    continue
+            self.pos = pos  # across a chunk's end (or past a bound): the checked reads
+            self.skip(self.length(f"element {j} of {what}"), f"element {j} of {what}")
+            buf, start, pos = self.buf, self.start, self.pos
+            end = min(start + len(buf), self.limit)
+        self.pos = pos
 
 
 def read_header(path: str | os.PathLike[str]) -> GgufHeader:
@@ -185,7 +213,7 @@ def read_header(path: str | os.PathLike[str]) -> GgufHeader:
             os.set_blocking(fd, True)
         if info.st_size == 0:
             raise GgufError(f"{p}: is empty (expected {WHAT})")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
+        with os.fdopen(fd, "rb", buffering=0, closefd=False) as handle:
             return _parse(_Reader(handle, p, info.st_size))
     except OSError as err:
         raise GgufError(f"{p}: cannot be read ({err.strerror or err})") from None
@@ -242,8 +270,7 @@ def _value(r: _Reader, key: str) -> tuple[Any, str]:
     label = f"arr[{name}]"
     if n > KEEP_ARRAY:
         if element == STRING:
-            for j in range(n):
-                r.skip_string(f"element {j} of {what}")
+            r.skip_strings(n, what)
         else:
             r.skip(n * struct.calcsize(fmt), what)
         return SkippedArray(name, n), label
