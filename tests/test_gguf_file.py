@@ -119,6 +119,20 @@ def _embeddings(cfg: dict) -> list[tuple[str, tuple[int, ...], str]]:
             ("output.weight", (cfg["hidden_size"], cfg["vocab_size"]), "Q8_0")]
 
 
+@pytest.mark.parametrize(("preset", "arch", "tied"), [
+    ("qwen2-7b", "qwen2", False), ("phi-3-mini-4k", "phi3", False), ("gemma-2b", "gemma", True),
+    ("mixtral-8x7b", "llama", False),  # llama.cpp writes Mixtral as llama with experts
+])
+def test_dense_and_llama_expert_headers_count_as_their_presets(tmp_path, preset, arch, tied):
+    cfg = preset_config(preset)
+    experts = ({"expert_count": cfg["num_local_experts"], "expert_used_count": cfg["num_experts_per_tok"]}
+               if "num_local_experts" in cfg else {})
+    tensors = _embeddings(cfg)[:1] if tied else _embeddings(cfg)
+    net = load(str(w.write(tmp_path / f"{preset}.gguf", _decoder_meta(arch, cfg, **experts), tensors)))
+    reference = load(preset)
+    assert (net.model_type, net.total, net.active) == (reference.model_type, reference.total, reference.active)
+
+
 def test_gpt_oss_header_counts_as_its_preset(tmp_path):
     cfg = preset_config("gpt-oss-20b")
     meta = _decoder_meta("gpt-oss", {**cfg, "intermediate_size": None}, expert_count=cfg["num_local_experts"],
