@@ -227,7 +227,7 @@ def test_memory_and_serve_take_a_gguf_file(tmp_path, capsys):
     import json
 
     data = json.loads(out)
-    assert code == 0 and data["weights_from"] == "file"
+    assert code == 0 and (data["weights"], data["weights_from"]) == ("bf16", "file")
     assert any("dequantizes a GGUF file" in n for n in data["notes"])
 
 

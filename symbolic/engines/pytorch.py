@@ -43,8 +43,8 @@ def _options(setup: ServeSetup, weights: str) -> dict[str, object]:
 
 def serve(setup: ServeSetup) -> ServePlan:
     """Weights, pool, concurrency and context of a PyTorch serving loop on ``setup``'s GPU."""
-    weights, notes = planned_weights(setup)
-    net, budget, opts = setup.network, setup.budget, _options(setup, weights)
+    fmt, notes = planned_weights(setup)
+    net, budget, opts = setup.network, setup.budget, _options(setup, fmt)
     seq = setup.seq or DEFAULT_SEQ
     notes += [] if setup.seq else [f"no --seq given: concurrency is asked at {seq:,} tokens"]
     answer = fit_batch(net, budget, "infer", seq=seq, **opts)
@@ -65,6 +65,6 @@ def serve(setup: ServeSetup) -> ServePlan:
     notes.extend(at.notes)
     if per_token <= 0:
         raise ServeError(f"{net.name} keeps no per-token cache: there is no KV pool to size")
-    return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, weights, setup.weights_from,
+    return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, fmt, setup.weights_from,
                      setup.kv_dtype, budget.bytes, weights, pool, int(pool / per_token), non_kv, seq,
                      answer.value or 0, setup.batch, context, terms=terms, notes=tuple(notes))
