@@ -197,7 +197,8 @@ def source(head: GgufHeader) -> str:
 
 def file_type(head: GgufHeader) -> str:
     """llama.cpp's file type name from general.file_type; else the ggml type holding the most numbers."""
-    found = _FTYPE_NAMES.get(head.metadata.get("general.file_type"))  # type: ignore[arg-type]
+    value = head.metadata.get("general.file_type")
+    found = _FTYPE_NAMES.get(value) if isinstance(value, int) and not isinstance(value, bool) else None
     if found:
         return found
     counts: dict[str, int] = {}
