@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
-from ..core.units import format_count, short_count
+from ..core.units import format_bytes, format_count, short_count
 from .common import print_json, table
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register this module's subcommands."""
     p = sub.add_parser("params", help="exact parameter count of a preset or a Hugging Face config.json")
     p.add_argument("model", metavar="MODEL_OR_CONFIG", help="preset name (see 'symbolic models'), path to config.json, "
-                   "or mlp / mlp-nobias (article A's network)")
+                   "a GGUF file (its header), or mlp / mlp-nobias (article A's network)")
     p.add_argument("--formula", action="store_true", help="also print the formula, symbolic and with the numbers")
     p.add_argument("--weights", metavar="FORMAT", choices=formats.names("weights"),
                    help="also say the weights' bytes as stored in FORMAT, every tensor, by stored type (default: the "
@@ -143,7 +143,9 @@ def cmd_params(args: argparse.Namespace) -> int:
         return generic_params.print_params(generic_params.load_generic(name, config), args.json, args.formula, stored)
     spec = arch.load(args.model)
     data = params_data(spec)
-    stored = _stored(lambda: ModelShape.from_spec(spec, config), args.weights, config)
+    stored = _file_weights(args.model) if args.weights is None else {}
+    if not stored:
+        stored = _stored(lambda: ModelShape.from_spec(spec, config), args.weights, config)
     if args.json:
         print_json({**data, **stored})
         return 0
@@ -155,6 +157,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     elif spec.is_moe:
         head += "; active per token undefined (num_experts_per_tok is not set)"
     print(head)
+    _print_file_weights(stored)
     if "active_note" in data:
         print(f"  note: {data['active_note']}")
     if _active(spec) and arch.families.card_counts_active_without_embedding(spec.model_type):
@@ -171,7 +174,7 @@ def cmd_params(args: argparse.Namespace) -> int:
     notes = [f.note] + [f"{t.key}: {t.note}" for t in f.terms if t.note]
     for note in filter(None, notes):
         print(f"  note: {note}")
-    if stored:
+    if stored and "tensors" not in stored:
         print(generic_params.stored_line(stored))
     if args.formula:
         print()
@@ -194,6 +197,28 @@ def _stored(network: Callable[[], ModelShape], weights: str | None, config: Mapp
     by_type = stored.stored_weights(net, fmt)
     return {"weight_format": fmt, "weight_format_from": "--weights" if weights else "quantization_config",
             "weight_bytes": sum(by_type.values()), "weight_bytes_by_type": by_type}
+
+
+def _file_weights(model: str) -> dict[str, object]:
+    """A GGUF file's weights as stored (``weight_bytes``, ``weight_bytes_by_type``) and its notes; {} for a config."""
+    from ..networks import gguf
+    from ..networks.gguf_config import is_gguf
+
+    if not is_gguf(model):
+        return {}
+    network = gguf.load_network(model)
+    return {**gguf.weight_summary(network), "tensors": len(network.stored_tensors), "notes": list(network.notes)}
+
+
+def _print_file_weights(stored: dict[str, object]) -> None:
+    if "tensors" not in stored:
+        return
+    by_type: dict[str, int] = stored["weight_bytes_by_type"]  # type: ignore[assignment]
+    parts = ", ".join(f"{t} {format_bytes(n)}" for t, n in by_type.items())
+    print(f"  stored as {stored['weight_format']}: {format_bytes(int(stored['weight_bytes']))} in "  # type: ignore[call-overload]
+          f"{stored['tensors']:,} tensors ({parts})")
+    for note in stored["notes"]:  # type: ignore[attr-defined]
+        print(f"  note: {note}")
 
 
 def _table(spec: ModelSpec) -> str:

@@ -62,7 +62,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from ..formats import names
 
     p = sub.add_parser("serve", help="serve a model with an engine: weights, KV pool, concurrency, context")
-    p.add_argument("model", metavar="MODEL", help="preset name, config.json path or model type")
+    p.add_argument("model", metavar="MODEL", help="preset name, config.json path, GGUF file or model type")
     p.add_argument("--engine", choices=ENGINE_NAMES, default="torch",
                    help="the serving engine whose memory rules apply (default torch: a plain PyTorch loop)")
     p.add_argument("--gpu", default="h100-80gb", help="GPU name, capacity (80GiB) or custom GPU .toml (default "
@@ -131,4 +131,4 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _from(where: str) -> str:
     return {"--weights": "as given", "quantization_config": "from the config's quantization_config",
-            "default": "the default"}.get(where, where)
+            "file": "the file's tensor types", "default": "the default"}.get(where, where)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sympy
 
+from .. import formats
 from ..core.term import Term
 from ..planning import fit_batch, fit_seq, plan
 from .flags import Flag
@@ -23,15 +24,29 @@ DEFAULT_SEQ = 4096
 _WEIGHT_KEYS = ("weights", "weight_scales", "embeddings")
 
 
-def _options(setup: ServeSetup) -> dict[str, object]:
-    return {"weights": setup.weights, "kv_dtype": setup.kv_dtype, "tp": setup.tp, "pp": setup.pp}
+# transformers' GGUF loading (docs: huggingface.co/docs/transformers/gguf): "The GGUF checkpoint is dequantized to
+# fp32"; from_pretrained(gguf_file=..., dtype=torch.bfloat16) keeps bf16. A PyTorch loop serves a file's weights so.
+DEQUANTIZED = "bf16"
+
+
+def planned_weights(setup: ServeSetup) -> tuple[str, list[str]]:
+    """The weight format PyTorch holds: a GGUF file's own types are dequantized when transformers loads them."""
+    if setup.weights in formats.names("weights"):
+        return setup.weights, []
+    return DEQUANTIZED, [f"transformers dequantizes a GGUF file's weights when it loads them: {setup.weights} is "
+                         f"planned as {DEQUANTIZED} (--engine llamacpp serves them as stored)"]
+
+
+def _options(setup: ServeSetup, weights: str) -> dict[str, object]:
+    return {"weights": weights, "kv_dtype": setup.kv_dtype, "tp": setup.tp, "pp": setup.pp}
 
 
 def serve(setup: ServeSetup) -> ServePlan:
     """Weights, pool, concurrency and context of a PyTorch serving loop on ``setup``'s GPU."""
-    net, budget, opts = setup.network, setup.budget, _options(setup)
+    fmt, notes = planned_weights(setup)
+    net, budget, opts = setup.network, setup.budget, _options(setup, fmt)
     seq = setup.seq or DEFAULT_SEQ
-    notes = [] if setup.seq else [f"no --seq given: concurrency is asked at {seq:,} tokens"]
+    notes += [] if setup.seq else [f"no --seq given: concurrency is asked at {seq:,} tokens"]
     answer = fit_batch(net, budget, "infer", seq=seq, **opts)
     at = answer.plan if answer.plan is not None else plan(net, "infer", batch=1, seq=seq, **opts)
     one = plan(net, "infer", batch=1, seq=seq, **opts)
@@ -50,6 +65,6 @@ def serve(setup: ServeSetup) -> ServePlan:
     notes.extend(at.notes)
     if per_token <= 0:
         raise ServeError(f"{net.name} keeps no per-token cache: there is no KV pool to size")
-    return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from,
+    return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, fmt, setup.weights_from,
                      setup.kv_dtype, budget.bytes, weights, pool, int(pool / per_token), non_kv, seq,
                      answer.value or 0, setup.batch, context, terms=terms, notes=tuple(notes))

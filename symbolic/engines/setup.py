@@ -35,7 +35,7 @@ class ServeSetup:
     network: ModelShape
     budget: Budget  # one GPU's usable bytes before the engine's own fraction (vLLM's, SGLang's)
     weights: str  # a formats name that plays the "weights" role
-    weights_from: str  # "--weights", "quantization_config" or "default"
+    weights_from: str  # "--weights", "quantization_config", "file" (a GGUF file's tensors) or "default"
     kv_dtype: str  # a formats name that plays the "kv" role
     tp: int = 1
     pp: int = 1
@@ -57,6 +57,8 @@ class ServeSetup:
 def model_weights(network: ModelShape) -> tuple[str, str]:
     """The weight format a model ships in (its config's ``quantization_config``) and where that was read."""
     fmt = shipped_format(network)  # a one-line error for a quantization_config that cannot be read
+    if fmt and getattr(network, "stored_tensors", ()):
+        return fmt, "file"  # a GGUF file's own tensor types
     return (fmt, "quantization_config") if fmt else (DEFAULT_WEIGHTS, "default")
 
 
@@ -75,7 +77,8 @@ def make_setup(model: object, engine: str, gpu: object, *, weights: str | None =
         weights, weights_from = model_weights(network)
     else:
         weights_from = "--weights"
-    formats.get(weights, "weights", "weight format")
+    if not (weights == getattr(network, "quantization", None) and getattr(network, "stored_tensors", ())):
+        formats.get(weights, "weights", "weight format")  # a file's own format is its tensors, no table entry
     kv = kv_dtype or DEFAULT_KV
     formats.get(kv, "kv", "KV-cache dtype")
     given = {k: v for k, v in (options or {}).items() if v is not None}

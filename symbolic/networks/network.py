@@ -40,6 +40,8 @@ import sympy
 from ..core.symbols import SymbolScope
 from ..core.term import Term
 from ..math.formula import Formula
+from .gguf import load_network
+from .gguf_config import is_gguf
 from .shape import ARTICLE_A_MODELS, ModelShape
 from .shape import load as shape_load
 
@@ -113,12 +115,15 @@ class Network(Protocol):
 
 
 def load(model: object) -> ModelShape:
-    """The Network of a preset name, a config path, a model type, a ModelSpec or a Network.
+    """The Network of a preset name, a config path, a GGUF file, a model type, a ModelSpec or a Network.
 
     "mlp" and "mlp-nobias" are article A's network and a config whose type has a family table a
-    ``ModelShape`` of its ``ModelSpec`` (``shape.load``); any other config is the generic torch
-    path's (``networks.generic.network``: a one-line error without torch).
+    ``ModelShape`` of its ``ModelSpec`` (``shape.load``); a ``.gguf`` file that network carrying the
+    file's tensors (``networks.gguf``); any other config is the generic torch path's
+    (``networks.generic.network``: a one-line error without torch).
     """
+    if isinstance(model, str) and is_gguf(model):  # a GGUF file: the table network, with the file's tensors
+        return load_network(model)
     if isinstance(model, str) and model not in ARTICLE_A_MODELS:
         from . import transformer as architectures
         from .generic.network import generic_network, is_table_family

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import single_line
-from . import hub
+from . import gguf_config, hub
 from .transformer.configs import ConfigError, load_config, spec_from_config
 from .transformer.families import FAMILIES
 from .transformer.spec import ModelSpec
@@ -74,9 +74,9 @@ def _load_preset(name: str) -> ModelSpec:
 class Resolved:
     """Where a model reference points: a preset, or a config.json file (given, in a folder, or cached)."""
 
-    kind: str  # "preset", "path", "hub" or "type"
+    kind: str  # "preset", "path", "hub", "type" or "gguf"
     name: str  # the preset name, the hub id, the file's folder / stem, or the model type
-    path: Path | None  # the config.json (None for a preset or a model type)
+    path: Path | None  # the config.json or GGUF file (None for a preset or a model type)
 
 
 def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
@@ -93,6 +93,8 @@ def resolve(name_or_path: str | os.PathLike[str]) -> Resolved:
     if kind == "hub":
         return Resolved("hub", found, hub.cached_config(found))
     path = Path(found)
+    if gguf_config.is_gguf(path):  # a GGUF file: its header is the config (a folder so named is refused by the reader)
+        return Resolved("gguf", single_line(path.stem), path)
     if path.is_dir():
         path = path / "config.json"
     name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
@@ -108,6 +110,10 @@ def load(name_or_path: str | os.PathLike[str]) -> ModelSpec:
         return spec_from_config(type_config(found.name), name=found.name, where=f"model type {found.name}",
                                 source=f"transformers' default {found.name} config")
     assert found.path is not None
+    if found.kind == "gguf":
+        head = gguf_config.header(found.path)
+        return spec_from_config(gguf_config.config(found.path), name=found.name, where=str(head.path),
+                                source=gguf_config.source(head))
     return load_config(found.path, name=found.name)
 
 
@@ -120,6 +126,9 @@ def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str,
         data = preset_config(found.name)
     elif found.kind == "type":
         data = type_config(found.name)
+    elif found.kind == "gguf":
+        assert found.path is not None
+        data = gguf_config.config(found.path)
     else:
         assert found.path is not None
         data = read_json(found.path)
@@ -129,7 +138,8 @@ def resolve_config(name_or_path: str | os.PathLike[str]) -> tuple[str, dict[str,
 def _resolve(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     """('preset', name), ('path', path) or ('hub', id); unknown names raise with the closest presets."""
     text = os.fspath(name_or_path)
-    looks_like_path = isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.endswith(".json")
+    looks_like_path = (isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.endswith(".json")
+                       or gguf_config.is_gguf(text))
     if not looks_like_path and text.strip().lower() in preset_names():
         return "preset", text.strip().lower()
     path = Path(text).expanduser()
