@@ -75,3 +75,13 @@ register("huggingface", "Hugging Face transformers: LlamaForCausalLM forward and
 register("shazeer2020", "N. Shazeer, \"GLU Variants Improve Transformer\" (gated feed-forward: gate, up, down)",
          "https://arxiv.org/abs/2002.05202")
 register("user", "Defined by the user (command line --term or a report specification)")
+
+# --- issue 27: serving engines' memory rules -----------------------------------------------------
+register("vllm", "vLLM 0.34.0 (commit 62d4bc3c7, the PyPI wheel's vllm/_version.py): "
+         "vllm/v1/worker/gpu_worker.py (determine_available_memory), vllm/v1/worker/utils.py (request_memory), "
+         "vllm/utils/mem_utils.py (memory_profiling), vllm/v1/kv_cache_interface.py (page sizes), "
+         "vllm/v1/core/kv_cache_utils.py (blocks, maximum concurrency, the log line), vllm/config/cache.py and "
+         "vllm/engine/arg_utils.py (defaults)", "https://github.com/vllm-project/vllm/tree/v0.34.0")
+register("llm-d-vllm-memory", "llm-d, config_explorer/empirical-vllm-memory-results.md (commit 2593348): vLLM "
+         "startup logs on an H100 (79.18 GiB CUDA total): weights, peak activation, non-torch memory, KV cache",
+         "https://github.com/llm-d/llm-d-benchmark/blob/main/config_explorer/empirical-vllm-memory-results.md")
