@@ -88,3 +88,9 @@ register("llm-d-vllm-memory", "llm-d, config_explorer/empirical-vllm-memory-resu
 register("flashinfer", "FlashInfer 0.7.4 (PyPI wheel; vLLM 0.34.0 pins 0.7.3, not on the index): "
          "flashinfer/sampling.py top_k_top_p_sampling_from_logits (fp32 top-k-masked logits, then softmax)",
          "https://github.com/flashinfer-ai/flashinfer/tree/v0.7.4")
+register("sglang", "SGLang 0.5.23 (the PyPI wheel; its sglang/_version.py names no commit), python/sglang/srt/: "
+         "arg_groups/memory_hook.py (default chunked prefill, CUDA-graph max bs, mem_fraction_static), "
+         "arg_groups/cuda_graph_hook.py (prefill capture sizes), mem_cache/kv_cache_configurator.py (KV budget, "
+         "max_running_requests), model_executor/pool_configurator.py (cell, page rounding, hybrid SWA split), "
+         "mem_cache/memory_pool.py (buffers and the 'KV Cache is allocated' line), managers/scheduler.py",
+         "https://github.com/sgl-project/sglang/tree/v0.5.23")
