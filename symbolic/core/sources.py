@@ -75,3 +75,22 @@ register("huggingface", "Hugging Face transformers: LlamaForCausalLM forward and
 register("shazeer2020", "N. Shazeer, \"GLU Variants Improve Transformer\" (gated feed-forward: gate, up, down)",
          "https://arxiv.org/abs/2002.05202")
 register("user", "Defined by the user (command line --term or a report specification)")
+
+# --- issue 27: serving engines' memory rules -----------------------------------------------------
+register("vllm", "vLLM 0.34.0 (commit 62d4bc3c7, the PyPI wheel's vllm/_version.py): "
+         "vllm/v1/worker/gpu_worker.py (determine_available_memory), vllm/v1/worker/utils.py (request_memory), "
+         "vllm/utils/mem_utils.py (memory_profiling), vllm/v1/kv_cache_interface.py (page sizes), "
+         "vllm/v1/core/kv_cache_utils.py (blocks, maximum concurrency, the log line), vllm/config/cache.py and "
+         "vllm/engine/arg_utils.py (defaults)", "https://github.com/vllm-project/vllm/tree/v0.34.0")
+register("llm-d-vllm-memory", "llm-d, config_explorer/empirical-vllm-memory-results.md (commit 2593348): vLLM "
+         "startup logs on an H100 (79.18 GiB CUDA total): weights, peak activation, non-torch memory, KV cache",
+         "https://github.com/llm-d/llm-d-benchmark/blob/main/config_explorer/empirical-vllm-memory-results.md")
+register("flashinfer", "FlashInfer 0.7.4 (PyPI wheel; vLLM 0.34.0 pins 0.7.3, not on the index): "
+         "flashinfer/sampling.py top_k_top_p_sampling_from_logits (fp32 top-k-masked logits, then softmax)",
+         "https://github.com/flashinfer-ai/flashinfer/tree/v0.7.4")
+register("sglang", "SGLang 0.5.23 (the PyPI wheel; its sglang/_version.py names no commit), python/sglang/srt/: "
+         "arg_groups/memory_hook.py (default chunked prefill, CUDA-graph max bs, mem_fraction_static), "
+         "arg_groups/cuda_graph_hook.py (prefill capture sizes), mem_cache/kv_cache_configurator.py (KV budget, "
+         "max_running_requests), model_executor/pool_configurator.py (cell, page rounding, hybrid SWA split), "
+         "mem_cache/memory_pool.py (buffers and the 'KV Cache is allocated' line), managers/scheduler.py",
+         "https://github.com/sgl-project/sglang/tree/v0.5.23")

@@ -1,28 +1,294 @@
-"""vLLM's memory rules (V1 engine): the budget, the profile run, non-torch memory, KV pages, CUDA graphs."""
+"""vLLM's memory rules (V1 engine): the budget, the profile run, non-torch memory, KV pages, CUDA graphs.
+
+Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`` names it; source id
+``vllm``):
+
+- ``vllm/v1/worker/utils.py`` ``request_memory``: the budget is ⌈total × gpu_memory_utilization⌉,
+  ``total`` being CUDA's total (``torch.accelerator.get_memory_info``). We take the GPU's bytes from
+  the catalogue (nvidia-smi's total, a little above CUDA's), or a size given as ``--gpu 79.18GiB``.
+  Default utilization 0.92 (``CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION``, ``vllm/config/cache.py``).
+- ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` and ``vllm/utils/mem_utils.py``
+  ``memory_profiling``: KV = budget − (weights + the profile run's activation peak + the non-torch
+  growth since the start snapshot). The CUDA context, NCCL buffers and cuBLAS handles are made
+  before that snapshot (``init_device``), so they are not in the budget's count.
+- ``vllm/v1/kv_cache_interface.py``: a page is ``block_size`` tokens of one layer: full attention
+  2·bs·kv_heads·head_size·bytes; MLA bs·(kv_lora_rank + rope)·bytes, ``fp8_ds_mla`` 656 bytes a
+  token; a sliding-window layer holds ⌈min(window − 1 + in-flight tokens, max_model_len)/bs⌉ + 1
+  pages of a request; chunked-local attention ⌈min(chunk + in-flight, max_model_len)/bs⌉.
+- ``vllm/v1/core/kv_cache_utils.py``: layers of one kind form groups of equal size (a kind whose
+  count is not a multiple gets padding layers); one block is a page of every layer of a group;
+  blocks = available // (page × group size); the maximum concurrency is blocks / Σ pages a request
+  of max_model_len needs per group; "GPU KV cache size" is int(concurrency × max_model_len). 0.34
+  prints both on one line.
+
+- The profile run (``vllm/v1/worker/gpu/model_runner.py``): ``_dummy_run`` of max_num_batched_tokens
+  tokens in R = min(tokens, max_num_seqs) requests (:911); logits only for the R sampled rows, in the
+  model dtype (:1035, :1044), all-gathered over tp (``model_executor/layers/logits_processor.py``:130);
+  the hidden states live until the sampler is done (:1102). The sampler's warm-up pass (:1059–1062,
+  ``SamplingParams.for_sampler_warmup``: top-k, top-p, penalties, logprobs) copies the logits to fp32
+  (``v1/worker/gpu/sample/sampler.py``:239; bias, penalties, temperature and min-p work in place) and,
+  with FlashInfer's sampler (on by default, ``envs.py``:937), calls
+  ``top_k_top_p_sampling_from_logits`` (``v1/sample/ops/topk_topp_sampler.py``:316), which makes an fp32
+  top-k-masked copy and fp32 probabilities (FlashInfer 0.7.4 ``flashinfer/sampling.py``:1889–1890;
+  vLLM pins 0.7.3, not on the index). Peak of that stage: R·V·(e + 4 + 4 + 4) + T·hidden·e.
+
+Approximations, said as such: the forward stage is the MLP's intermediate (gate·up and its
+activation) over the profile's tokens; the peak is the larger of the two stages. Checked against
+llm-d's published peaks, it comes out far lower (0.66 against 4.76 GiB for Llama-3.1-8B): llm-d does
+not name its vLLM release, and their peaks scale as 38–39 bytes per (1,024 rows × vocab entry) for
+three models, the older V1 sampler's allocations, not 0.34's V2 sampler (see the tests). The
+non-torch growth is llm-d's measured 0.13 GiB (tp 1) and 0.55 GiB (tp 2), reused for tp > 2 (an
+assumption). CUDA-graph memory is measured by vLLM with a throwaway capture and is not modelled here
+(``cuda_graph_bytes`` 0, said in a note). Mamba state pages are not modelled: no preset has them.
+"""
 
 from __future__ import annotations
 
+import math
+
+import sympy
+
+from .. import formats
+from ..catalogs.budget import as_fraction
+from ..core.term import Term
+from ..networks.stored import stored_weights
 from .flags import Flag
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
 
 NAME = "vllm"
-VERSION = "vLLM (rules not yet read)"
+VERSION = "vLLM 0.34.0 (commit 62d4bc3c7)"
+SOURCE = "vllm"
+MEASURED = "llm-d-vllm-memory"
+DEFAULT_UTILIZATION = sympy.Rational(92, 100)  # CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION
+DEFAULT_BLOCK_SIZE = 64  # CacheConfig.DEFAULT_BLOCK_SIZE
+GIB = 2**30
+# arg_utils.py: `vllm serve` defaults by the GPU's total memory (≥160 GiB, ≥70 GiB other than A100, else)
+BATCHED_TOKENS = ((160 * GIB, 16384, 1024), (70 * GIB, 8192, 1024), (0, 2048, 256))
+FP8_DS_MLA_TOKEN_BYTES = 656  # kv_cache_interface.py: 512 fp8 latent + 4 fp32 scales + 64 bf16 rope
+# GiB of non-torch growth during the profile run, measured by llm-d on an H100 at tp 1 and tp 2 (their
+# vLLM release unstated); a measured default, not a rule read from vLLM's source
+NON_TORCH_MEASURED = {1: 0.13, 2: 0.55}
+FP32 = 4
+FLASHINFER = "flashinfer"
 FLAGS: tuple[Flag, ...] = (
     Flag("--gpu-memory-utilization", "gpu_memory_utilization", "fraction",
-         "the fraction of the GPU's total memory vLLM may use (vLLM's default 0.9)", "F"),
+         "the fraction of the GPU's total memory vLLM may use (vLLM 0.34's default 0.92)", "F"),
     Flag("--max-model-len", "max_model_len", "whole", "the longest request in tokens (default: the model's context)",
          "TOKENS"),
-    Flag("--max-num-seqs", "max_num_seqs", "whole", "requests in one batch at most (vLLM's default 256)", "N"),
+    Flag("--max-num-seqs", "max_num_seqs", "whole", "requests in one batch at most (vLLM's default 1024 on GPUs "
+         "of 70 GiB and more, else 256)", "N"),
     Flag("--max-num-batched-tokens", "max_num_batched_tokens", "whole",
-         "tokens in one step at most: the profile run's size (vLLM's default 8192 with chunked prefill)", "TOKENS"),
-    Flag("--block-size", "block_size", "whole", "tokens per KV page (vLLM's default 16)", "TOKENS"),
+         "tokens in one step at most: the profile run's size (vLLM's default 16384, 8192 or 2048 by GPU memory)",
+         "TOKENS"),
+    Flag("--block-size", "block_size", "whole", "tokens per KV page (vLLM 0.34's default 64)", "TOKENS"),
     Flag("--kv-cache-dtype", "kv_cache_dtype", "choice", "the KV cache's element type, as vLLM names it",
          "DTYPE", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")),
     Flag("--enforce-eager", "enforce_eager", "switch", "no CUDA graphs (vLLM's default: graphs captured)"),
 )
 
 
+def _term(key: str, title: str, value: object, source: str = SOURCE, note: str = "") -> Term:
+    return Term(key, title, sympy.nsimplify(value) if isinstance(value, float) else sympy.Integer(value), "bytes",
+                source, note=note)
+
+
+def scheduler_defaults(total: int) -> tuple[int, int]:
+    """``vllm serve``'s default (max_num_batched_tokens, max_num_seqs) for a GPU of ``total`` bytes."""
+    for floor, tokens, seqs in BATCHED_TOKENS:
+        if total >= floor:
+            return tokens, seqs
+    return BATCHED_TOKENS[-1][1:]
+
+
+def kv_format(setup: ServeSetup, choice: str) -> str:
+    """The formats name of the KV element: ``auto`` is the model's dtype, fp8 variants are fp8."""
+    if choice == "auto":
+        return setup.kv_dtype
+    return "fp8"
+
+
+def page_bytes(net: object, layer: str, block: int, tp: int, kv_fmt: str, choice: str) -> int:
+    """Bytes of one page (``block`` tokens of one layer of kind ``layer``) on one GPU."""
+    spec = net.spec
+    element = formats.get(kv_fmt, "kv", "KV-cache dtype").element_bytes
+    if spec.kv_lora_rank:
+        if choice == "fp8_ds_mla":
+            return block * FP8_DS_MLA_TOKEN_BYTES
+        return int(block * (spec.kv_lora_rank + spec.qk_rope_dim) * element)
+    if choice == "fp8_ds_mla":
+        raise ServeError(f"--kv-cache-dtype fp8_ds_mla is for latent-attention (MLA) models; {net.name} has none")
+    heads = max(net.kv_head_count // tp, 1)  # vLLM replicates KV heads when tp exceeds them
+    return int(2 * block * heads * int(net.value(net.head_dim)) * element)
+
+
+def layer_groups(net: object, pp: int) -> dict[str, int]:
+    """Attention layers on one pipeline stage by kind ('full', 'sliding'), as vLLM groups them."""
+    spec = net.spec
+    sliding = math.ceil(spec.sliding_layers / pp)
+    full = math.ceil((spec.layers - spec.sliding_layers - spec.conv_layers) / pp)
+    return {k: v for k, v in (("full", full), ("sliding", sliding)) if v}
+
+
+def pages_per_request(kind: str, window: int, max_len: int, in_flight: int, block: int) -> int:
+    """Pages one request of ``max_len`` tokens holds in a group of ``kind`` (kv_cache_interface.py)."""
+    if kind == "sliding":
+        return math.ceil(min(window - 1 + in_flight, max_len) / block) + 1
+    return math.ceil(max_len / block)
+
+
+def concurrency_text(value: float) -> str:
+    """vLLM's ``%.2fx``."""
+    return f"{value:.2f}x"
+
+
+def log_line(tokens: int, max_len: int, concurrency: float) -> str:
+    """The line vLLM 0.34 logs after sizing the cache (kv_cache_utils.update_kv_cache_capacity)."""
+    return (f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_len:,} tokens per request: "
+            f"{concurrency_text(concurrency)}")
+
+
+def weight_terms(setup: ServeSetup, element: float) -> list[Term]:
+    """The weights on one GPU: stored bytes split over tp·pp, and the rotary cos/sin cache vLLM builds."""
+    net = setup.network
+    stored = sum(stored_weights(net, setup.weights).values())
+    rope = (net.trained_context or 0) * int(net.value(net.head_dim)) * element
+    return [_term("weights", f"weights as stored ({setup.weights}), over tp × pp", math.ceil(stored / setup.gpus),
+                  note="linear layers, vocab-parallel embedding and head sharded; norms (replicated) split too"),
+            _term("rope_cache", "rotary cos/sin cache: max_position × head_dim in the model dtype", int(rope),
+                  note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'")]
+
+
+def mlp_stage(setup: ServeSetup, tokens: int, element: float) -> int:
+    """The forward stage: gate·up (2·ffn) and its activation (ffn) over ``tokens`` tokens, per tp rank."""
+    spec = setup.network.spec
+    ffn = (spec.expert_ffn or spec.ffn or 4 * spec.hidden) * max(spec.top_k, 1)
+    return int(tokens * 3 * ffn * element / setup.tp)
+
+
+def sampler_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> list[Term]:
+    """The sampler warm-up's live tensors: what vLLM 0.34 and FlashInfer allocate for R × vocab logits."""
+    spec = setup.network.spec
+    rows = min(seqs, tokens)  # model_runner.py:911, one sampled row per dummy request
+    entries = rows * spec.vocab
+    runner = "vllm/v1/worker/gpu/model_runner.py"
+    terms = [_term("activation_hidden", "hidden states of the T profiled tokens, kept through the sampler",
+                   int(tokens * spec.hidden * element), note=f"{runner}:1035, freed at :1102"),
+             _term("sampler_logits", "logits of R = min(T, max_num_seqs) rows in the model dtype",
+                   int(entries * element), note=f"{runner}:1044 (compute_logits on the sampled rows only)")]
+    if setup.tp > 1:
+        terms.append(_term("sampler_logits_shard", "each rank's vocab shard of the logits before the all-gather",
+                           int(entries * element / setup.tp), note="model_executor/layers/logits_processor.py:130"))
+    terms += [_term("sampler_fp32", "warm-up pass: the logits copied to fp32 for the sampling parameters",
+                    entries * FP32, note="vllm/v1/worker/gpu/sample/sampler.py:239"),
+              _term("sampler_topk_mask", "FlashInfer top-k/top-p sampling: fp32 top-k-masked logits", entries * FP32,
+                    FLASHINFER, "flashinfer/sampling.py:1889, called from v1/sample/ops/topk_topp_sampler.py:316"),
+              _term("sampler_probs", "FlashInfer top-k/top-p sampling: fp32 softmax probabilities", entries * FP32,
+                    FLASHINFER, "flashinfer/sampling.py:1890")]
+    return terms
+
+
+def activation_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> tuple[list[Term], int]:
+    """The profile run's peak: the larger of the MLP stage and the sampler warm-up stage (see the docstring)."""
+    mlp = mlp_stage(setup, tokens, element)
+    sampler = sampler_terms(setup, tokens, seqs, element)
+    sampler_peak = sum(t_bytes(t) for t in sampler)
+    if mlp > sampler_peak:
+        return [_term("activation_mlp", "profile run: MLP intermediate (gate·up and act) of T tokens", mlp,
+                      note="approximation: the forward stage from the model's shapes")], mlp
+    return sampler, sampler_peak
+
+
+def non_torch_bytes(tp: int) -> int:
+    """Non-torch growth during the profile run: llm-d's measurement at tp 1 and 2 (tp > 2 reuses tp 2's)."""
+    return int(NON_TORCH_MEASURED[1 if tp == 1 else 2] * GIB)
+
+
 def serve(setup: ServeSetup) -> ServePlan:
-    """vLLM's answer on ``setup``."""
-    raise ServeError("the vllm engine is not modelled yet")
+    """vLLM's answer on ``setup``: blocks, the log line, concurrency and the refusal vLLM gives."""
+    net, budget = setup.network, setup.budget
+    total = budget.bytes
+    given = setup.option("gpu_memory_utilization")
+    fraction = DEFAULT_UTILIZATION
+    if given is not None:
+        fraction = sympy.Rational(as_fraction(given, "--gpu-memory-utilization"))
+    requested = int(sympy.ceiling(total * fraction))
+    default_tokens, default_seqs = scheduler_defaults(total)
+    max_len = int(setup.option("max_model_len", net.trained_context or 0))
+    if max_len < 1:
+        raise ServeError(f"{net.name} names no context length: give --max-model-len")
+    seqs = int(setup.option("max_num_seqs", default_seqs))
+    tokens = int(setup.option("max_num_batched_tokens", default_tokens))
+    block = int(setup.option("block_size", DEFAULT_BLOCK_SIZE))
+    choice = str(setup.option("kv_cache_dtype", "auto"))
+    eager = bool(setup.option("enforce_eager", False))
+    element = formats.get(setup.weights, "weights", "weight format").element_bytes
+    element = element if not formats.get(setup.weights).quantised else 2  # activations in bf16
+    kv_fmt = kv_format(setup, choice)
+    terms = weight_terms(setup, element)
+    act_terms, activation = activation_terms(setup, tokens, seqs, element)
+    terms += act_terms
+    non_torch = non_torch_bytes(setup.tp)
+    terms.append(_term("non_torch", "non-torch growth during the profile run (measured default)", non_torch, MEASURED,
+                       "measured by llm-d on an H100 (vLLM release not stated): 0.13 GiB at tp 1, 0.55 GiB at "
+                       "tp 2; tp > 2 reuses tp 2's (an assumption)"))
+    terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
+    weights = sum(t_bytes(t) for t in terms[:2])
+    non_kv = weights + activation + non_torch
+    available = int(requested - non_kv)
+    groups = layer_groups(net, setup.pp)
+    size = min(groups.values())
+    slots = {k: math.ceil(v / size) for k, v in groups.items()}  # groups per kind, padding included
+    page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
+    notes = [f"vLLM 0.34 subtracts its CUDA-graph estimate from the budget (measured by a throwaway capture); "
+             f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}",
+             "the sampler warm-up is FlashInfer's path (vLLM's default on CUDA GPUs of more than 16 SMs); "
+             "without FlashInfer it is lighter (two fp32 copies fewer)",
+             f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
+             f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
+    if available <= 0:
+        raise ServeError(f"vLLM would stop: no memory for the KV cache ({available / GIB:.2f} GiB available after "
+                         f"weights, activations and non-torch memory); raise --gpu-memory-utilization or --tp")
+    blocks = available // (page * size)
+    window = net.spec.window
+    per_request = sum(n * pages_per_request(k, window, max_len, tokens, block) for k, n in slots.items())
+    concurrency = blocks / per_request
+    kv_tokens = int(concurrency * max_len)
+    if concurrency < 1:
+        raise ServeError(f"vLLM would stop: max_model_len {max_len:,} is larger than the maximum number of tokens "
+                         f"that can be stored in KV cache ({kv_tokens:,}); raise --gpu-memory-utilization or "
+                         f"lower --max-model-len")
+    kv_bytes = blocks * page * size * len(slots)
+    seq = setup.seq or max_len
+    fit = blocks // sum(n * pages_per_request(k, window, seq, tokens, block) for k, n in slots.items())
+    context = _max_context(setup.batch, blocks, slots, window, tokens, block, max_len)
+    figures = {"num_gpu_blocks": blocks, "activation_peak_bytes": activation, "non_torch_bytes": non_torch,
+               "cuda_graph_bytes": 0, "requested_memory_bytes": requested, "available_kv_cache_bytes": available,
+               "block_size": block, "max_model_len": max_len, "max_num_seqs": seqs,
+               "max_num_batched_tokens": tokens, "gpu_memory_utilization": float(fraction),
+               "max_concurrency_at_max_model_len": concurrency_text(concurrency)}
+    return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
+                     requested, weights, kv_bytes, kv_tokens, non_kv, seq, fit, setup.batch, context,
+                     terms=tuple(terms), outside=("cuda_graphs",), figures=figures,
+                     log_lines=(log_line(kv_tokens, max_len, concurrency),), notes=tuple(notes))
+
+
+def t_bytes(term: Term) -> int:
+    """A term's whole bytes."""
+    return int(sympy.ceiling(term.expr))
+
+
+def _max_context(batch: int | None, blocks: int, slots: dict[str, int], window: int, tokens: int, block: int,
+                 max_len: int) -> int | None:
+    """The longest context (≤ max_model_len, whole pages) that ``batch`` requests hold at once."""
+    if batch is None:
+        return None
+    best, low, high = 0, 1, max_len
+    while low <= high:
+        mid = (low + high) // 2
+        need = batch * sum(n * pages_per_request(k, window, mid, tokens, block) for k, n in slots.items())
+        if need <= blocks:
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
