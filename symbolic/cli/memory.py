@@ -222,7 +222,7 @@ def _print_prefill(plan: Plan) -> None:
     """A serving plan of whole prompts says so (a chunked one says it in its notes)."""
     from ..library.inference import prefill_text
 
-    if not plan.regime.train and plan.regime.prefill_chunk is None:
+    if not plan.regime.train and not plan.regime.prefill_chunk:
         print(f"  prefill: {prefill_text(None)} (--prefill-chunk TOKENS: chunked prefill, as serving engines run it)")
 
 

@@ -295,7 +295,7 @@ def chunk_logits_term(tp: sympy.Expr | int = 1) -> Term:
 
 def prefill_text(chunk: int | None) -> str:
     """Which prefill a serving plan assumed, in the words every output uses."""
-    return "whole prompts at once: B·S tokens" if chunk is None else f"chunks of {chunk:,} tokens"
+    return f"chunks of {chunk:,} tokens" if chunk else "whole prompts at once: B·S tokens"
 
 
 def last_logits_term(tp: sympy.Expr | int = 1) -> Term:

@@ -198,7 +198,7 @@ OPTIONS: tuple[Option, ...] = (
            tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
     Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
                                                    "while the cache holds B·S (default: whole prompts at once)",
-           concern="serving"),
+           concern="serving", fallback=0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

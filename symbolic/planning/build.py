@@ -296,7 +296,7 @@ class Plan:
             "notes": list(self.notes),
         }
         if not self.regime.train:
-            data["prefill_assumed"] = infer.prefill_text(self.regime.prefill_chunk)
+            data["prefill_assumed"] = infer.prefill_text(self.regime.prefill_chunk or None)
             data["cache_bytes"] = self.cache_bytes
             data["cache_terms"] = {k: v for k, v in self.terms().items() if k in infer.CACHE_KEYS}
         if self.saved is not None:
@@ -565,7 +565,7 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     resident = infer.weight_terms(r.weights, quantised, kept)
     resident += model.cache_terms(tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s)
     act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
-    chunked = r.prefill_chunk is not None
+    chunked = bool(r.prefill_chunk)  # 0: whole prompts
     prefill, decode = infer.working_sets(model.serving_width(tp_s), act, r.flash, tp_s, chunked)
     logits = infer.last_logits_term(tp_s)
     prefill_logits = infer.chunk_logits_term(tp_s) if chunked else logits

@@ -135,7 +135,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (MLP_HIDDEN, lambda r: not r.sequence),  # e.g. article A's network: no sequence, attention, dropout, cache
     (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
     (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
-    (("prefill_chunk",), lambda r: r.prefill_chunk is None),  # whole prompts: the output says so in its own line
+    (("prefill_chunk",), lambda r: not r.prefill_chunk),  # whole prompts: the output says so in its own line
     (("qlora",), lambda r: not r.qlora),
     (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
