@@ -17,13 +17,14 @@ if TYPE_CHECKING:
 
     from .core.symbols import lookup as symbol
     from .core.term import Term
+    from .engines import ServePlan
     from .math.formula import Evaluation, Formula, Sensitivity
     from .math.sweeps import Sweep
 
 
 _LAZY = {"Evaluation": ("math.formula", "Evaluation"), "Formula": ("math.formula", "Formula"),
          "Sensitivity": ("math.formula", "Sensitivity"), "symbol": ("core.symbols", "lookup"),
-         "Term": ("core.term", "Term"),
+         "Term": ("core.term", "Term"), "ServePlan": ("engines.result", "ServePlan"),
          "init_printing": ("text.display", "init_printing"), "UserError": ("core.errors", "UserError")}
 
 # Modules the documented Python API names at the top level, where they live now.
@@ -46,6 +47,13 @@ def sweep(formula: Formula | str, grid: Mapping[str, object], values: Mapping[ob
     from .math.sweeps import sweep as sweep_formula
 
     return sweep_formula(get(formula) if isinstance(formula, str) else formula, grid, values, **fixed)
+
+
+def serve(model: object, engine: str = "torch", gpu: object = "h100-80gb", /, **options: object) -> ServePlan:
+    """``model`` served by ``engine`` on ``gpu``: weights, KV pool, concurrency at ``seq``; see ``engines.serve``."""
+    from .engines import serve as serve_model
+
+    return serve_model(model, engine, gpu, **options)  # type: ignore[arg-type]
 
 
 def keys() -> list[str]:
@@ -74,5 +82,6 @@ def __getattr__(name: str) -> object:
                 raise
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["Evaluation", "Formula", "Sensitivity", "Term", "UserError", "formula", "keys", "sweep", "symbol"]
+__all__ = ["Evaluation", "Formula", "Sensitivity", "ServePlan", "Term", "UserError", "formula", "keys", "serve", "sweep",
+           "symbol"]
 __version__ = "0.1.0"

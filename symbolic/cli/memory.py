@@ -212,9 +212,18 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if gpu is not None:
         print(_fit_line(plan, gpu))
         print_budget(gpu)
+    _print_prefill(plan)
     for note in plan.notes:
         print(f"  note: {note}")
     return check_exit(args, fits)
+
+
+def _print_prefill(plan: Plan) -> None:
+    """A serving plan of whole prompts says so (a chunked one says it in its notes)."""
+    from ..library.inference import prefill_text
+
+    if not plan.regime.train and not plan.regime.prefill_chunk:
+        print(f"  prefill: {prefill_text(None)} (--prefill-chunk TOKENS: chunked prefill, as serving engines run it)")
 
 
 def _phase_line(plan: Plan) -> str:
@@ -311,6 +320,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if answer.plan is not None and not quiet(args):  # --quiet: the answer line only
         print(_choices_text(answer.plan))
         _print_terms(answer.plan, False)
+        _print_prefill(answer.plan)
         for note in answer.plan.notes:
             print(f"  note: {note}")
     return check_exit(args, fits)

@@ -258,6 +258,7 @@ K = declare("K", "K", "optimizer-state bytes per parameter (ZeRO paper's K; 12 f
 b_kv = declare("b_kv", r"b_{\mathrm{kv}}", "bytes per KV-cache element (fp16/bf16 2, fp8/int8 1, int4 1/2)",
                "bytes/element", integer=False)
 b_s = declare("b_s", r"b_{\mathrm{s}}", "bytes per quantization scale (fp16 2, fp32 4)", "bytes/element", integer=False)
+C_p = declare("C_p", r"C_{\mathrm{p}}", "tokens prefilled in one serving step (chunked prefill's chunk)")
 g_q = declare("g_q", r"g_{\mathrm{q}}", "quantization group size: consecutive weights sharing one scale")
 n_mat = declare("n_mat", r"n_{\mathrm{mat}}", "number of weight matrices (for Adafactor's factored second moment)")
 N_gpu = declare("N_gpu", r"N_{\mathrm{gpu}}", "parameters held by one GPU: the most loaded tensor/pipeline shard")

@@ -15,7 +15,7 @@ import importlib
 from types import ModuleType
 
 from ..core.errors import UnknownNameError
-from .flags import Flag, check_flags
+from .flags import EngineFlagError, Flag, check_flags
 from .result import ServePlan
 from .setup import ServeSetup, make_setup
 
@@ -37,17 +37,37 @@ def flag_tables() -> dict[str, tuple[Flag, ...]]:
     return {name: engine_module(name).FLAGS for name in ENGINES}
 
 
+# the fraction of the GPU each engine takes by its own flag (the torch engine takes gpu_fraction)
+OWN_FRACTION = {"vllm": "gpu_memory_utilization", "sglang": "mem_fraction_static"}
+
+
 def serve(model: object, engine: str = "torch", gpu: object = "h100-80gb", *, weights: str | None = None,
           kv_dtype: str | None = None, tp: int = 1, pp: int = 1, seq: int | None = None, batch: int | None = None,
-          **options: object) -> ServePlan:
+          gpu_fraction: object = None, reserve: object = None, **options: object) -> ServePlan:
     """Serve ``model`` with ``engine`` on ``gpu``: the weights, the KV pool, concurrency at ``seq``, context at ``batch``.
 
     ``options`` are the engine's own flags by their Python names (``gpu_memory_utilization=0.9``,
-    ``n_gpu_layers=40``); one that the engine does not take is a one-line error.
+    ``n_gpu_layers=40``); one that the engine does not take is a one-line error. ``gpu_fraction``
+    and ``reserve`` (``catalogs.budget.make_budget``'s) shape the torch engine's budget; the other
+    engines size theirs by their own flags.
     """
     module = engine_module(engine)
     given = {k: v for k, v in options.items() if v is not None}
     check_flags(engine, given, flag_tables())
+    if gpu_fraction is not None or reserve:
+        gpu = _budget(engine, gpu, gpu_fraction, reserve)
     setup = make_setup(model, engine, gpu, weights=weights, kv_dtype=kv_dtype, tp=tp, pp=pp, seq=seq, batch=batch,
                        options=given)
     return module.serve(setup)
+
+
+def _budget(engine: str, gpu: object, fraction: object, reserve: object) -> object:
+    """The torch engine's budget with a fraction and reservations; another engine's is refused in one line."""
+    from ..catalogs.budget import make_budget
+
+    if engine != "torch":
+        what = "gpu_fraction" if fraction is not None else "reserve"
+        own = OWN_FRACTION.get(engine)
+        instead = f"; its own fraction is {own}" if own else ""
+        raise EngineFlagError(f"{what} is the torch engine's budget, not {engine}'s{instead}")
+    return make_budget(gpu, 1 if fraction is None else fraction, reserve)  # type: ignore[arg-type]

@@ -58,6 +58,13 @@ class ServePlan:
     log_lines: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
+    @property
+    def fits(self) -> bool:
+        """Whether one request fits: of ``seq`` tokens when it was asked (concurrency ≥ 1), else any pool at all."""
+        if self.max_concurrency is not None and self.seq is not None:
+            return self.max_concurrency >= 1
+        return self.kv_cache_tokens > 0
+
     def term_bytes(self) -> dict[str, int]:
         """Each term's whole bytes at ``values`` (rounded up)."""
         return {t.key: int(sympy.ceiling(sympy.sympify(t.expr).subs(self.values))) for t in self.terms}
@@ -65,7 +72,7 @@ class ServePlan:
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON: the headline fields, the engine's figures, terms, log lines and notes."""
         data: dict[str, object] = {k: getattr(self, k) for k in HEADLINE}
-        data.update(engine_version=self.engine_version, weights=self.weights, weights_from=self.weights_from,
+        data.update(fits=self.fits, engine_version=self.engine_version, weights=self.weights, weights_from=self.weights_from,
                     kv_dtype=self.kv_dtype)
         data.update(self.figures)
         found = self.term_bytes()
@@ -84,8 +91,10 @@ class ServePlan:
         return out
 
     def __repr__(self) -> str:  # display methods: symbolic.text.display renders
-        return display.short("ServePlan", f"{self.model} {self.engine}", f"KV {self.kv_cache_tokens:,} tokens",
-                             f"concurrency {self.max_concurrency}")
+        asked = f"{self.max_concurrency} × {self.seq:,} tokens" if self.fits and self.seq is not None else ""
+        return display.short("ServePlan", f"{self.model} on {self.gpus} × {self.gpu} with {self.engine}",
+                             f"KV pool {format_bytes(self.kv_cache_bytes)} ({self.kv_cache_tokens:,} tokens)",
+                             asked if self.fits else "nothing fits")
 
     def _repr_html_(self) -> str:
         return display.html(display.serve_table(self))

@@ -36,6 +36,7 @@ from .. import formats
 from ..core import sources
 from ..core.symbols import (
     B,
+    C_p,
     H,
     L,
     L_conv,
@@ -254,23 +255,65 @@ def working_set_terms(ffn: sympy.Expr, gated: bool, moe: bool, act_bytes: int, f
     return working_sets(mlp_width(ffn, gated, moe, tp), act_bytes, flash, tp)
 
 
-def working_sets(mlp: sympy.Expr, act_bytes: int, flash: bool, tp: sympy.Expr | int = 1) -> tuple[Term, Term]:
+def working_sets(mlp: sympy.Expr, act_bytes: int, flash: bool, tp: sympy.Expr | int = 1,
+                 chunked: bool = False) -> tuple[Term, Term]:
     """``working_set_terms`` for a layer whose per-token intermediates beyond the residual stream are ``mlp``
-    elements on one GPU (a network gives it: ``Network.serving_width``)."""
-    work = act_bytes * S * B * (2 * H + mlp)
+    elements on one GPU (a network gives it: ``Network.serving_width``); ``chunked``: the prefill is
+    ``chunk_working_set``'s (C_p tokens a step), not the whole prompts'."""
     step = act_bytes * B * (2 * H + mlp)
     if not flash:
-        work += act_bytes * a * S**2 * B / tp
         step += act_bytes * a * S * B / tp
+    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
+                  + ("" if flash else " (with its 1×S scores)"), step, "bytes", "project", "",
+                  "The prefill working set with one token per sequence instead of S.")
+    if chunked:
+        return chunk_working_set(mlp, act_bytes, flash, tp), decode
+    work = act_bytes * S * B * (2 * H + mlp)
+    if not flash:
+        work += act_bytes * a * S**2 * B / tp
     prefill = Term("activations", "prefill working set of one layer" + ("" if flash else " (with s² scores)"),
                    work, "bytes", "project", "",
                    "Residual stream, norm output and MLP intermediates of one layer for the B×S tokens of the "
                    "largest prompt chunk (the whole prompt); layers run one after another, so only one layer's "
                    "tensors are alive. An estimate, not from a paper.")
-    decode = Term("decode_activations", "decode working set of one layer: one token per sequence"
-                  + ("" if flash else " (with its 1×S scores)"), step, "bytes", "project", "",
-                  "The prefill working set with one token per sequence instead of S.")
     return prefill, decode
+
+
+def chunk_tokens() -> sympy.Expr:
+    """Tokens one chunked-prefill step runs: at most C_p, and no more than the B·S of every prompt together."""
+    return sympy.Min(C_p, B * S)
+
+
+def chunk_working_set(mlp: sympy.Expr, act_bytes: int, flash: bool, tp: sympy.Expr | int = 1) -> Term:
+    """The prefill working set of one layer when a step prefills at most C_p tokens (chunked prefill).
+
+    The chunk's tokens (of one sequence or several) go through the layer as the whole prompt's
+    did, so the residual stream, norm output and MLP intermediates are those of min(C_p, B·S)
+    tokens; each chunk token attends to at most S cached tokens, so without a fused attention
+    kernel the scores are a·min(C_p, B·S)·S (with flash attention none are kept).
+    """
+    tokens = chunk_tokens()
+    work = act_bytes * tokens * (2 * H + mlp)
+    if not flash:
+        work += act_bytes * a * tokens * S / tp
+    return Term("activations", "prefill working set of one layer: a chunk of C_p tokens"
+                + ("" if flash else " (with its C_p×S scores)"), work, "bytes", "project", "",
+                "Chunked prefill (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size): one step "
+                "prefills at most C_p tokens of one or several prompts while the cache holds B·S tokens; "
+                "the working set is that of min(C_p, B·S) tokens. An estimate, not from a paper.")
+
+
+def chunk_logits_term(tp: sympy.Expr | int = 1) -> Term:
+    """The fp32 logits a chunked-prefill step keeps: the last token of each prompt it finishes, min(B, C_p) at most."""
+    return Term("prefill_logits", "fp32 logits of the chunk's last tokens", 4 * sympy.Min(B, C_p) * V / tp,
+                "bytes", "huggingface", "",
+                "A step samples only from the last token of each prompt it completes: at most one per sequence, "
+                "and no more than the chunk's tokens.")
+
+
+def prefill_text(chunk: int | None) -> str:
+    """Which prefill a serving plan assumed, in the words every output uses."""
+    return f"chunks of {chunk:,} tokens" if chunk else "whole prompts at once: B·S tokens"
 
 
 def last_logits_term(tp: sympy.Expr | int = 1) -> Term:

@@ -56,7 +56,7 @@ CONCERNS = {"shape": "what one step processes: batch and sequence",
             "parallel": "how the work is split over GPUs: data, tensor, pipeline and expert parallelism, ZeRO",
             "training": "how the model is trained: precision, optimizer, recomputation, activation model, loss",
             "finetuning": "which weights are trained: LoRA and QLoRA adapters, frozen embeddings",
-            "serving": "how the model is served: weight and KV-cache dtypes",
+            "serving": "how the model is served: weight and KV-cache dtypes, chunked prefill",
             "implementation": "how the step runs: attention kernels, device, CUDA runtime, cache and dropout masks"}
 # the Python type a resolved value of each kind has (a record's field type)
 KIND_TYPES: dict[str, type] = {"size": int, "degree": int, "stage": int, "flag": bool, "choice": str, "names": tuple,
@@ -198,6 +198,9 @@ OPTIONS: tuple[Option, ...] = (
            tuple(_infer.WEIGHT_DTYPES), concern="serving"),
     Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
            tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
+    Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
+                                                   "while the cache holds B·S (default: whole prompts at once)",
+           concern="serving", fallback=0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

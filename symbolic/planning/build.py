@@ -297,6 +297,7 @@ class Plan:
             "notes": list(self.notes),
         }
         if not self.regime.train:
+            data["prefill_assumed"] = infer.prefill_text(self.regime.prefill_chunk or None)
             data["cache_bytes"] = self.cache_bytes
             data["cache_terms"] = {k: v for k, v in self.terms().items() if k in infer.CACHE_KEYS}
         if self.saved is not None:
@@ -584,8 +585,13 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         resident = infer.weight_terms(r.weights, quantised, kept)
     resident += model.cache_terms(tp_s, infer.kv_bytes(r.kv_dtype), r.kv_dtype, pp_s)
     act = formats.nbytes(formats.get(r.weights).compute)  # the working set is in the weights' compute dtype
-    prefill, decode = infer.working_sets(model.serving_width(tp_s), act, r.flash, tp_s)
+    chunked = bool(r.prefill_chunk)  # 0: whole prompts
+    prefill, decode = infer.working_sets(model.serving_width(tp_s), act, r.flash, tp_s, chunked)
     logits = infer.last_logits_term(tp_s)
+    prefill_logits = infer.chunk_logits_term(tp_s) if chunked else logits
+    if chunked:
+        values["C_p"] = r.prefill_chunk
+        notes.append(f"prefill: {infer.prefill_text(r.prefill_chunk)} (chunked prefill; the cache holds B·S tokens)")
     if r.pp > 1:
         notes.append("pipeline stages hold L/p layers each; this plan is the first stage (embeddings, no head)")
-    return Layout(tuple(resident), {"prefill": (prefill, logits), "decode": (decode, logits)}), {N: model.params}, []
+    return Layout(tuple(resident), {"prefill": (prefill, prefill_logits), "decode": (decode, logits)}), {N: model.params}, []

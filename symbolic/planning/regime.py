@@ -136,6 +136,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (MLP_HIDDEN, lambda r: not r.sequence),  # e.g. article A's network: no sequence, attention, dropout, cache
     (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
     (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
+    (("prefill_chunk",), lambda r: not r.prefill_chunk),  # whole prompts: the output says so in its own line
     (("qlora",), lambda r: not r.qlora),
     (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
@@ -207,6 +208,8 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         kv_default = formats.get(weights).compute  # a quantised format's 16-bit compute dtype
         data["weights"] = weights
         data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
+        if "prefill_chunk" in given:
+            data["prefill_chunk"] = _checked("prefill_chunk", given["prefill_chunk"])
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:

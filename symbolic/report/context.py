@@ -21,7 +21,7 @@ from ..library.errata import errata_for
 from ..math.formula import Evaluation, Formula
 from ..networks.shape import PAST_TRAINED, trained_phrase
 from ..text import printing
-from . import calc, peak, plan_section, tables
+from . import calc, peak, plan_section, serve_section, tables
 from .scenario import Scenario, VariantGroup
 from .spec import ReportSpec
 from .texescape import TexCode, breakable, escape
@@ -41,8 +41,11 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
     if getattr(spec, "plan", None):
         say("searching the layouts of the capacity plan")
     plan = plan_section.build(spec, ts, charts)
+    if getattr(spec, "serve", None):
+        say("serving the model with its engine")
+    serve = serve_section.build(spec, ts, charts)
     say("solving for the largest batch and context on each GPU")
-    summary = _summary(scenario, ev, ts, [section["summary"] for section in plan])
+    summary = _summary(scenario, ev, ts, [section["summary"] for section in (*plan, *serve)])
     say("typesetting the hand calculations")
     calculations = [_calculation(step.formula, step.formula.evaluate(step.formula.restrict(step.values)), ts) for step in scenario.steps]
     calculations.append(_calculation(formula, ev, ts, main=True))
@@ -78,6 +81,7 @@ def build(spec: ReportSpec, scenario: Scenario, ts: Typesetter, *, charts: bool 
         "cited": _cited(scenario),
         "errata": _errata(scenario),
         "plan": plan,
+        "serve": serve,
     }
     context["has_variants"] = [1] if context["variants"] else []
     context["has_sensitivity"] = [1] if context["sensitivity"]["table"]["rows"] else []

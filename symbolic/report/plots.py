@@ -293,6 +293,32 @@ def plan_figure(xs: Sequence[float], ys: Sequence[float], frontier: Sequence[int
         return fig
 
 
+def concurrency(contexts: Sequence[int], lines: Sequence[tuple[str, Sequence[float]]]) -> str:
+    """Requests at once against tokens per request, one line per GPU (``lines``: label and values)."""
+    return _svg(concurrency_figure(contexts, lines))
+
+
+def concurrency_figure(contexts: Sequence[int], lines: Sequence[tuple[str, Sequence[float]]]):  # noqa: ANN201
+    """The serving chart as a matplotlib Figure (``concurrency`` draws it as SVG): log-2 context axis."""
+    height, left_in, bottom_in, top_in, right_in = 3.0, 0.62, 0.52, 0.1, 0.12
+    with _context():
+        fig = _figure(height)
+        ax = fig.add_axes((left_in / WIDTH_IN, bottom_in / height, 1 - (left_in + right_in) / WIDTH_IN,
+                           1 - (bottom_in + top_in) / height))
+        for index, (label, values) in enumerate(lines):
+            ax.plot(contexts, values, color=GPU_COLORS[index % len(GPU_COLORS)], marker="o", markersize=4,
+                    label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(contexts), [_short(c) for c in contexts])
+        ax.set_xlabel("tokens per request", labelpad=2)
+        ax.set_ylabel("requests at once")
+        ax.set_ylim(bottom=0)
+        ax.grid(color="#dddddd", linewidth=0.5)
+        ax.set_axisbelow(True)
+        ax.legend(frameon=False, fontsize=8)
+        return fig
+
+
 def _short(x: int) -> str:
     if x >= 2**20 and x % 2**20 == 0:
         return f"{x // 2**20}M"

@@ -49,7 +49,7 @@ from ..core.units import SizeError, floor_size
 from ..core.userfiles import file_problem, parse_toml, read_user_file
 from ..math.userterms import CustomTerm, CustomTermError
 from ..options import table as opts
-from . import plan_section
+from . import plan_section, serve_section
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,7 +72,7 @@ FRACTION_KEYS = opts.names(kind="fraction")
 CHOICES: dict[str, tuple[str, ...]] = {o.name: tuple(map(str, o.choices)) for o in opts.OPTIONS if o.kind == "choice"}
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
-            "terms", "plan")
+            "terms", "plan", "serve")
 TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
 MAX_TERMS = 16
 GPU_KEYS = ("name", "memory", "fraction", "reserve")
@@ -179,6 +179,7 @@ class ReportSpec:
     terms: tuple[CustomTerm, ...] = ()
     path: Path | None = None
     plan: dict[str, Any] | None = None  # the [plan] table (issue 15; report/plan_section.py)
+    serve: dict[str, Any] | None = None  # the [serve] table (issue 27; report/serve_section.py)
 
     def with_extras(self, terms: tuple[CustomTerm, ...] = (), values: dict[str, object] | None = None) -> ReportSpec:
         """This specification plus terms and values from the command line (``--term``, ``--set``)."""
@@ -357,7 +358,8 @@ class _Checker:
         return ReportSpec(title=texts["title"], model=model, formulas=formulas, mode=mode, author=texts["author"],
                           date=texts["date"], notes=texts["notes"], regime=regime, gpus=gpus, sweep=sweep,
                           values=values, terms=terms, path=self.origin,
-                          plan=plan_section.check(data.get("plan"), self.fail))
+                          plan=plan_section.check(data.get("plan"), self.fail),
+                          serve=serve_section.check(data.get("serve"), self.fail))
 
     def model(self, value: Any) -> ModelRef:
         where = ("model",)

@@ -297,17 +297,25 @@ def plan_table(plan: Any) -> Table:
 
 
 def serve_table(plan: Any) -> Table:
-    """A ServePlan: each term per GPU in whole bytes, inside the engine's budget or beside it, and the pool."""
+    """A ServePlan: each term per GPU in whole bytes with its source, inside the engine's budget or beside it."""
     found = plan.term_bytes()
-    rows = tuple((t.key, t.title, "no" if t.key in plan.outside else "yes", found[t.key], found[t.key])
+    rows = tuple((t.key, t.title, t.source, "no" if t.key in plan.outside else "yes", found[t.key], found[t.key])
                  for t in plan.terms)
     caption = f"{plan.model} served with {plan.engine} on {plan.gpus} × {plan.gpu}: per-GPU memory"
-    notes = (f"KV cache: {cell_text(plan.kv_cache_tokens, 'count')} tokens",)
-    if plan.max_concurrency is not None:
-        notes += (f"maximum concurrency at {cell_text(plan.seq, 'count')} tokens: {plan.max_concurrency}",)
+    notes = (f"weights {cell_text(plan.weights_bytes, 'bytes')} ({plan.weights}), non-KV "
+             f"{cell_text(plan.non_kv_bytes, 'bytes')}, KV pool {cell_text(plan.kv_cache_bytes, 'bytes')}: "
+             f"{cell_text(plan.kv_cache_tokens, 'count')} tokens",)
+    if "prefill" in plan.figures:
+        notes += (f"prefill: {plan.figures['prefill']}",)
+    if plan.max_concurrency is not None and plan.seq is not None:
+        notes += (f"maximum concurrency at {cell_text(plan.seq, 'count')} tokens: {plan.max_concurrency}"
+                  + ("" if plan.fits else " (nothing fits)"),)
+    if plan.max_context is not None and plan.batch is not None:
+        notes += (f"longest context at {plan.batch} requests at once: {cell_text(plan.max_context, 'count')} tokens",)
     notes += tuple(plan.log_lines)
-    return Table(caption, (("term", ""), ("title", ""), ("in budget", ""), ("bytes", "B"), ("shown", "IEC")), rows,
-                 ("", "", "", "count", "bytes"), ("budget", "", "", plan.budget_bytes, plan.budget_bytes), notes)
+    return Table(caption, (("term", ""), ("title", ""), ("source", ""), ("in budget", ""), ("bytes", "B"),
+                           ("shown", "IEC")), rows, ("", "", "", "", "count", "bytes"),
+                 ("budget", "", "", "", plan.budget_bytes, plan.budget_bytes), notes)
 
 
 def fit_table(fit: Any) -> Table:
