@@ -32,6 +32,8 @@ class StoredTensor:
 def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     """Bytes of every weight of ``network`` stored as ``fmt``, by stored type (codes and their scales together)."""
     f = formats.get(fmt, "weights", "weight format")
+    if f.mixture:
+        return _gguf_weights(network, f.mixture)
     total = network.total
     if not f.quantised:
         return {f.name: int(f.element_bytes * total)}
@@ -39,6 +41,16 @@ def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     out = {f.name: int(f.tensor_bytes(total - kept))}
     out[f.kept_in] = out.get(f.kept_in, 0) + int(formats.get(f.kept_in).element_bytes * kept)
     return out
+
+
+def _gguf_weights(network: ModelShape, file_type: str) -> dict[str, int]:
+    """A llama.cpp file type: every GGUF tensor's ggml type as llama-quantize picks it, bytes summed per type."""
+    from ..formats.gguf_ftypes import model_bytes
+    from .gguf_tensors import gguf_options, gguf_tensors
+
+    opts = gguf_options(network)
+    return model_bytes(file_type, gguf_tensors(network), opts["n_expert"], opts["n_gqa"],
+                       llama_70b=opts["llama_70b"])
 
 
 def weight_bytes(network: ModelShape, fmt: str) -> int:
