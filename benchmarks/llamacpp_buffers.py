@@ -128,12 +128,11 @@ def quantize(src: str, dst: str, ftype: int) -> None:
 
 
 def tensors_of(path: str) -> list[dict]:
-    """Every tensor of a GGUF file: name, shape (ne0 first), ggml type name and stored bytes."""
+    """Every tensor of a GGUF file: [name, ggml type name, stored bytes] (shapes follow from the spec)."""
     import gguf
 
     reader = gguf.GGUFReader(path)
-    return [{"name": t.name, "shape": [int(x) for x in t.shape], "type": t.tensor_type.name,
-             "nbytes": int(t.n_bytes)} for t in reader.tensors]
+    return [[t.name, t.tensor_type.name, int(t.n_bytes)] for t in reader.tensors]
 
 
 _CHILD = r"""
@@ -209,7 +208,7 @@ def main() -> int:
                 print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
             table["models"][name] = entry
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(table, indent=1) + "\n")
+    Path(args.out).write_text(json.dumps(table, separators=(",", ":")) + "\n")
     print("wrote", args.out)
     return 0
 

@@ -1,0 +1,216 @@
+"""The llamacpp engine and gguf:<FILETYPE> weights against llama.cpp itself (issue 27).
+
+``tests/data/llamacpp_buffers.json`` is what ``benchmarks/llamacpp_buffers.py`` measured: llama.cpp (as
+llama-cpp-python 0.3.36 builds it, ggml commit 0c1e570) loading small random-weight GGUF models on the CPU; its
+buffer sizes are llama.cpp's own log lines, in MiB with 2 decimals. These tests need no llama-cpp-python.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from symbolic.engines import serve
+from symbolic.engines.flags import EngineFlagError
+from symbolic.engines.llamacpp import Device, Settings, _compute, _kv_cells, layer_devices, pad
+from symbolic.formats.ggml import row_bytes
+from symbolic.formats.gguf_ftypes import typed_tensors
+from symbolic.networks.gguf_tensors import gguf_tensors
+from symbolic.networks.network import load
+from symbolic.networks.stored import stored_weights
+
+TABLE = json.loads((Path(__file__).parent / "data" / "llamacpp_buffers.json").read_text())
+MIB = 2**20
+
+
+def _spec_tensors(spec: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """The tensors benchmarks/llamacpp_buffers.py writes for ``spec`` (shape ne0 first), in its order."""
+    v, h, n, a, kv, d, ff = (spec[k] for k in ("vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn"))
+    out = [("token_embd.weight", (h, v))] + ([] if spec["tied"] else [("output.weight", (h, v))])
+    out.append(("output_norm.weight", (h,)))
+    for i in range(n):
+        out += [(f"blk.{i}.{name}.weight", shape) for name, shape in (
+            ("attn_q", (h, a * d)), ("attn_k", (h, kv * d)), ("attn_v", (h, kv * d)), ("attn_output", (a * d, h)),
+            ("ffn_gate", (h, ff)), ("ffn_up", (h, ff)), ("ffn_down", (ff, h)), ("attn_norm", (h,)),
+            ("ffn_norm", (h,)))]
+        if spec["qk_norm"]:
+            out += [(f"blk.{i}.attn_q_norm.weight", (d,)), (f"blk.{i}.attn_k_norm.weight", (d,))]
+        if spec["arch"] == "gemma3":
+            out += [(f"blk.{i}.post_attention_norm.weight", (h,)), (f"blk.{i}.post_ffw_norm.weight", (h,))]
+    return out
+
+
+FILES = [(m, ft) for m, entry in TABLE["models"].items() for ft in entry["files"]]
+# the CPU backend repacks some types (Q4_0, IQ4_NL, Q4_K, ...) into a CPU_REPACK buffer of its own layout: a CPU
+# detail that no GPU has, so the model buffer is checked on the files it left alone
+UNPACKED = [(m, ft) for m, ft in FILES
+            if "model:CPU_REPACK" not in TABLE["models"][m]["files"][ft]["load"]["buffers_mib"]]
+
+
+@pytest.mark.parametrize(("model", "ftype"), FILES)
+def test_every_tensor_type_and_bytes_as_llama_quantize_wrote_them(model, ftype):
+    entry = TABLE["models"][model]
+    spec = entry["spec"]
+    got = {n: (t, b) for n, _, t, b in typed_tensors(ftype, _spec_tensors(spec), 0, spec["heads"] // spec["kv_heads"])}
+    measured = {n: (t, b) for n, t, b in entry["files"][ftype]["tensors"]}
+    assert got == measured
+
+
+@pytest.mark.parametrize(("model", "ftype"), UNPACKED)
+def test_model_buffer_is_the_tensors_padded_to_32_bytes(model, ftype):
+    # llama.cpp's "CPU_Mapped model buffer size" with every tensor on the CPU, logged in MiB to 2 decimals
+    entry = TABLE["models"][model]
+    total = sum(pad(b, 32) for _, _, b in entry["files"][ftype]["tensors"])
+    assert round(total / MIB, 2) == entry["files"][ftype]["load"]["buffers_mib"]["model:CPU_Mapped"]
+
+
+def _settings(ctx: dict) -> Settings:
+    return Settings(pad(ctx["n_ctx"]), ctx["n_seq_max"], ctx["n_batch"], ctx["n_ubatch"], ctx["flash_attn"],
+                    ctx["type_k"], ctx["type_v"], ctx["swa_full"], ctx["kv_unified"], 0, 0, (), 0)
+
+
+def _sliding(spec: dict) -> list[bool]:
+    # llama.cpp's gemma3: set_swa_pattern(6), every sixth layer full; the others have no window
+    return [spec["swa"] > 0 and (i + 1) % 6 != 0 for i in range(spec["layers"])]
+
+
+CONTEXTS = [(m, i) for m, entry in TABLE["models"].items() for i in range(len(entry["contexts"]))]
+
+
+@pytest.mark.parametrize(("model", "i"), CONTEXTS)
+def test_kv_buffer_and_padded_context_match_llama_cpp(model, i):
+    entry = TABLE["models"][model]
+    spec, ctx = entry["spec"], entry["contexts"][i]
+    s = _settings(ctx)
+    assert s.n_ctx == ctx["n_ctx_logged"]
+    width = spec["kv_heads"] * spec["head_dim"]
+    per_cell = row_bytes(s.type_k.upper(), width) + row_bytes(s.type_v.upper(), width)
+    kv = sum(_kv_cells(s, w, spec["swa"]) * per_cell for w in _sliding(spec))
+    assert round(kv / MIB, 2) == pytest.approx(ctx["buffers_mib"]["KV:CPU"], abs=0.011)
+
+
+# rows where the FFN's intermediate (3 · d_ff · n_ubatch f32) outgrows the attention working set with flash
+# attention: the approximation does not count it (the module docstring says so)
+FFN_BOUND = {("llama-gqa", i) for i, c in enumerate(TABLE["models"]["llama-gqa"]["contexts"]) if c["flash_attn"]}
+
+
+@pytest.mark.parametrize(("model", "i"), CONTEXTS)
+def test_compute_buffer_within_ten_percent(model, i):
+    entry = TABLE["models"][model]
+    spec, ctx = entry["spec"], entry["contexts"][i]
+    s = _settings(ctx)
+    devs = {"cpu": Device("cpu", layers=list(range(spec["layers"])))}
+    _compute(devs, ["cpu"] * (spec["layers"] + 1), _sliding(spec), spec["swa"], s, spec["heads"], spec["vocab"],
+             spec["layers"], spec["hidden"])
+    measured = ctx["buffers_mib"]["compute:CPU"] * MIB
+    if (model, i) in FFN_BOUND:
+        assert devs["cpu"].compute < 0.9 * measured  # the known gap stays visible
+    else:
+        assert devs["cpu"].compute == pytest.approx(measured, rel=0.10)
+
+
+@pytest.mark.parametrize(("model", "i"), CONTEXTS)
+def test_output_buffer_is_logits_per_sequence(model, i):
+    entry = TABLE["models"][model]
+    ctx = entry["contexts"][i]
+    assert round(ctx["n_seq_max"] * entry["spec"]["vocab"] * 4 / MIB, 2) == pytest.approx(
+        ctx["buffers_mib"]["output:CPU"], abs=0.011)
+
+
+# llama.cpp tools/quantize/quantize.cpp at 03161a4eb9a2ec66ef97789f347c5a28279f06ea, QUANT_OPTIONS: file sizes of
+# Llama-3-8B per type; 'G' is GiB (2**30 bytes): 8.03e9 weights at Q8_0's 8.5 bits are 8.53e9 bytes = 7.95 GiB
+QUANTIZE_CPP_GIB = {"Q4_0": 4.34, "Q4_1": 4.78, "Q5_0": 5.21, "Q5_1": 5.65, "Q2_K": 2.96, "Q3_K_S": 3.41,
+                    "Q3_K_M": 3.74, "Q3_K_L": 4.03, "Q4_K_S": 4.37, "Q4_K_M": 4.58, "Q5_K_S": 5.21, "Q5_K_M": 5.33,
+                    "Q6_K": 6.14, "Q8_0": 7.96}
+
+
+@pytest.mark.parametrize("ftype", sorted(QUANTIZE_CPP_GIB))
+def test_llama_3_8b_file_sizes_from_quantize_cpp(ftype):
+    got = sum(stored_weights(load("llama-3-8b"), "gguf:" + ftype).values()) / 2**30
+    assert got == pytest.approx(QUANTIZE_CPP_GIB[ftype], rel=0.005)
+
+
+@pytest.mark.parametrize("name", ["llama-3-8b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "gemma-2b",
+                                  "mixtral-8x7b", "qwen2-7b"])
+def test_gguf_tensors_sum_to_the_parameter_count(name):
+    net = load(name)
+    total = 0
+    for _, shape in gguf_tensors(net):
+        n = 1
+        for x in shape:
+            n *= x
+        total += n
+    assert total == net.total
+
+
+def test_model_without_a_gguf_layout_is_one_line_error():
+    with pytest.raises(Exception) as err:
+        stored_weights(load("gpt2"), "gguf:Q4_K_M")
+    assert "\n" not in str(err.value) and "gpt2" in str(err.value)
+
+
+def test_last_layers_go_to_the_gpu_and_the_output_only_past_n_layer():
+    # llama-model.cpp load_tensors: i_gpu_start = n_layer + 1 - n_gpu_layers
+    s = Settings(4096, 1, 2048, 512, True, "f16", "f16", False, True, 3, 1, (1.0,), 0)
+    assert layer_devices(4, s) == ["cpu", "cpu", "cuda:0", "cuda:0", "cuda:0"]
+    s2 = Settings(4096, 1, 2048, 512, True, "f16", "f16", False, True, 5, 2, (3.0, 1.0), 0)
+    assert layer_devices(4, s2) == ["cuda:0", "cuda:0", "cuda:0", "cuda:0", "cuda:1"]
+
+
+def test_zero_gpu_layers_keeps_everything_on_the_cpu():
+    plan = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, n_gpu_layers=0)
+    devices = {d["device"]: d for d in plan.figures["devices"]}
+    assert devices["cuda:0"]["total_bytes"] == 0
+    assert devices["cpu"]["model_buffer_bytes"] == plan.figures["model_buffer_bytes"]
+
+
+def test_gpu_layers_beyond_the_count_are_clamped_as_llama_cpp_does():
+    full = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, n_gpu_layers=33)
+    more = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, n_gpu_layers=999)
+    assert more.figures["devices"] == full.figures["devices"] and more.figures["n_gpu_layers"] == 33
+
+
+def test_kv_buffer_of_llama_3_8b_at_8192_is_one_gib():
+    # the formula itself: 32 layers · 8192 cells · 2 · 1024 (8 KV heads of 128) · 2 bytes (f16) = 1 GiB
+    plan = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192)
+    assert plan.kv_cache_bytes == 32 * 8192 * 2 * 1024 * 2
+    assert "llama_kv_cache: CUDA0 KV buffer size = 1024.00 MiB" in plan.log_lines
+
+
+def test_quantized_v_cache_without_flash_attention_is_refused():
+    with pytest.raises(EngineFlagError, match="requires Flash Attention"):
+        serve("llama-3-8b", "llamacpp", "24GiB", cache_type_v="q8_0", flash_attn="off")
+
+
+def test_tensor_split_with_the_wrong_count_is_refused():
+    with pytest.raises(EngineFlagError, match="--tensor-split"):
+        serve("llama-3-8b", "llamacpp", "24GiB", tp=2, tensor_split=(1.0, 1.0, 1.0))
+
+
+def test_flag_of_another_engine_is_refused():
+    with pytest.raises(EngineFlagError, match="not of --engine llamacpp"):
+        serve("llama-3-8b", "llamacpp", "24GiB", gpu_memory_utilization=0.9)
+
+
+def test_fit_gpu_layers_on_a_small_gpu():
+    plan = serve("llama-3-70b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, fit="gpu-layers")
+    ngl = plan.figures["n_gpu_layers"]
+    assert 0 < ngl < 81 and plan.figures["fits"]
+    worse = serve("llama-3-70b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, n_gpu_layers=ngl + 1)
+    assert not worse.figures["fits"]
+
+
+def test_fit_file_type_picks_the_best_that_fits():
+    plan = serve("llama-3-70b", "llamacpp", "48GiB", ctx_size=8192, fit="file-type")
+    assert plan.figures["fits"] and plan.weights.startswith("gguf:")
+
+
+def test_cli_json_has_devices(capsys):
+    from symbolic.cli import main
+
+    assert main(["serve", "llama-3-8b", "--engine", "llamacpp", "--gpu", "24GiB", "--weights", "gguf:Q4_K_M",
+                 "--ctx-size", "8192", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"devices", "model_buffer_bytes", "kv_buffer_bytes", "compute_buffer_bytes", "total_bytes"} <= set(data)
