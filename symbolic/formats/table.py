@@ -133,8 +133,15 @@ def get(name: str, role: str = "", what: str = "number format") -> Format:
     fmt = FORMATS.get(name)
     if fmt is None or (role and role not in fmt.roles):
         choices = names(role) if role else tuple(FORMATS)
-        raise UnknownNameError(f"unknown {what} {name!r}; choose from {', '.join(choices)}")
+        raise UnknownNameError(f"unknown {what} {name!r}; choose from {', '.join(_short(choices))}")
     return fmt
+
+
+def _short(choices: tuple[str, ...]) -> tuple[str, ...]:
+    """The choices with llama.cpp's file types as one entry, ``gguf:<FILETYPE>`` (they are 33)."""
+    plain = tuple(c for c in choices if not c.startswith("gguf:"))
+    return plain + (("gguf:<FILETYPE> (llama.cpp's file types: gguf:Q4_K_M, ...)",) if len(plain) < len(choices)
+                    else ())
 
 
 def nbytes(name: str) -> sympy.Rational:
