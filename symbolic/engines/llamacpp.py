@@ -1,33 +1,42 @@
 """llama.cpp's memory rules (llama-server; also Ollama and LM Studio): per-device buffers and layer offload.
 
-Read from ggml-org/llama.cpp: ``src/llama-context.cpp`` at 4c7103b96d720ea6057eec6ac11a49727f9ecd43 (the
-output buffer ``output_reserve(n_seq_max)``: ``n_seq_max · n_vocab · 4`` bytes of logits at load, on the host;
-the worst-case graph of ``min(n_ctx, n_ubatch)`` tokens reserved per backend: the compute buffer; a quantized V
-cache without flash attention is refused), ``src/llama-kv-cache.cpp`` at 3514e9f6e795d3b3cd88d6614f6c07e7ce6f916f
-(per layer a K tensor ``ggml_row_size(type_k, n_embd_k_gqa) · kv_size · n_stream`` and the same for V, on the
-layer's device), ``src/llama-model.cpp`` (``load_tensors``: the input layer, ``token_embd``, stays on the CPU;
-``i_gpu_start = n_layer + 1 − n_gpu_layers``, so the *last* layers go to the GPU(s) and the output layer (index
-n_layer) only when ``n_gpu_layers > n_layer``; layers are split over GPUs by the cumulative ``tensor_split``;
-``--n-cpu-moe N`` keeps ``blk.0..N−1.ffn_*_exps`` on the CPU), ``src/llama-kv-cache-iswa.cpp`` (a sliding-window
-layer's cache holds ``min(n_ctx_seq, n_swa·(unified ? n_seq : 1) + n_ubatch)`` cells padded to 256 per stream;
-``--swa-full`` gives it the full size) and ``common/arg.cpp`` (``-b 2048``, ``-ub 512``, ``-fa auto``, ``-ngl``
-all layers, ``--parallel``, ``--kv-unified`` as llama-server sets it). The rules were checked against the
-llama.cpp that llama-cpp-python 0.3.36 builds (ggml commit 0c1e570): ``benchmarks/llamacpp_buffers.py`` writes
-``tests/data/llamacpp_buffers.json``, read by ``tests/test_llamacpp_engine.py``; there ``n_ctx`` is padded to a
-multiple of 256 (1000 -> 1024).
+Read from ggml-org/llama.cpp at 0c1e57098bba43ac29e6e3b677cdceebdd22334f, the commit llama-cpp-python 0.3.36
+vendors (its CHANGELOG; the sdist's vendor/llama.cpp is that tree; ggml reports ``0c1e570``):
 
-The compute buffer is an approximation of ggml's graph allocator: the attention mask (f32 without flash
-attention, f16 with, ``n_kv × n_ubatch`` for full and for sliding-window layers), the attention scores without
-flash attention (``n_kv · n_ubatch · n_head`` f32, the largest layer's), with it the residual stream (``n_ubatch ·
-n_embd`` f32), and the logits of the micro-batch (``n_vocab · n_ubatch``
-f32, on the output layer's device). It is within 10 % of the measured buffers except where the FFN's
-intermediate (``3 · d_ff · n_ubatch`` f32) outgrows the attention working set with flash attention on (up to
-43 % low there; the test lists those rows). No PyTorch runtime terms: llama.cpp has no caching allocator, NCCL
-or cuBLAS workspace of the kind ``torch`` counts.
+- ``src/llama-model.cpp`` ``load_tensors``: the input layer (``token_embd``) stays on the CPU (1603-1605);
+  ``i_gpu_start = n_layer + 1 − n_gpu_layers`` (1589), so the *last* layers go to the GPU(s) and the output layer
+  (index n_layer) only when ``n_gpu_layers > n_layer`` (1614); a layer's GPU is the first whose cumulative,
+  normalised ``tensor_split`` share exceeds ``(il − i_gpu_start) / n_gpu_layers`` (1579-1597; without
+  ``--tensor-split`` llama.cpp splits by each GPU's free memory (1559-1574): equal shares here); ``-ngl`` defaults
+  to all layers + output (2002-2004).
+- ``common/common.h:1198-1219`` and ``common/arg.cpp:2767-2775``: ``--n-cpu-moe N`` overrides
+  ``blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps`` for i < N to the CPU buffer (routers and shared experts stay).
+- ``src/llama-context.cpp``: ``n_ctx`` 0 is the trained context (133); ``n_batch = min(n_ctx, -b)`` and
+  ``n_ubatch = min(n_batch, -ub)`` (246-248); ``n_ctx`` padded to 256 and, without a unified cache, ``n_ctx_seq =
+  pad(n_ctx / n_seq, 256)``, ``n_ctx = n_ctx_seq · n_seq`` (290-305); the output buffer ``max(n_outputs, n_seq) ·
+  n_vocab`` f32 on the host (2116-2170, reserved for ``n_seq_max`` at 377); the compute buffer: the worst-case graph
+  of ``min(n_ctx, n_ubatch)`` tokens and as many outputs (628-674), see ``ggml_graph``.
+- ``src/llama-kv-cache.cpp:233-234``: per layer a K tensor ``type_k × n_embd_k_gqa × kv_size × n_stream`` and a V
+  tensor alike, on the layer's device (212-217); ``n_stream`` is 1 with a unified cache, else ``n_seq`` (84).
+- ``src/llama-kv-cache-iswa.cpp:69-81``: a sliding-window layer's cache holds ``pad(min(n_ctx_seq, n_swa ·
+  (unified ? n_seq : 1) + n_ubatch), 256)`` cells per stream; ``--swa-full`` gives it the full size. Which layers
+  slide: ``llama_hparams::set_swa_pattern`` (``src/llama-hparams.cpp:8-22``) with each architecture's period
+  (``SWA_PATTERNS``, ``src/models/<arch>.cpp``).
+- Defaults as llama-server sets them: ``-c 0``, ``-b 2048``, ``-ub 512`` (``common/common.h:452-454``), ``-fa auto``
+  (501), ``-ngl`` auto (475), ``--parallel`` auto = 4 slots with ``kv_unified`` (``common/arg.cpp:1403``,
+  ``tools/server/server.cpp:156-161``), a given ``--parallel`` without ``--kv-unified`` keeps it off
+  (``common/common.h:575``), ``--swa-full`` off (574). llama-server also fits unset ``-ngl``/``-c`` to free memory
+  by default (``fit_params``, 478-483: 1 GiB left per device, context not below 4096); ``--fit`` answers the same
+  questions explicitly. A quantized V cache without flash attention is refused.
 
-Devices are ``cpu``, ``cuda:0`` … ; ``--tp N`` (or the length of ``--tensor-split``) is the number of GPUs, with
-llama.cpp's default layer split. The headline per-GPU fields of the ``ServePlan`` are those of the GPU with the
-largest total (the one that limits), ``figures`` has every device and the job's sums.
+The rules were checked against that llama.cpp: ``benchmarks/llamacpp_buffers.py`` writes
+``tests/data/llamacpp_buffers.json``, read by ``tests/test_llamacpp_engine.py`` (model and KV buffers exact, the
+compute buffer within 10 % but one row, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
+caching allocator, NCCL or cuBLAS workspace of the kind ``torch`` counts.
+
+Devices are ``cpu``, ``cuda:0`` … ; ``--tp N`` (or the length of ``--tensor-split``) is the number of GPUs. The
+headline per-GPU fields of the ``ServePlan`` are those of the GPU with the largest total (the one that limits),
+``figures`` has every device and the job's sums.
 """
 
 from __future__ import annotations
@@ -46,16 +55,18 @@ from ..formats.gguf_ftypes import FILE_TYPES, typed_tensors
 from ..networks.gguf_tensors import gguf_options, gguf_tensors
 from ..networks.stored import weight_bytes
 from .flags import EngineFlagError, Flag
+from .ggml_graph import Shape, compute_buffer
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
 
 NAME = "llamacpp"
-COMMIT = "4c7103b96d720ea6057eec6ac11a49727f9ecd43"
-VERSION = f"llama.cpp {COMMIT[:12]} (measured: llama-cpp-python 0.3.36, ggml 0c1e570)"
+COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+VERSION = f"llama.cpp {COMMIT[:12]} (as llama-cpp-python 0.3.36 vendors it; measured)"
 SOURCE = "llamacpp"
 if SOURCE not in sources.SOURCES:
     sources.register(SOURCE, f"llama.cpp (ggml-org/llama.cpp at {COMMIT}): src/llama-context.cpp, "
-                             "src/llama-kv-cache.cpp, src/llama-model.cpp load_tensors, common/arg.cpp",
+                             "src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, src/llama-model.cpp "
+                             "load_tensors, src/llama-hparams.cpp, common/arg.cpp, ggml/src/ggml-alloc.c",
                      f"https://github.com/ggml-org/llama.cpp/blob/{COMMIT}/src/llama-context.cpp")
 
 _CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
@@ -81,8 +92,10 @@ FLAGS: tuple[Flag, ...] = (
 )
 N_PAD = 256  # n_ctx and the SWA cache size are padded to this (measured: 1000 -> 1024)
 DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
-LOGIT_BYTES = 4  # f32 logits and scores
+LOGIT_BYTES = 4  # f32 logits
 _BLOCK = re.compile(r"blk\.(\d+)\.")
+# --n-cpu-moe N: an override to the CPU buffer for blk.i<N matching LLM_FFN_EXPS_REGEX (common/common.h:1198)
+_EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 # the file types --fit file-type tries, best first (those llama-quantize makes without an importance matrix)
 FIT_FILE_TYPES = ("F16", "Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q4_K_M", "Q4_K_S", "IQ4_XS", "Q3_K_L", "Q3_K_M",
                   "Q3_K_S", "IQ3_M", "IQ3_S", "Q2_K")
@@ -136,12 +149,18 @@ def _settings(setup: ServeSetup, n_layer: int, trained: int) -> tuple[Settings, 
     """The flags with llama.cpp's defaults and checks; notes say what was assumed or clamped."""
     notes: list[str] = []
     opt = setup.option
-    n_seq = int(opt("parallel", 1))
+    parallel_given = opt("parallel", None) is not None
+    # llama-server: --parallel auto is 4 slots with a unified cache (tools/server/server.cpp:156-161); a given
+    # --parallel keeps kv_unified off (common/common.h:575) unless --kv-unified is given
+    n_seq = int(opt("parallel", None) or 4)
+    unified = bool(opt("kv_unified", False)) or not parallel_given
     ctx = int(opt("ctx_size", 0))
     if ctx == 0:
         ctx = setup.seq * n_seq if setup.seq else trained
         notes.append(f"--ctx-size {ctx:,} ({'--seq × --parallel' if setup.seq else 'the model trained context'})")
-    n_batch = min(int(opt("batch_size", DEFAULT_BATCH)), pad(ctx))
+    if not parallel_given:
+        notes.append("--parallel auto: 4 slots, one unified KV cache (llama-server's default)")
+    n_batch = min(int(opt("batch_size", DEFAULT_BATCH)), ctx)  # llama-context.cpp:246, before n_ctx is padded
     n_ubatch = min(int(opt("ubatch_size", DEFAULT_UBATCH)), n_batch)
     fa_flag = opt("flash_attn", "auto")
     type_k, type_v = str(opt("cache_type_k", "f16")), str(opt("cache_type_v", "f16"))
@@ -161,9 +180,15 @@ def _settings(setup: ServeSetup, n_layer: int, trained: int) -> tuple[Settings, 
     if ngl > n_layer + 1:
         notes.append(f"--n-gpu-layers {ngl} is more than the model's {n_layer} layers + output: all offloaded")
         ngl = n_layer + 1
-    return Settings(pad(ctx), n_seq, n_batch, n_ubatch, flash, type_k, type_v, bool(opt("swa_full", False)),
-                    bool(opt("kv_unified", True)), ngl, gpus, split or (1.0,) * gpus,
+    return Settings(n_ctx_padded(ctx, n_seq, unified), n_seq, n_batch, n_ubatch, flash, type_k, type_v,
+                    bool(opt("swa_full", False)), unified, ngl, gpus, split or (1.0,) * gpus,
                     min(int(opt("n_cpu_moe", 0)), n_layer)), notes
+
+
+def n_ctx_padded(ctx: int, n_seq: int, unified: bool) -> int:
+    """n_ctx as llama-context.cpp:290-305 sets it: padded to 256, and per sequence padded to 256 when not unified."""
+    n_ctx = pad(ctx)
+    return n_ctx if unified else pad(n_ctx // n_seq) * n_seq
 
 
 def layer_devices(n_layer: int, s: Settings) -> list[str]:
@@ -214,7 +239,7 @@ def _tensor_device(name: str, devices: list[str], n_layer: int, s: Settings) -> 
     m = _BLOCK.match(name)
     if m:
         il = int(m.group(1))
-        if il < s.n_cpu_moe and "_exps" in name:
+        if il < s.n_cpu_moe and _EXPERTS.search(name):
             return "cpu"
         return devices[min(il, n_layer)]
     if name.startswith(("output", "result_norm")):
@@ -222,26 +247,59 @@ def _tensor_device(name: str, devices: list[str], n_layer: int, s: Settings) -> 
     return "cpu"  # token_embd, position and type embeddings: the input layer
 
 
+# llama.cpp's sliding-window layers per architecture (HF model_type -> load_swa_pattern(n, dense_first) in
+# src/models/<arch>.cpp): llama_hparams::set_swa_pattern (src/llama-hparams.cpp:8-22) makes layer il sliding when
+# il % n < n - 1 (the last of every n is full), or with dense_first when il % n != 0 (the first is full)
+SWA_PATTERNS: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False),        # src/models/gemma2.cpp:6
+    "gemma3": (6, False),        # src/models/gemma3.cpp:7
+    "gemma3_text": (6, False),
+    "gpt_oss": (2, False),       # src/models/openai-moe.cpp:9
+    "cohere2": (4, False),       # src/models/cohere2.cpp:5
+    "llama4": (4, False),        # src/models/llama4.cpp:19 (chunked attention)
+    "exaone4": (4, False),       # src/models/exaone4.cpp:7
+    "olmo2": (4, False),         # src/models/olmo2.cpp:9 (olmo3's configs convert to this arch)
+    "olmo3": (4, False),
+    "smallthinker": (4, True),   # src/models/smallthinker.cpp:9
+}
+
+
+def sliding_layers(model_type: str, n_layer: int, config_types: list[str] | None = None) -> list[bool]:
+    """Which layers llama.cpp gives a sliding-window cache: the architecture's pattern, else the config's layer_types.
+
+    load_swa_pattern (src/llama-model.cpp:3434-3441) reads a per-layer array from the GGUF first; the converter
+    writes one from ``layer_types`` for the architectures not in SWA_PATTERNS (conversion/*.py).
+    """
+    if model_type in SWA_PATTERNS:
+        n, dense_first = SWA_PATTERNS[model_type]
+        return [il % n != 0 if dense_first else il % n < n - 1 for il in range(n_layer)]
+    if config_types and len(config_types) == n_layer:
+        return [t in ("sliding_attention", "chunked_attention") for t in config_types]
+    return []
+
+
 def _windows(setup: ServeSetup) -> tuple[list[bool], int]:
-    """Which layers are sliding-window ones (spread as llama.cpp's patterns put the full ones last), and n_swa."""
+    """Which layers are sliding-window ones (llama.cpp's pattern for the architecture), and n_swa."""
     net = setup.network
     kinds = net.layer_kinds
     n_layer = net.numbers["L"]
     if "latent" in kinds or "conv" in kinds:
         raise ServeError(f"{net.name}: llama.cpp's cache for latent attention or conv layers is not modelled yet")
-    full = n_layer - kinds.get("sliding", 0)
-    if full == n_layer:
+    if not kinds.get("sliding", 0):
         return [False] * n_layer, 0
-    window = int(net.numbers.get("W", 0))
-    return [(i + 1) * full // n_layer == i * full // n_layer for i in range(n_layer)], window
+    types = (net.config or {}).get("layer_types") if isinstance(getattr(net, "config", None), dict) else None
+    pattern = sliding_layers(net.model_type, n_layer, types)
+    if not pattern:
+        raise ServeError(f"{net.name}: llama.cpp's sliding-window layer pattern for {net.model_type!r} is not known")
+    return pattern, int(net.numbers.get("W", 0))
 
 
 def _kv_cells(s: Settings, sliding: bool, n_swa: int) -> int:
-    """Cells of one layer's cache over all streams (llama-kv-cache.cpp, llama-kv-cache-iswa.cpp)."""
+    """Cells of one layer's cache over all streams (llama-kv-cache.cpp:233, llama-kv-cache-iswa.cpp:73)."""
     streams = 1 if s.unified else s.n_seq
-    per_stream = s.n_ctx // streams
+    per_stream = s.n_ctx // streams  # n_ctx_seq
     if sliding and not s.swa_full:
-        per_stream = min(per_stream, pad(n_swa * (s.n_seq if s.unified else 1) + s.n_ubatch))
+        per_stream = pad(min(per_stream, n_swa * (s.n_seq if s.unified else 1) + s.n_ubatch))
     return per_stream * streams
 
 
@@ -273,26 +331,34 @@ def _plan(setup: ServeSetup) -> ServePlan:
         devs[layer_dev[il]].kv += _kv_cells(s, sliding[il], n_swa) * (k_row + v_row)
     vocab = net.numbers.get("V", 0)
     devs["cpu"].output = s.n_seq * vocab * LOGIT_BYTES
-    _compute(devs, layer_dev, sliding, n_swa, s, net.numbers.get("a", 1), vocab, n_layer, net.numbers["H"])
+    _compute(devs, layer_dev, sliding, n_swa, s, graph_shape(net), n_layer)
     return _result(setup, s, devs, notes)
 
 
 def _compute(devs: dict[str, Device], layer_dev: list[str], sliding: list[bool], n_swa: int, s: Settings,
-             heads: int, vocab: int, n_layer: int, hidden: int) -> None:
-    """The compute buffer per device: masks, scores (without flash attention), the residual stream and the logits."""
+             shape: Shape, n_layer: int) -> None:
+    """Each device's compute buffer: its part of the reserved graph through ggml's allocator (ggml_graph)."""
     n_tokens = min(s.n_ctx, s.n_ubatch)
     streams = 1 if s.unified else s.n_seq
-    mask_bytes = 2 if s.flash_attn else 4
+    n_kv = (("full", _kv_cells(s, False, n_swa) // streams), ("swa", _kv_cells(s, True, n_swa) // streams))
     for dev in devs.values():
-        if not dev.layers:
+        kinds = tuple("swa" if sliding[il] else "full" for il in dev.layers)
+        first = dev.name == "cpu"  # the input layer (token_embd) is always on the CPU
+        output = layer_dev[n_layer] == dev.name
+        if not (kinds or first or output):
             continue
-        kvs = {sliding[il]: _kv_cells(s, sliding[il], n_swa) // streams for il in dev.layers}  # a mask per kind
-        dev.compute = sum(n_kv * n_tokens * mask_bytes for n_kv in kvs.values())
-        if s.flash_attn:
-            dev.compute += n_tokens * hidden * LOGIT_BYTES
-        else:  # the scores; the residual stream then fits in what they free (measured)
-            dev.compute += max(kvs.values()) * n_tokens * heads * LOGIT_BYTES
-    devs[layer_dev[n_layer]].compute += vocab * n_tokens * LOGIT_BYTES
+        alignment = 32 if dev.name == "cpu" else 128  # TENSOR_ALIGNMENT; the CUDA buffer type's alignment
+        dev.compute = compute_buffer(shape, n_tokens, kinds, n_kv, s.flash_attn, first, (n_layer - 1) in dev.layers,
+                                     output, alignment)
+
+
+def graph_shape(net) -> Shape:
+    """The tensor shapes of ``net``'s llama.cpp graph."""
+    num = net.numbers
+    shared = int(num.get("n_shared", 0)) * int(num.get("d_shared") or num.get("d_exp") or num.get("d_ff", 0))
+    return Shape(num["H"], num.get("a", 1), int(net.value(net.kv_heads)), int(net.value(net.head_dim)),
+                 num.get("d_ff", 0), num.get("V", 0), num.get("n_exp", 0), num.get("k_exp", 0),
+                 num.get("d_exp", num.get("d_ff", 0)), shared)
 
 
 def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list[str]) -> ServePlan:
