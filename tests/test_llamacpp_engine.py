@@ -229,3 +229,76 @@ def test_cli_json_has_devices(capsys):
                  "--ctx-size", "8192", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"devices", "model_buffer_bytes", "kv_buffer_bytes", "compute_buffer_bytes", "total_bytes"} <= set(data)
+
+
+def test_context_per_sequence_is_padded_without_a_unified_cache():
+    # llama-context.cpp:290-305 at 0c1e57098: n_ctx = pad(1000, 256) = 1024; n_ctx_seq = pad(1024 // 3, 256) = 512;
+    # n_ctx = 512 · 3
+    assert n_ctx_padded(1000, 3, unified=False) == 512 * 3
+    assert n_ctx_padded(1000, 3, unified=True) == 1024
+
+
+def test_parallel_auto_is_four_unified_slots_and_a_given_parallel_is_not_unified():
+    # tools/server/server.cpp:156-161 (auto: 4 slots, kv_unified); common/common.h:575 (kv_unified false)
+    auto = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192)
+    given = serve("llama-3-8b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, parallel=4)
+    assert (auto.figures["n_seq_max"], auto.figures["kv_unified"]) == (4, True)
+    assert (given.figures["n_seq_max"], given.figures["kv_unified"]) == (4, False)
+
+
+def test_n_cpu_moe_moves_only_the_expert_tensors_of_the_first_layers():
+    # common/common.h:1198-1219: blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps for i < N go to the CPU buffer
+    from symbolic.engines.llamacpp import _tensor_device
+
+    s = Settings(4096, 1, 2048, 512, True, "f16", "f16", False, True, 49, 1, (1.0,), 2)
+    devices = layer_devices(48, s)
+    assert _tensor_device("blk.1.ffn_up_exps.weight", devices, 48, s) == "cpu"
+    assert _tensor_device("blk.1.ffn_gate_inp.weight", devices, 48, s) == "cuda:0"
+    assert _tensor_device("blk.10.ffn_up_exps.weight", devices, 48, s) == "cuda:0"
+    assert _tensor_device("blk.2.ffn_down_exps.weight", devices, 48, s) == "cuda:0"
+
+
+def test_n_cpu_moe_moves_the_expert_bytes_to_the_cpu():
+    base = serve("qwen3-30b-a3b", "llamacpp", "80GiB", weights="gguf:Q4_K_M", ctx_size=4096)
+    moved = serve("qwen3-30b-a3b", "llamacpp", "80GiB", weights="gguf:Q4_K_M", ctx_size=4096, n_cpu_moe=4)
+    before, after = ({d["device"]: d["model_buffer_bytes"] for d in p.figures["devices"]} for p in (base, moved))
+    shift = before["cuda:0"] - after["cuda:0"]
+    assert shift > 0 and after["cpu"] - before["cpu"] == shift
+
+
+def test_sliding_window_layers_follow_each_architecture():
+    # set_swa_pattern (src/llama-hparams.cpp:8-22): gemma3 period 6 (the 6th full), gpt-oss period 2 (odd full)
+    assert sliding_layers("gemma3", 12) == [True] * 5 + [False] + [True] * 5 + [False]
+    assert sliding_layers("gpt_oss", 4) == [True, False, True, False]
+    assert sliding_layers("smallthinker", 4) == [False, True, True, True]  # dense_first
+
+
+def _gpu_totals(plan) -> list[int]:
+    return [d["total_bytes"] for d in plan.figures["devices"] if d["device"] != "cpu"]
+
+
+def test_fit_context_is_the_longest_that_fits_and_256_more_does_not():
+    plan = serve("llama-3-8b", "llamacpp", "5GiB", weights="gguf:Q4_K_M", fit="context")
+    ctx = plan.figures["n_ctx"]
+    assert max(_gpu_totals(plan)) <= plan.budget_bytes
+    beyond = serve("llama-3-8b", "llamacpp", "5GiB", weights="gguf:Q4_K_M", ctx_size=ctx + 256)
+    assert max(_gpu_totals(beyond)) > plan.budget_bytes
+
+
+def test_fit_gpu_layers_totals_at_the_answer_and_one_more():
+    plan = serve("llama-3-8b", "llamacpp", "4GiB", weights="gguf:Q4_K_M", ctx_size=4096, fit="gpu-layers")
+    ngl = plan.figures["n_gpu_layers"]
+    assert 0 < ngl < 33 and max(_gpu_totals(plan)) <= plan.budget_bytes
+    beyond = serve("llama-3-8b", "llamacpp", "4GiB", weights="gguf:Q4_K_M", ctx_size=4096, n_gpu_layers=ngl + 1)
+    assert max(_gpu_totals(beyond)) > plan.budget_bytes
+
+
+def test_fit_file_type_totals_at_the_answer_and_the_next_better_type():
+    from symbolic.engines.llamacpp import FIT_FILE_TYPES
+
+    plan = serve("llama-3-8b", "llamacpp", "6GiB", ctx_size=4096, fit="file-type")
+    chosen = plan.weights.split(":")[1]
+    assert max(_gpu_totals(plan)) <= plan.budget_bytes
+    better = FIT_FILE_TYPES[FIT_FILE_TYPES.index(chosen) - 1]
+    over = serve("llama-3-8b", "llamacpp", "6GiB", weights="gguf:" + better, ctx_size=4096)
+    assert max(_gpu_totals(over)) > plan.budget_bytes
