@@ -4,8 +4,9 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For three architectures (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
-super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers and a tied output) it writes an F16
+For four models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
+super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
+llama with 4 experts, 2 used, on fewer file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
 each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU in a child process
 (``n_gpu_layers=0``, no mmap), at several contexts, parallel sequences, micro-batches, cache types and flash
@@ -37,6 +38,10 @@ MODELS = {
                          ctx_train=8192, qk_norm=True, swa=0, tied=False),
     "gemma3-swa": dict(arch="gemma3", vocab=2048, hidden=256, layers=7, heads=4, kv_heads=1, head_dim=64, ffn=512,
                        ctx_train=8192, qk_norm=True, swa=128, tied=True),
+    # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
+    "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
+                      ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
+                      ftypes=["F16", "Q8_0", "Q4_K_M"]),
 }
 FILE_TYPES = {"F16": 1, "BF16": 32, "Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
               "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17,
@@ -80,6 +85,10 @@ def write_model(path: str, spec: dict) -> None:
     w.add_file_type(1)
     if spec["swa"]:
         w.add_sliding_window(spec["swa"])
+    if spec.get("experts"):
+        w.add_expert_count(spec["experts"])
+        w.add_expert_used_count(spec["experts_used"])
+        w.add_expert_feed_forward_length(spec["expert_ffn"])
     tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
     tokens += [f"tok{i}".encode() for i in range(v - len(tokens))]
     w.add_tokenizer_model("llama")
@@ -100,9 +109,12 @@ def write_model(path: str, spec: dict) -> None:
         tensor("output.weight", v, h)
     tensor("output_norm.weight", h)
     for i in range(n):
+        ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
+        ffn = ((("ffn_gate_inp", (ne, h)), ("ffn_gate_exps", (ne, fe, h)), ("ffn_up_exps", (ne, fe, h)),
+                ("ffn_down_exps", (ne, h, fe))) if ne else
+               (("ffn_gate", (ff, h)), ("ffn_up", (ff, h)), ("ffn_down", (h, ff))))
         for name, shape in (("attn_q", (a * d, h)), ("attn_k", (kv * d, h)), ("attn_v", (kv * d, h)),
-                            ("attn_output", (h, a * d)), ("ffn_gate", (ff, h)), ("ffn_up", (ff, h)),
-                            ("ffn_down", (h, ff)), ("attn_norm", (h,)), ("ffn_norm", (h,))):
+                            ("attn_output", (h, a * d)), *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,))):
             tensor(f"blk.{i}.{name}.weight", *shape)
         if spec["qk_norm"]:
             tensor(f"blk.{i}.attn_q_norm.weight", d)
@@ -195,6 +207,8 @@ def main() -> int:
             write_model(src, spec)
             entry = {"spec": spec, "files": {}, "contexts": []}
             for ftype, fid in FILE_TYPES.items():
+                if ftype not in spec.get("ftypes", FILE_TYPES):
+                    continue
                 dst = os.path.join(tmp, f"{name}-{ftype}.gguf")
                 quantize(src, dst, fid)
                 result = load(dst, CONTEXTS[0])

@@ -40,11 +40,13 @@ def _spec_tensors(spec: dict) -> list[tuple[str, tuple[int, ...]]]:
     v, h, n, a, kv, d, ff = (spec[k] for k in ("vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "ffn"))
     out = [("token_embd.weight", (h, v))] + ([] if spec["tied"] else [("output.weight", (h, v))])
     out.append(("output_norm.weight", (h,)))
+    ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
+    ffn = ((("ffn_gate_inp", (h, ne)), ("ffn_gate_exps", (h, fe, ne)), ("ffn_up_exps", (h, fe, ne)),
+            ("ffn_down_exps", (fe, h, ne))) if ne else (("ffn_gate", (h, ff)), ("ffn_up", (h, ff)), ("ffn_down", (ff, h))))
     for i in range(n):
         out += [(f"blk.{i}.{name}.weight", shape) for name, shape in (
             ("attn_q", (h, a * d)), ("attn_k", (h, kv * d)), ("attn_v", (h, kv * d)), ("attn_output", (a * d, h)),
-            ("ffn_gate", (h, ff)), ("ffn_up", (h, ff)), ("ffn_down", (ff, h)), ("attn_norm", (h,)),
-            ("ffn_norm", (h,)))]
+            *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,)))]
         if spec["qk_norm"]:
             out += [(f"blk.{i}.attn_q_norm.weight", (d,)), (f"blk.{i}.attn_k_norm.weight", (d,))]
         if spec["arch"] == "gemma3":
@@ -63,7 +65,8 @@ UNPACKED = [(m, ft) for m, ft in FILES
 def test_every_tensor_type_and_bytes_as_llama_quantize_wrote_them(model, ftype):
     entry = TABLE["models"][model]
     spec = entry["spec"]
-    got = {n: (t, b) for n, _, t, b in typed_tensors(ftype, _spec_tensors(spec), 0, spec["heads"] // spec["kv_heads"])}
+    got = {n: (t, b) for n, _, t, b in typed_tensors(ftype, _spec_tensors(spec), spec.get("experts", 0),
+                                                  spec["heads"] // spec["kv_heads"])}
     measured = {n: (t, b) for n, t, b in entry["files"][ftype]["tensors"]}
     assert got == measured
 

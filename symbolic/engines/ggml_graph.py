@@ -23,8 +23,9 @@ f16 with flash attention, f32 without), the output ids, and the float embeddings
 beside the token ids (``ggml_build_forward_select``: no node reads it, so it is never freed). Every size is a tensor
 shape of that graph; no constant is fitted.
 
-Against llama.cpp's own log (tests/data/llamacpp_buffers.json, 27 rows): with flash attention within 0.2 % but
-one row; without it about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under the scores than here).
+Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen3 with q/k norms, gemma3 with
+sliding-window layers, llama with experts; 36 rows): with flash attention within 2.5 % but one row; without it
+about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under the scores than here).
 The row that misses: gemma3 at 128 tokens with flash attention, 10.4 % high, where the logits are the peak and
 gemma3's own node order (post-attention norm before the output rows) places them lower than this llama order does.
 A device other than the first gets its input (the residual stream) as a copy in its own buffer, as

@@ -74,7 +74,8 @@ FIT_TARGETS = ("gpu-layers", "context", "file-type")
 FLAGS: tuple[Flag, ...] = (
     Flag("--ctx-size", "ctx_size", "count", "context size in tokens, all sequences together (0: the model's)",
          "TOKENS"),
-    Flag("--parallel", "parallel", "whole", "sequences decoded at once (llama-server's -np)", "N"),
+    Flag("--parallel", "parallel", "whole", "sequences decoded at once (llama-server's -np; default auto: 4, "
+         "unified)", "N"),
     Flag("--n-gpu-layers", "n_gpu_layers", "count", "layers on the GPU(s); 0 keeps everything on the CPU", "N"),
     Flag("--tensor-split", "tensor_split", "list", "the share of layers on each GPU, e.g. 3,1", "F,F,..."),
     Flag("--n-cpu-moe", "n_cpu_moe", "count", "keep the MoE experts of the first N layers on the CPU", "N"),
@@ -86,7 +87,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--ubatch-size", "ubatch_size", "whole", "physical batch in tokens (llama.cpp's -ub, default 512)", "N"),
     Flag("--flash-attn", "flash_attn", "choice", "flash attention (llama.cpp's default auto)", "on|off|auto",
          ("on", "off", "auto")),
-    Flag("--kv-unified", "kv_unified", "switch", "one KV stream shared by all sequences (llama-server: on)"),
+    Flag("--kv-unified", "kv_unified", "switch", "one KV stream shared by all sequences (llama-server: on unless --parallel is given)"),
     Flag("--fit", "fit", "choice", "find the most GPU layers, the longest context or the best file type that fits "
          "the GPU(s)", "WHAT", FIT_TARGETS),
 )
