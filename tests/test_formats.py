@@ -62,7 +62,8 @@ def test_group_wise_formats_cost_what_gptq_stores() -> None:
 
 def test_unknown_names_are_one_line_errors() -> None:
     with pytest.raises(UnknownNameError, match=r"^unknown weight dtype 'nf5'; choose from fp32, fp16, bf16, fp8, int8, "
-                                               r"int4, nf4, nf4-dq, .*, awq-int4$"):
+                                               r"int4, nf4, nf4-dq, .*, awq-int4, gguf:<FILETYPE> \(llama.cpp's file "
+                                               r"types: gguf:Q4_K_M, \.\.\.\)$"):
         infer.weight_dtype("nf5")
     with pytest.raises(UnknownNameError, match="unknown adapter dtype 'fp16'"):
         lora.adapters("llama", "llama", 8, dtype="fp16")

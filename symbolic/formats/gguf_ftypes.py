@@ -266,9 +266,9 @@ def tensor_type(ftype: str, tensor_name: str, layer: int, n_layers: int, ne0: in
     return row_fallback(new, ne0)
 
 
-def model_bytes(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_expert: int = 0, n_gqa: int = 1,
-                **options: bool) -> dict[str, int]:
-    """Bytes by ggml type of a model quantized to ``ftype``; ``tensors`` are (GGUF name, shape with ne0 first).
+def typed_tensors(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_expert: int = 0, n_gqa: int = 1,
+                  **options: bool) -> list[tuple[str, tuple[int, ...], str, int]]:
+    """Each tensor of a model quantized to ``ftype``: (GGUF name, shape with ne0 first, ggml type, bytes).
 
     1-D tensors keep F32 and other unquantized tensors F16, as convert_hf_to_gguf writes an F16 input file.
     ``options`` are tensor_type's ``imatrix`` and ``llama_70b``.
@@ -278,7 +278,7 @@ def model_bytes(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_ex
     layers = [int(m.group(1)) for name, _ in tensors if (m := _LAYER.match(name))]
     n_layers = max(layers) + 1 if layers else 0
     tied = not any(name == "output.weight" for name, _ in tensors)
-    out: dict[str, int] = {}
+    out = []
     for name, shape in tensors:
         m = _LAYER.match(name)
         if len(shape) < 2:  # tensor_allows_quantization: only 2-D and 3-D tensors
@@ -286,5 +286,14 @@ def model_bytes(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_ex
         else:
             type_name = tensor_type(ftype, name, int(m.group(1)) if m else 0, n_layers, shape[0], n_expert, n_gqa,
                                     ne2=shape[2] if len(shape) > 2 else 1, tied_embeddings=tied, **options)
-        out[type_name] = out.get(type_name, 0) + tensor_bytes(type_name, prod(shape))
+        out.append((name, tuple(shape), type_name, tensor_bytes(type_name, prod(shape))))
+    return out
+
+
+def model_bytes(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_expert: int = 0, n_gqa: int = 1,
+                **options: bool) -> dict[str, int]:
+    """Bytes by ggml type of a model quantized to ``ftype``; ``tensors`` are (GGUF name, shape with ne0 first)."""
+    out: dict[str, int] = {}
+    for _, _, type_name, nbytes in typed_tensors(ftype, tensors, n_expert, n_gqa, **options):
+        out[type_name] = out.get(type_name, 0) + nbytes
     return out

@@ -97,6 +97,7 @@ class Format:
     kept_roles: tuple[str, ...] = ()  # the matrix roles (MATRIX_ROLES) a shaped format leaves unquantised
     layer_bytes: sympy.Rational = sympy.Integer(0)  # as a KV-cache element: bytes per layer (fp8's k/v scales)
     multiple: tuple[int, int] = (1, 1)  # what out and in must be multiples of (0: the group size), as the library asks
+    mixture: str = ""  # a llama.cpp file type ("Q4_K_M"): bytes per tensor from formats.gguf_ftypes
 
     @property
     def quantised(self) -> bool:
@@ -296,8 +297,15 @@ def get(name: str, role: str = "", what: str = "number format") -> Format:
     fmt = FORMATS.get(name)
     if fmt is None or (role and role not in fmt.roles):
         choices = names(role) if role else tuple(FORMATS)
-        raise UnknownNameError(f"unknown {what} {name!r}; choose from {', '.join(choices)}")
+        raise UnknownNameError(f"unknown {what} {name!r}; choose from {', '.join(_short(choices))}")
     return fmt
+
+
+def _short(choices: tuple[str, ...]) -> tuple[str, ...]:
+    """The choices with llama.cpp's file types as one entry, ``gguf:<FILETYPE>`` (they are 33)."""
+    plain = tuple(c for c in choices if not c.startswith("gguf:"))
+    return plain + (("gguf:<FILETYPE> (llama.cpp's file types: gguf:Q4_K_M, ...)",) if len(plain) < len(choices)
+                    else ())
 
 
 def nbytes(name: str) -> sympy.Rational:
@@ -311,3 +319,28 @@ def torch_dtype(torch: object, name: str) -> object:
     if not fmt.torch:
         raise UnknownNameError(f"{name} has no torch dtype")
     return getattr(torch, fmt.torch)
+
+
+# --- llama.cpp file types as weight formats: "gguf:Q4_K_M" (issue 27) -----------------------------------------
+# One entry per FILE_TYPES name. A file type is a mixture of ggml types (formats.gguf_ftypes decides each
+# tensor's); element_bytes is the default type's bytes per weight, a first estimate for callers that scale a
+# parameter count, while networks.stored.stored_weights sums every tensor's exact bytes.
+GGUF_PREFIX = "gguf:"
+
+
+def _gguf_formats() -> dict[str, Format]:
+    from .ggml import ggml_type
+    from .gguf_ftypes import COMMIT, FILE_TYPES
+
+    out = {}
+    for ft in FILE_TYPES.values():
+        name = GGUF_PREFIX + ft.name
+        out[name] = Format(name, f"llama.cpp file type {ft.name} (most tensors {ft.default_type})",
+                           ggml_type(ft.default_type).bytes_per_weight, "bf16", "bf16", ("weights",), "ggml",
+                           f"llama.cpp src/llama-quant.cpp (commit {COMMIT[:12]}): llama_tensor_get_type",
+                           runs_at=("bf16", "fp16"), mixture=ft.name,
+                           note="A mixture: each tensor's ggml type follows llama-quantize's rules; norms stay F32.")
+    return out
+
+
+FORMATS.update(_gguf_formats())

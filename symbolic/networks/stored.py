@@ -18,7 +18,10 @@ Engines, ``params --weights`` and reports read a model's weight bytes here and n
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from math import prod
 
 import sympy
 
@@ -53,6 +56,8 @@ def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     if tensors and fmt == getattr(network, "quantization", None):
         return _file_tensors(tensors)
     f = formats.get(fmt, "weights", "weight format")
+    if f.mixture:
+        return _gguf_weights(network, f.mixture)
     if f.shaped:
         return _merge(parts.by_type for parts in stored_parts(network, fmt).values())
     total = network.total
@@ -62,6 +67,40 @@ def stored_weights(network: ModelShape, fmt: str) -> dict[str, int]:
     out = {f.name: int(f.tensor_bytes(total - kept))}
     out[f.kept_in] = out.get(f.kept_in, 0) + int(formats.get(f.kept_in).element_bytes * kept)
     return out
+
+
+def _gguf_weights(network: ModelShape, file_type: str) -> dict[str, int]:
+    """A llama.cpp file type: every GGUF tensor's ggml type as llama-quantize picks it, bytes summed per type."""
+    out: dict[str, int] = {}
+    for _, _, kind, nbytes in _gguf_typed(network, file_type):
+        out[kind] = out.get(kind, 0) + nbytes
+    return out
+
+
+def _gguf_typed(network: ModelShape, file_type: str) -> list[tuple[str, tuple[int, ...], str, int]]:
+    """Each GGUF tensor of ``network`` in llama.cpp's file type: (name, shape, ggml type, bytes)."""
+    from ..formats.gguf_ftypes import typed_tensors
+    from .gguf_tensors import gguf_options, gguf_tensors
+
+    opts = gguf_options(network)
+    return typed_tensors(file_type, gguf_tensors(network), opts["n_expert"], opts["n_gqa"],
+                         llama_70b=opts["llama_70b"])
+
+
+# GGUF tensor names of the parts the planner places apart: the input embeddings and the output head, the experts
+_GGUF_KEPT = ("token_embd.", "output.", "position_embd.", "token_types.")
+_GGUF_EXPERTS = re.compile(r"\.ffn_[a-z_]*_exps\.")
+
+
+def _tensor_parts(tensors: Iterable[tuple[str, int, str, int]]) -> dict[str, Part]:
+    """Named tensors (GGUF names: name, elements, stored type, bytes) split into ``PARTS`` by their names."""
+    params = {p: 0 for p in PARTS}
+    stored: dict[str, dict[str, int]] = {p: {} for p in PARTS}
+    for name, elements, kind, nbytes in tensors:
+        part = ("kept" if name.startswith(_GGUF_KEPT) else "experts" if _GGUF_EXPERTS.search(name) else "layers")
+        params[part] += elements
+        stored[part][kind] = stored[part].get(kind, 0) + nbytes
+    return {p: Part(params[p], {k: v for k, v in stored[p].items() if v}) for p in PARTS}
 
 
 def weight_bytes(network: ModelShape, fmt: str) -> int:
@@ -88,6 +127,12 @@ def stored_parts(network: ModelShape, fmt: str) -> dict[str, Part]:
     pipeline stages); their sum is ``stored_weights``.
     """
     f = formats.get(fmt, "weights", "weight format")
+    tensors = getattr(network, "stored_tensors", ())
+    if tensors and fmt == getattr(network, "quantization", None):
+        return _tensor_parts((t.name, prod(t.shape), t.type, t.nbytes) for t in tensors)
+    if f.mixture:
+        return _tensor_parts((name, prod(shape), kind, nbytes) for name, shape, kind, nbytes in _gguf_typed(network,
+                                                                                                          f.mixture))
     if not f.shaped:
         raise UserError(f"{fmt} stores weights at a rate per number, not by matrix shape")
     rules = getattr(network, "quantization_rules", None)

@@ -553,6 +553,13 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
 SAVED_LOGITS = ("output_inputs", "logits_fp32", "lm_head_input", "log_softmax_fp32")
 
 
+def _by_tensor(model: ModelShape, fmt: str) -> bool:
+    """Whether ``fmt``'s bytes follow each tensor (a shaped format, a llama.cpp file type, a file's own tensors)."""
+    f = formats.get(fmt)
+    own = bool(getattr(model, "stored_tensors", ())) and fmt == getattr(model, "quantization", None)
+    return f.shaped or bool(f.mixture) or own
+
+
 def _stored_weights(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                     kept: sympy.Expr) -> list[Term]:
     """The weight terms of a shaped format (fp8-block, mxfp4, gptq-int4...): ``networks.stored``'s parts per GPU."""
@@ -579,7 +586,7 @@ def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     else:
         quantised = (N - model.first_stage - model.head) / (pp_s * tp_s)
     kept = (model.first_stage + head_here) / tp_s
-    if formats.get(r.weights).shaped:  # bytes by matrix shape: each part at its exact bytes per parameter
+    if _by_tensor(model, r.weights):  # bytes by matrix shape or by tensor: each part at its exact bytes per parameter
         resident = _stored_weights(model, r, tp_s, pp_s, kept)
     else:
         resident = infer.weight_terms(r.weights, quantised, kept)

@@ -1,0 +1,231 @@
+"""llama.cpp's own buffer sizes for small random-weight GGUF models: the table tests/test_llamacpp_engine.py checks.
+
+Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the project's)::
+
+    /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
+
+For four models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
+super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
+llama with 4 experts, 2 used, on fewer file types) it writes an F16
+model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
+each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU in a child process
+(``n_gpu_layers=0``, no mmap), at several contexts, parallel sequences, micro-batches, cache types and flash
+attention on/off. From llama.cpp's log it keeps the lines ``load_tensors: CPU model buffer size``,
+``llama_context: CPU output buffer size``, ``llama_kv_cache: CPU KV buffer size`` and ``sched_reserve: CPU compute
+buffer size`` (in MiB with 2 decimals, as printed). File types that need an importance matrix (IQ1/IQ2/IQ3_XXS) are
+left out. The JSON records the ggml commit the library reports (``ggml_commit``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "data" / "llamacpp_buffers.json"
+
+# name -> hyperparameters (the gguf metadata written) and tensor recipe
+MODELS = {
+    "llama-gqa": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=768,
+                      ctx_train=4096, qk_norm=False, swa=0, tied=False),
+    "qwen3-qknorm": dict(arch="qwen3", vocab=1536, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=320,
+                         ctx_train=8192, qk_norm=True, swa=0, tied=False),
+    "gemma3-swa": dict(arch="gemma3", vocab=2048, hidden=256, layers=7, heads=4, kv_heads=1, head_dim=64, ffn=512,
+                       ctx_train=8192, qk_norm=True, swa=128, tied=True),
+    # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
+    "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
+                      ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
+                      ftypes=["F16", "Q8_0", "Q4_K_M"]),
+}
+FILE_TYPES = {"F16": 1, "BF16": 32, "Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
+              "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17,
+              "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_S": 26, "IQ3_M": 27, "TQ2_0": 37}
+GGML_TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
+# (n_ctx, n_seq_max, n_batch, n_ubatch, flash_attn, type_k, type_v, swa_full, kv_unified)
+CONTEXTS = [
+    (1000, 1, 2048, 512, False, "f16", "f16", False, False),
+    (4096, 1, 2048, 512, False, "f16", "f16", False, False),
+    (4096, 1, 2048, 512, True, "f16", "f16", False, False),
+    (4096, 1, 2048, 256, False, "f16", "f16", False, False),
+    (4096, 4, 2048, 512, False, "f16", "f16", False, False),
+    (4096, 4, 2048, 512, True, "f16", "f16", False, True),
+    (2048, 1, 512, 128, True, "q8_0", "q8_0", False, False),
+    (2048, 1, 2048, 512, True, "q4_0", "f16", False, False),
+    (8192, 2, 2048, 512, False, "f16", "f16", True, False),
+]
+_LINE = re.compile(r"^(load_tensors|llama_context|llama_kv_cache|sched_reserve):\s+(\S+)\s+(model|output|KV|compute) "
+                   r"buffer size =\s+([0-9.]+) MiB")
+
+
+def write_model(path: str, spec: dict) -> None:
+    """A random-weight F16 model (1-D tensors F32) in llama.cpp's tensor names."""
+    import gguf
+    import numpy as np
+
+    arch, v, h, n, a, kv, d, ff = (spec[k] for k in ("arch", "vocab", "hidden", "layers", "heads", "kv_heads",
+                                                     "head_dim", "ffn"))
+    w = gguf.GGUFWriter(path, arch)
+    w.add_block_count(n)
+    w.add_context_length(spec["ctx_train"])
+    w.add_embedding_length(h)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(a)
+    w.add_head_count_kv(kv)
+    w.add_key_length(d)
+    w.add_value_length(d)
+    w.add_rope_dimension_count(d)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_file_type(1)
+    if spec["swa"]:
+        w.add_sliding_window(spec["swa"])
+    if spec.get("experts"):
+        w.add_expert_count(spec["experts"])
+        w.add_expert_used_count(spec["experts_used"])
+        w.add_expert_feed_forward_length(spec["expert_ffn"])
+    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+    tokens += [f"tok{i}".encode() for i in range(v - len(tokens))]
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * v)
+    w.add_token_types([2, 3, 3] + [6] * 256 + [1] * (v - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    rng = np.random.default_rng(0)
+
+    def tensor(name: str, *shape: int) -> None:  # numpy order: (ne1, ne0)
+        dtype = np.float32 if len(shape) == 1 else np.float16
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(dtype))
+
+    tensor("token_embd.weight", v, h)
+    if not spec["tied"]:
+        tensor("output.weight", v, h)
+    tensor("output_norm.weight", h)
+    for i in range(n):
+        ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
+        ffn = ((("ffn_gate_inp", (ne, h)), ("ffn_gate_exps", (ne, fe, h)), ("ffn_up_exps", (ne, fe, h)),
+                ("ffn_down_exps", (ne, h, fe))) if ne else
+               (("ffn_gate", (ff, h)), ("ffn_up", (ff, h)), ("ffn_down", (h, ff))))
+        for name, shape in (("attn_q", (a * d, h)), ("attn_k", (kv * d, h)), ("attn_v", (kv * d, h)),
+                            ("attn_output", (h, a * d)), *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,))):
+            tensor(f"blk.{i}.{name}.weight", *shape)
+        if spec["qk_norm"]:
+            tensor(f"blk.{i}.attn_q_norm.weight", d)
+            tensor(f"blk.{i}.attn_k_norm.weight", d)
+        if arch == "gemma3":
+            tensor(f"blk.{i}.post_attention_norm.weight", h)
+            tensor(f"blk.{i}.post_ffw_norm.weight", h)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def quantize(src: str, dst: str, ftype: int) -> None:
+    """llama_model_quantize(src -> dst) at the file type ``ftype``, in a child process (in-process it crashed here)."""
+    code = ("import sys, llama_cpp\n"
+            "p = llama_cpp.llama_model_quantize_default_params(); p.ftype = int(sys.argv[3]); p.nthread = 2\n"
+            "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n")
+    proc = subprocess.run([sys.executable, "-c", code, src, dst, str(ftype)], capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}: {proc.stderr.strip()[-300:]}")
+
+
+def tensors_of(path: str) -> list[dict]:
+    """Every tensor of a GGUF file: [name, ggml type name, stored bytes] (shapes follow from the spec)."""
+    import gguf
+
+    reader = gguf.GGUFReader(path)
+    return [[t.name, t.tensor_type.name, int(t.n_bytes)] for t in reader.tensors]
+
+
+_CHILD = r"""
+import sys, json, llama_cpp
+path, n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = json.loads(sys.argv[1])
+llama_cpp.llama_backend_init()
+mp = llama_cpp.llama_model_default_params(); mp.n_gpu_layers = 0; mp.use_mmap = False
+m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
+cp = llama_cpp.llama_context_default_params()
+cp.n_ctx, cp.n_seq_max, cp.n_batch, cp.n_ubatch = n_ctx, n_seq, n_batch, n_ubatch
+cp.flash_attn_type = 1 if fa else 0
+cp.type_k, cp.type_v, cp.swa_full, cp.kv_unified = tk, tv, swa_full, unified
+ctx = llama_cpp.llama_init_from_model(m, cp)
+sys.stderr.write("CHILD-DONE %s\n" % bool(ctx))
+"""
+
+
+def load(path: str, ctx: tuple) -> dict:
+    """Load ``path`` in a child process at ``ctx`` and read llama.cpp's buffer lines (MiB per device and kind)."""
+    n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = ctx
+    arg = json.dumps([path, n_ctx, n_seq, n_batch, n_ubatch, fa, GGML_TYPE_IDS[tk], GGML_TYPE_IDS[tv], swa_full,
+                      unified])
+    proc = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, timeout=300)
+    buffers: dict[str, float] = {}
+    n_ctx_seen = None
+    for line in proc.stderr.splitlines():
+        m = _LINE.match(line)
+        if m:
+            key = f"{m.group(3)}:{m.group(2)}"
+            buffers[key] = buffers.get(key, 0.0) + float(m.group(4))
+        if line.startswith("llama_context: n_ctx ") and n_ctx_seen is None:
+            n_ctx_seen = int(line.split("=")[1])
+    ok = "CHILD-DONE True" in proc.stderr
+    return {"ok": ok, "n_ctx_logged": n_ctx_seen, "buffers_mib": buffers,
+            "error": "" if ok else proc.stderr.strip().splitlines()[-1][:300]}
+
+
+def ggml_commit() -> str:
+    """The ggml build commit libggml-base reports (llama-cpp-python builds its vendored llama.cpp)."""
+    import ctypes
+
+    import llama_cpp
+
+    lib = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    lib.ggml_commit.restype = ctypes.c_char_p
+    return lib.ggml_commit().decode()
+
+
+def main() -> int:
+    """Write the models, quantize, load and write the table."""
+    import llama_cpp
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args()
+    table = {"llama_cpp_python": llama_cpp.__version__, "ggml_commit": ggml_commit(), "models": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, spec in MODELS.items():
+            src = os.path.join(tmp, f"{name}-source.gguf")
+            write_model(src, spec)
+            entry = {"spec": spec, "files": {}, "contexts": []}
+            for ftype, fid in FILE_TYPES.items():
+                if ftype not in spec.get("ftypes", FILE_TYPES):
+                    continue
+                dst = os.path.join(tmp, f"{name}-{ftype}.gguf")
+                quantize(src, dst, fid)
+                result = load(dst, CONTEXTS[0])
+                entry["files"][ftype] = {"tensors": tensors_of(dst), "load": result}
+                print(name, ftype, result["buffers_mib"], result["error"], flush=True)
+            for ctx in CONTEXTS:
+                result = load(src, ctx)
+                keys = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "swa_full",
+                        "kv_unified")
+                entry["contexts"].append({**dict(zip(keys, ctx)), **result})
+                print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
+            table["models"][name] = entry
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(table, separators=(",", ":")) + "\n")
+    print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""llama.cpp's compute buffer, derived: its worst-case graph run through a port of ggml's graph allocator.
+
+The compute buffer llama.cpp logs (``sched_reserve: CPU compute buffer size``) is the high-water mark of
+``ggml_gallocr`` over the graph ``sched_reserve`` reserves: ``n_tokens = min(n_ctx, n_ubatch)``, ``n_outputs =
+min(n_tokens, n_batch)`` (``src/llama-context.cpp:628-674`` at llama.cpp 0c1e57098bba43ac29e6e3b677cdceebdd22334f,
+the commit llama-cpp-python 0.3.36 vendors). ``ggml/src/ggml-alloc.c`` at that commit: graph inputs are allocated
+first (``ggml_gallocr_alloc_graph_impl``, 718-823), then each node in graph order; a node whose op can run in
+place (``ggml_op_can_inplace``, 22-51: ADD, MUL, SCALE, RMS_NORM, ROPE, SOFT_MAX, UNARY, ...) takes its first
+parent's memory when that parent has no other consumer and the same layout (623-681); a tensor is freed after
+its last consumer; the free list is first best-fit over the inner free blocks, then the tail
+(``ggml_dyn_tallocr_alloc``, 202-310), merged with its neighbours when freed (``ggml_dyn_tallocr_free_bytes``,
+312-350). The buffer is the largest offset reached, so it counts fragmentation as ggml does.
+
+The graph is the one ``src/models/llama.cpp`` builds (checked node by node with ``GGML_SCHED_DEBUG=2``): the
+token rows, per layer the norm, Q/K/V projections (K and V written to the cache, which is not in this buffer),
+attention (without flash attention the scores ``n_kv · n_tokens · n_head`` f32, soft-maxed in place, and
+``kqv`` made contiguous; with it one ``FLASH_ATTN`` output), the output projection, the residual add, the FFN
+(gate, up, their GLU product, down: ``n_ff · n_tokens`` f32 each; or the MoE path: router logits, top-k ids,
+per-expert gate/up/product/down over ``n_expert_used · n_tokens`` rows), and at the end the final norm and the
+logits ``n_vocab · n_outputs`` f32. Inputs: token ids, positions, the KV-cache row indices (per element of V when
+V is stored transposed, i.e. without flash attention), one attention mask per cache kind (``n_kv · n_tokens``,
+f16 with flash attention, f32 without), the output ids, and the float embeddings input ``build_inp_embd`` adds
+beside the token ids (``ggml_build_forward_select``: no node reads it, so it is never freed). Every size is a tensor
+shape of that graph; no constant is fitted.
+
+Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen3 with q/k norms, gemma3 with
+sliding-window layers, llama with experts; 36 rows): with flash attention within 2.5 % but one row; without it
+about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under the scores than here).
+The row that misses: gemma3 at 128 tokens with flash attention, 10.4 % high, where the logits are the peak and
+gemma3's own node order (post-attention norm before the output rows) places them lower than this llama order does.
+A device other than the first gets its input (the residual stream) as a copy in its own buffer, as
+``ggml_backend_sched`` copies split inputs; MoE models' leading dense layers are taken as MoE layers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+F32, I32, I64, F16 = 4, 4, 8, 2
+
+
+@dataclass(frozen=True)
+class Op:
+    """One graph node: its bytes, the nodes it reads, whether ggml may run it in place, whether it is an input."""
+
+    name: str
+    nbytes: int
+    parents: tuple[str, ...] = ()
+    inplace: bool = False
+    is_input: bool = False
+    output: bool = False
+
+
+class DynAllocator:
+    """ggml_dyn_tallocr with one chunk: best fit over the inner free blocks, else the tail; merge on free."""
+
+    def __init__(self, alignment: int) -> None:
+        self.alignment = alignment
+        self.blocks: list[list[int]] = [[0, 1 << 62]]  # [offset, size], sorted; the last one is the open tail
+        self.max_size = 0
+
+    def _align(self, size: int) -> int:
+        return -(-size // self.alignment) * self.alignment
+
+    def alloc(self, size: int) -> int:
+        size = self._align(size)
+        best, best_size = -1, None
+        for i, (_, bsize) in enumerate(self.blocks[:-1]):
+            if bsize >= size and (best_size is None or bsize <= best_size):
+                best, best_size = i, bsize
+        if best == -1:
+            best = len(self.blocks) - 1
+        block = self.blocks[best]
+        offset = block[0]
+        block[0] += size
+        block[1] -= size
+        if block[1] == 0:
+            del self.blocks[best]
+        self.max_size = max(self.max_size, offset + size)
+        return offset
+
+    def free(self, offset: int, size: int) -> None:
+        size = self._align(size)
+        for i, block in enumerate(self.blocks):
+            if block[0] + block[1] == offset:
+                block[1] += size
+                if i + 1 < len(self.blocks) and block[0] + block[1] == self.blocks[i + 1][0]:
+                    block[1] += self.blocks[i + 1][1]
+                    del self.blocks[i + 1]
+                return
+            if offset + size == block[0]:
+                block[0], block[1] = offset, block[1] + size
+                if i > 0 and self.blocks[i - 1][0] + self.blocks[i - 1][1] == block[0]:
+                    self.blocks[i - 1][1] += block[1]
+                    del self.blocks[i]
+                return
+        at = next((i for i, b in enumerate(self.blocks) if b[0] > offset), len(self.blocks))
+        self.blocks.insert(at, [offset, size])
+
+
+def high_water(ops: list[Op], alignment: int = 32) -> int:
+    """The buffer ggml_gallocr reserves for ``ops`` in this order: inputs first, in-place reuse, free after last use."""
+    alloc = DynAllocator(alignment)
+    size = {op.name: op.nbytes for op in ops}
+    outputs = {op.name for op in ops if op.output}
+    children: dict[str, int] = {}
+    for op in ops:
+        for p in op.parents:
+            children[p] = children.get(p, 0) + 1
+    addr: dict[str, int] = {}
+    for op in ops:
+        if op.is_input:
+            addr[op.name] = alloc.alloc(op.nbytes)
+    for op in ops:
+        if op.is_input:
+            continue
+        reused = next((p for p in op.parents if op.inplace and p in addr and children[p] == 1
+                       and size[p] == op.nbytes and p not in outputs), None)
+        if reused:
+            addr[op.name] = addr.pop(reused)
+        elif op.nbytes:  # a 0-byte op is a view of the cache (SET_ROWS): nothing allocated
+            addr[op.name] = alloc.alloc(op.nbytes)
+        for p in op.parents:
+            children[p] -= 1
+            if children[p] == 0 and p in addr and p not in outputs:
+                alloc.free(addr.pop(p), size[p])
+    return alloc.max_size
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the graph's tensor shapes depend on (one model, one reserve)."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    vocab: int
+    n_expert: int = 0
+    n_expert_used: int = 0
+    d_expert: int = 0
+    n_shared_ff: int = 0  # the shared experts' width (qwen2moe, deepseek), 0: none
+
+
+def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, mask: str, x: str, kind: str) -> list[Op]:
+    q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+    ops = [Op(f"norm{i}", s.hidden * t * F32, (x,), inplace=True),
+           Op(f"Q{i}", q * t * F32, (f"norm{i}",)), Op(f"V{i}", kv * t * F32, (f"norm{i}",)),
+           Op(f"K{i}", kv * t * F32, (f"norm{i}",)),
+           Op(f"setk{i}", 0, (f"K{i}", f"kidx_{kind}")), Op(f"setv{i}", 0, (f"V{i}", f"vidx_{kind}"))]
+    if flash:
+        ops.append(Op(f"kqv_out{i}", q * t * F32, (f"Q{i}", mask)))
+    else:
+        ops += [Op(f"kq{i}", n_kv * t * s.heads * F32, (f"Q{i}",)),
+                Op(f"softmax{i}", n_kv * t * s.heads * F32, (f"kq{i}", mask), inplace=True),
+                Op(f"kqv{i}", q * t * F32, (f"softmax{i}",)), Op(f"kqv_out{i}", q * t * F32, (f"kqv{i}",))]
+    return ops
+
+
+def _ffn(i: int, s: Shape, t: int, src: str) -> tuple[list[Op], str]:
+    ops = [Op(f"fnorm{i}", s.hidden * t * F32, (src,), inplace=True)]
+    if not s.n_expert:
+        ops += [Op(f"gate{i}", s.d_ff * t * F32, (f"fnorm{i}",)), Op(f"up{i}", s.d_ff * t * F32, (f"fnorm{i}",)),
+                Op(f"glu{i}", s.d_ff * t * F32, (f"gate{i}", f"up{i}")),
+                Op(f"down{i}", s.hidden * t * F32, (f"glu{i}",))]
+        return ops, f"down{i}"
+    n, k, ff = s.n_expert, s.n_expert_used, s.d_expert
+    ops += [Op(f"logits{i}", n * t * F32, (f"fnorm{i}",)), Op(f"probs{i}", n * t * F32, (f"logits{i}",), inplace=True),
+            Op(f"argsort{i}", n * t * I32, (f"probs{i}",)), Op(f"weights{i}", k * t * F32, (f"probs{i}", f"argsort{i}")),
+            Op(f"eup{i}", ff * k * t * F32, (f"fnorm{i}", f"argsort{i}")),
+            Op(f"egate{i}", ff * k * t * F32, (f"fnorm{i}", f"argsort{i}")),
+            Op(f"eglu{i}", ff * k * t * F32, (f"egate{i}", f"eup{i}")),
+            Op(f"edown{i}", s.hidden * k * t * F32, (f"eglu{i}", f"argsort{i}")),
+            Op(f"weighted{i}", s.hidden * k * t * F32, (f"edown{i}", f"weights{i}"), inplace=True),
+            Op(f"moe{i}", s.hidden * t * F32, (f"weighted{i}",))]
+    out = f"moe{i}"
+    if s.n_shared_ff:
+        ff = s.n_shared_ff
+        ops += [Op(f"sgate{i}", ff * t * F32, (f"fnorm{i}",)), Op(f"sup{i}", ff * t * F32, (f"fnorm{i}",)),
+                Op(f"sglu{i}", ff * t * F32, (f"sgate{i}", f"sup{i}")),
+                Op(f"sdown{i}", s.hidden * t * F32, (f"sglu{i}",)),
+                Op(f"moe_sum{i}", s.hidden * t * F32, (out, f"sdown{i}"), inplace=True)]
+        out = f"moe_sum{i}"
+    return ops, out
+
+
+def _layer(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, last: bool) -> tuple[list[Op], str]:
+    """One decoder layer from input ``x``; returns its ops and the name of its output."""
+    ops = _attention(i, s, t, n_kv, flash, f"mask_{kind}", x, kind)
+    ops.append(Op(f"attn_out{i}", s.hidden * t * F32, (f"kqv_out{i}",)))
+    a, r = f"attn_out{i}", x
+    if last:  # llama.cpp keeps the output rows (here all of them) of the last layer
+        ops += [Op(f"rows_a{i}", s.hidden * t * F32, (a, "out_ids")), Op(f"rows_x{i}", s.hidden * t * F32, (x, "out_ids"))]
+        a, r = f"rows_a{i}", f"rows_x{i}"
+    ops.append(Op(f"ffn_inp{i}", s.hidden * t * F32, (a, r), inplace=True))
+    ffn, out = _ffn(i, s, t, f"ffn_inp{i}")
+    ops += ffn
+    ops.append(Op(f"l_out{i}", s.hidden * t * F32, (out, f"ffn_inp{i}"), inplace=True))
+    return ops, f"l_out{i}"
+
+
+def device_graph(s: Shape, t: int, kinds: tuple[str, ...], n_kv: dict[str, int], flash: bool, *, first: bool,
+                 last_layer: bool, output: bool) -> list[Op]:
+    """The ops one device runs: token rows if ``first``, the layers of ``kinds`` (in order), the logits if ``output``.
+
+    A device that does not start the graph gets the previous device's residual stream as an input copy, as
+    ``ggml_backend_sched`` copies split inputs into the device's own buffer.
+    """
+    # inputs in the order the graph first reaches them (its leaf order): they are allocated before any node
+    ops: list[Op] = []
+    if first:
+        # build_inp_embd puts both inputs in the graph (ggml_build_forward_select): the token ids and a float
+        # embeddings input, which no node consumes, so it is never freed
+        ops += [Op("inp_tokens", t * I32, is_input=True), Op("inp_embd", s.hidden * t * F32, is_input=True)]
+    else:
+        ops.append(Op("x_in", s.hidden * t * F32, is_input=True))
+    if kinds:
+        ops.append(Op("inp_pos", t * I32, is_input=True))
+    for kind in dict.fromkeys(kinds):
+        ops += [Op(f"kidx_{kind}", t * I64, is_input=True),
+                Op(f"vidx_{kind}", t * I64 * (1 if flash else s.kv_heads * s.head_dim), is_input=True),
+                Op(f"mask_{kind}", n_kv[kind] * t * (F16 if flash else F32), is_input=True)]
+    if last_layer or (output and not kinds):
+        ops.append(Op("out_ids", t * I32, is_input=True))
+    x = "x_in"
+    if first:
+        ops.append(Op("embd", s.hidden * t * F32, ("inp_tokens",)))
+        x = "embd"
+    for j, kind in enumerate(kinds):
+        layer, x = _layer(j, s, t, n_kv[kind], flash, kind, x, last_layer and j == len(kinds) - 1)
+        ops += layer
+    if output:
+        ops += [Op("result_norm", s.hidden * t * F32, (x,), inplace=True, output=True),
+                Op("result_output", s.vocab * t * F32, ("result_norm",), output=True)]
+    return ops
+
+
+@lru_cache(maxsize=4096)
+def compute_buffer(s: Shape, t: int, kinds: tuple[str, ...], n_kv: tuple[tuple[str, int], ...], flash: bool,
+                   first: bool, last_layer: bool, output: bool, alignment: int = 32) -> int:
+    """One device's compute buffer in bytes (see the module docstring)."""
+    ops = device_graph(s, t, kinds, dict(n_kv), flash, first=first, last_layer=last_layer, output=output)
+    return high_water(ops, alignment) if ops else 0
