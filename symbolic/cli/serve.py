@@ -148,9 +148,10 @@ def essential_line(plan: ServePlan) -> str:
                f"against a budget of {format_bytes(plan.budget_bytes)}"
     line = f"{where}: KV pool {format_bytes(plan.kv_cache_bytes)} ({plan.kv_cache_tokens:,} tokens) per GPU"
     if plan.max_concurrency is not None and plan.seq is not None:
-        line += f", {plan.max_concurrency} requests of {plan.seq:,} tokens at once"
+        noun = "request" if plan.max_concurrency == 1 else "requests"
+        line += f", {plan.max_concurrency} {noun} of {plan.seq:,} tokens at once"
     if plan.max_context is not None and plan.batch is not None:
-        line += f", {plan.max_context:,} tokens each for {plan.batch} requests"
+        line += f", {plan.max_context:,} tokens each for {plan.batch} request{'' if plan.batch == 1 else 's'}"
     return line
 
 
