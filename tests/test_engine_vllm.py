@@ -22,17 +22,36 @@ LLAMA_31 = {  # meta-llama/Llama-3.1-8B config.json: llama-3-8b's fields with it
     "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                      "original_max_position_embeddings": 8192, "rope_type": "llama3"},
     "torch_dtype": "bfloat16", "vocab_size": 128256, "attention_bias": False}
-# the llm-d run: --max-model-len 16000 --block-size 128, defaults of its release (0.9, 8192 tokens, 256 seqs)
+QWEN3_06B = {  # Qwen/Qwen3-0.6B config.json
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "intermediate_size": 3072, "max_position_embeddings": 40960, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "vocab_size": 151936}
+# the llm-d runs: --max-model-len 16000 --gpu-memory-utilization 0.9 (their configs); the scheduler's defaults of
+# `vllm serve` on an H100 (vLLM's arg_utils table, the same in 0.34: 8192 tokens, 1,024 sequences on GPUs of 70 GiB
+# and more other than the A100); --block-size 128 as before
 LLM_D = {"gpu_memory_utilization": 0.9, "max_model_len": 16000, "block_size": 128, "max_num_batched_tokens": 8192,
-         "max_num_seqs": 256}
+         "max_num_seqs": 1024}
+# llm-d's published peaks (GiB) and the model's vocabulary
+LLM_D_PEAKS = {"qwen3-0.6b": 5.56, "llama-3.1-8b": 4.76, "gpt-oss-20b": 7.38}
+
+
+def _config(tmp_path, name: str, config: dict) -> str:
+    path = tmp_path / name / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(config))
+    return str(path)
 
 
 @pytest.fixture
 def llama31(tmp_path):
-    path = tmp_path / "llama-3.1-8b" / "config.json"
-    path.parent.mkdir()
-    path.write_text(json.dumps(LLAMA_31))
-    return str(path)
+    return _config(tmp_path, "llama-3.1-8b", LLAMA_31)
+
+
+@pytest.fixture
+def llm_d_models(tmp_path):
+    return {"qwen3-0.6b": _config(tmp_path, "qwen3-0.6b", QWEN3_06B), "llama-3.1-8b": _config(tmp_path, "llama-3.1-8b",
+            LLAMA_31), "gpt-oss-20b": "gpt-oss-20b"}
 
 
 def test_full_attention_page_and_blocks_follow_the_source():
@@ -72,7 +91,7 @@ def test_fp8_ds_mla_page_is_656_bytes_a_token():
 def test_sampler_stage_is_what_the_source_allocates(llama31):
     # model_runner.py:911/:1044: R = min(T, max_num_seqs) rows of logits in bf16; sampler.py:239 an fp32 copy;
     # flashinfer/sampling.py:1889-1890 fp32 top-k-masked logits and probabilities; T hidden states alive (:1102)
-    plan = serve(llama31, engine="vllm", gpu="79.18GiB", **{**LLM_D, "max_num_seqs": 1024})
+    plan = serve(llama31, engine="vllm", gpu="79.18GiB", **LLM_D)
     rows, vocab, tokens, hidden = 1024, 128256, 8192, 4096
     assert plan.figures["activation_peak_bytes"] == rows * vocab * (2 + 4 + 4 + 4) + tokens * hidden * 2
     keys = {t.key for t in plan.terms}
@@ -91,23 +110,109 @@ def test_llm_d_llama_31_8b_split(llama31):
     plan = serve(llama31, engine="vllm", gpu="79.18GiB", **LLM_D)
     assert plan.weights_bytes / GIB == pytest.approx(14.99, abs=0.005)  # exact: bf16 weights + rope cache
     assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.13, abs=0.005)  # llm-d's measured default
-    # The activation peak is 0.34's source; llm-d's is a release they do not name, whose sampler allocated about
-    # 38.5 bytes per (1,024 rows × vocab entry) (next test): ours is far lower (0.66 against 4.76 GiB), so no
-    # tolerance is claimed for it. Every other term agrees: the KV difference is the peak difference.
+    # The activation peak is 0.34's source; llm-d's release took another sampler path (next tests): ours is far
+    # lower (1.77 against 4.76 GiB), so no tolerance is claimed for it. 0.34 also keeps the penalties' counts
+    # (sampler_bin_counts, non-KV). Every other term agrees: the KV difference is those two differences.
     ours = plan.figures["activation_peak_bytes"] / GIB
+    state = plan.figures["sampler_state_bytes"] / GIB
     assert ours < 4.76
-    assert plan.figures["available_kv_cache_bytes"] / GIB - 51.38 == pytest.approx(4.76 - ours, abs=0.15)
+    assert plan.figures["available_kv_cache_bytes"] / GIB - 51.38 == pytest.approx(4.76 - ours - state, abs=0.02)
 
 
-def test_llm_d_peaks_are_the_vocab_stage_as_in_ours(llama31):
-    # llm-d's peaks per (1,024 rows × vocab entry): Qwen3-0.6B 5.56 GiB / 151,936, Llama-3.1-8B 4.76 / 128,256,
-    # gpt-oss-20b 7.38 / 201,088: equal within 1.5 %, so their peak is the sampler's rows × vocab stage whatever
-    # the MLP's size; at 1,024 rows ours is that stage too, for the two of them with configs here.
-    per_entry = [peak * GIB / (1024 * vocab) for peak, vocab in ((5.56, 151936), (4.76, 128256), (7.38, 201088))]
-    assert max(per_entry) / min(per_entry) < 1.015
-    for model in (llama31, "gpt-oss-20b"):
-        plan = serve(model, engine="vllm", gpu="79.18GiB", **{**LLM_D, "max_num_seqs": 1024})
-        assert "sampler_probs" in {t.key for t in plan.terms}
+# The older V1 sampler that llm-d's release ran (VLLM_USE_FLASHINFER_SAMPLER unset meant the PyTorch-native path,
+# "FlashInfer is available, but it is not enabled. Falling back to the PyTorch-native implementation") masked top-k
+# and top-p by sorting the fp32 logits, as 0.34 still does without Triton (apply_top_k_top_p_pytorch,
+# vllm/v1/sample/ops/topk_topp_sampler.py:242 at 0.34.0): sorted values fp32 (4 bytes an entry) and indices int64
+# (8); PyTorch's sort of R > 128 rows (aten/src/ATen/native/cuda/SortStable.cu, segmented_sort_pairs) adds an int64
+# index input (8) and cub's DeviceSegmentedRadixSort alternate keys and values (4 + 8) while it runs. The bf16
+# logits, their fp32 copy and the hidden states are live then too: those are 0.34's terms.
+SORT_BYTES_PER_ENTRY = 4 + 8 + 8 + 4 + 8
+
+
+def test_llm_d_peaks_are_our_shared_terms_plus_the_older_sort(llm_d_models):
+    # Our terms common to both releases, plus the older path's sort buffers, give llm-d's three peaks within 1.5 %
+    # (0.7-1.1 % under: the masks and small tensors around the sort are not counted); this is what explains their
+    # figures, not a rule of 0.34, whose CUDA path has no sort.
+    for name, model in llm_d_models.items():
+        plan = serve(model, engine="vllm", gpu="79.18GiB", **LLM_D)
+        found = plan.term_bytes()
+        shared = found["activation_hidden"] + found["sampler_logits"] + found["sampler_fp32"]
+        entries = 1024 * load(model).spec.vocab
+        older = (shared + entries * SORT_BYTES_PER_ENTRY) / GIB
+        assert older == pytest.approx(LLM_D_PEAKS[name], rel=0.015), name
+
+
+def test_llm_d_peaks_against_both_034_paths(llm_d_models):
+    # 0.34's peaks at llm-d's configs, FlashInfer (default) and Triton (--no-flashinfer-sampler): both far under
+    # llm-d's, by the sort buffers 0.34 no longer makes; the gap, stated: FlashInfer 37-38 %, Triton 18 % of theirs.
+    for name, model in llm_d_models.items():
+        theirs = LLM_D_PEAKS[name] * GIB
+        default = serve(model, engine="vllm", gpu="79.18GiB", **LLM_D).figures["activation_peak_bytes"]
+        triton = serve(model, engine="vllm", gpu="79.18GiB", flashinfer_sampler=False,
+                       **LLM_D).figures["activation_peak_bytes"]
+        assert triton < default < theirs
+        assert 0.36 < default / theirs < 0.39 and 0.17 < triton / theirs < 0.19, name
+
+
+def test_no_flashinfer_sampler_is_the_triton_path_tensor_by_tensor(llama31):
+    # sampler.py:239 fp32 copy; topk_topp_triton.py:1688-1695 a cached fp32 buffer of min(next_pow2(min(SMs, R)),
+    # SMs) vocab rows, masking in place; gumbel.py:441-445 per-1,024-entry-block int64 argmax and fp32 maximum;
+    # model_runner.py:1044 bf16 logits and :1035 the hidden states live throughout. An H100 has 132 SMs.
+    plan = serve(llama31, engine="vllm", gpu="h100-80gb", flashinfer_sampler=False, **LLM_D)
+    rows, vocab, tokens, hidden = 1024, 128256, 8192, 4096
+    found = plan.term_bytes()
+    assert found["sampler_triton_buffer"] == 132 * vocab * 4
+    assert found["sampler_gumbel_partials"] == rows * math.ceil(vocab / 1024) * (8 + 4)
+    assert plan.figures["activation_peak_bytes"] == (rows * vocab * (2 + 4) + 132 * vocab * 4
+                                                     + rows * math.ceil(vocab / 1024) * 12 + tokens * hidden * 2)
+    assert "sampler_probs" not in found and plan.figures["flashinfer_sampler"] is False
+
+
+def test_triton_buffer_rows_follow_the_source():
+    # topk_topp_triton.py:1688-1694: programs = min(SMs, R); rows = min(next_power_of_2(programs), SMs)
+    assert engine.triton_rows(1024, 132) == 132
+    assert engine.triton_rows(100, 132) == 128
+    assert engine.triton_rows(3, 132) == 4
+    assert engine.triton_rows(1024, 58) == 58
+
+
+def test_flashinfer_sampler_is_on_by_default():
+    # envs.py:937: VLLM_USE_FLASHINFER_SAMPLER is True unless set to 0
+    default = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
+    given = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192, flashinfer_sampler=True)
+    assert default.figures == given.figures and default.figures["flashinfer_sampler"] is True
+    assert "sampler_topk_mask" in default.term_bytes()
+
+
+def test_a_gpu_given_by_size_assumes_an_h100_sm_count_and_says_so():
+    plan = serve("llama-3-8b", engine="vllm", gpu="79.18GiB", max_model_len=8192, flashinfer_sampler=False)
+    assert any("an H100's count assumed" in note for note in plan.notes)
+
+
+def test_sampler_bin_counts_are_non_kv_memory(llama31):
+    # penalties.py:48: int32 max_num_seqs × vocab, made after the weights' count, before the profile snapshot
+    plan = serve(llama31, engine="vllm", gpu="79.18GiB", **LLM_D)
+    assert plan.figures["sampler_state_bytes"] == 1024 * 128256 * 4
+    assert plan.non_kv_bytes == (plan.weights_bytes + plan.figures["activation_peak_bytes"]
+                                 + plan.figures["sampler_state_bytes"] + plan.figures["non_torch_bytes"])
+
+
+def test_non_torch_at_tp_1_against_published_logs():
+    # Post-fix measurements of the non-torch growth at tp 1 on an H100: llm-d 0.13 GiB (our default), and vLLM PR
+    # #12126 (Llama-3.2-11B-Vision, enforce-eager: "non_torch_memory takes 0.16GiB"). The figures of PR #10511
+    # (Llama-3-8B: 1.79 GiB at tp 1, 3.58 GiB at tp 2, the issue's numbers) came from a measure PR #11809 found
+    # wrong (it counted PyTorch's reserved-but-unallocated cache as non-torch), so they are not held against it.
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
+    assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.16, abs=0.035)
+    assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.13, abs=0.005)
+
+
+def test_pr_10511_weights_at_tp_1_and_2():
+    # vLLM PR #10511, `vllm serve meta-llama/Meta-Llama-3-8B` on an H100: "model weights take 14.96GiB" (tp 1) and
+    # 7.48GiB (-tp 2): the weights split over tp as ours (their non-torch figures: see the test above)
+    for tp, published in ((1, 14.96), (2, 7.48)):
+        plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", tp=tp, max_model_len=8192)
+        assert plan.term_bytes()["weights"] / GIB == pytest.approx(published, abs=0.005)
 
 
 def test_non_torch_above_tp_2_reuses_the_tp_2_measurement():
@@ -141,3 +246,13 @@ def test_json_has_vllm_figures():
     data = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192).as_dict()
     for key in ("num_gpu_blocks", "activation_peak_bytes", "non_torch_bytes", "cuda_graph_bytes", "log_lines"):
         assert key in data
+
+
+def test_cli_takes_no_flashinfer_sampler_and_other_engines_refuse_it(capsys):
+    from helpers import run
+
+    code, out, _ = run(capsys, "serve", "llama-3-8b", "--engine", "vllm", "--gpu", "h100-80gb", "--max-model-len",
+                       "8192", "--no-flashinfer-sampler", "--json")
+    assert code == 0 and json.loads(out)["flashinfer_sampler"] is False
+    code, _, err = run(capsys, "serve", "llama-3-8b", "--engine", "sglang", "--no-flashinfer-sampler")
+    assert code == 2 and "--flashinfer-sampler is a flag of vllm" in err

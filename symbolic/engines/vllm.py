@@ -31,15 +31,34 @@ Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`
   ``top_k_top_p_sampling_from_logits`` (``v1/sample/ops/topk_topp_sampler.py``:316), which makes an fp32
   top-k-masked copy and fp32 probabilities (FlashInfer 0.7.4 ``flashinfer/sampling.py``:1889–1890;
   vLLM pins 0.7.3, not on the index). Peak of that stage: R·V·(e + 4 + 4 + 4) + T·hidden·e.
+- ``--no-flashinfer-sampler`` (``VLLM_USE_FLASHINFER_SAMPLER=0``): 0.34 has no PyTorch-native sampler on
+  CUDA any more. ``sampler.py``:344 calls ``apply_top_k_top_p``, which takes Triton whenever it is
+  installed (``topk_topp_sampler.py``:212; the sort-based ``apply_top_k_top_p_pytorch``, :242–262, runs
+  only without Triton): it masks the fp32 copy in place and keeps a cached fp32 buffer of one vocab row
+  per program, min(next_pow2(min(SMs, R)), SMs) rows (``topk_topp_triton.py``:1688–1695). Then
+  ``gumbel_sample`` (``v1/worker/gpu/sample/gumbel.py``:441–445) draws in the kernel and keeps per-block
+  partials, R·⌈V/1024⌉ int64 indices and fp32 maxima; no softmax probabilities, no exponential q. The
+  warm-up's logprobs (5, ``sampling_params.py``:1493) come after, from the raw logits
+  (``v1/worker/gpu/sample/logprob.py``:128–133, R × 6 ids and fp32 values): smaller than the partials,
+  made after they are freed. Peak: R·V·(e + 4) + buffer + partials + T·hidden·e.
+- Persistent sampler state (``v1/worker/gpu/sample/penalties.py``:48): ``output_bin_counts``, int32
+  max_num_seqs × V, made in ``load_model`` after "Model loading took" is measured (model_runner.py:440,
+  :513), so it is in 0.34's non-KV memory (``mem_utils.py``: total consumed since the start snapshot).
 
 Approximations, said as such: the forward stage is the MLP's intermediate (gate·up and its
 activation) over the profile's tokens; the peak is the larger of the two stages. Checked against
-llm-d's published peaks, it comes out far lower (0.66 against 4.76 GiB for Llama-3.1-8B): llm-d does
-not name its vLLM release, and their peaks scale as 38–39 bytes per (1,024 rows × vocab entry) for
-three models, the older V1 sampler's allocations, not 0.34's V2 sampler (see the tests). The
-non-torch growth is llm-d's measured 0.13 GiB (tp 1) and 0.55 GiB (tp 2), reused for tp > 2 (an
-assumption). CUDA-graph memory is measured by vLLM with a throwaway capture and is not modelled here
-(``cuda_graph_bytes`` 0, said in a note). Mamba state pages are not modelled: no preset has them.
+llm-d's published peaks (an older release, 1,024 rows), 0.34's are far lower (Llama-3.1-8B: 1.77 GiB
+with FlashInfer, 0.86 with Triton, against 4.76): their release sorted the fp32 logits for top-k/top-p
+(the PyTorch-native path, 0.34's ``apply_top_k_top_p_pytorch``), and our shared terms plus that sort's
+buffers give their three peaks within 1.5 % (see the tests). The non-torch growth is llm-d's measured
+0.13 GiB (tp 1; vLLM PR #12126 logged 0.16) and 0.55 GiB (tp 2). 0.34 takes its start snapshot after
+NCCL, the custom all-reduce buffers and the cuBLAS handles are made (``gpu_worker.py``:502–549), so
+those are outside the budget; what grows at tp 2 after it is NCCL's, not in vLLM's source, and tp > 2
+reuses tp 2's figure (an assumption). The 1.79 / 3.58 GiB of PR #10511 came from a measure PR #11809
+corrected (PyTorch's reserved cache counted as non-torch). The SM count for Triton's buffer comes from
+a table (``SMS``; an H100's for a GPU given by size). CUDA-graph memory is measured by vLLM with a
+throwaway capture and is not modelled here (``cuda_graph_bytes`` 0, said in a note). Mamba state pages
+are not modelled: no preset has them.
 """
 
 from __future__ import annotations
@@ -85,7 +104,19 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--kv-cache-dtype", "kv_cache_dtype", "choice", "the KV cache's element type, as vLLM names it",
          "DTYPE", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")),
     Flag("--enforce-eager", "enforce_eager", "switch", "no CUDA graphs (vLLM's default: graphs captured)"),
+    Flag("--flashinfer-sampler", "flashinfer_sampler", "switch",
+         "VLLM_USE_FLASHINFER_SAMPLER, vLLM's environment variable: FlashInfer's top-k/top-p sampler (0.34's "
+         "default: on); off, vLLM's Triton top-k/top-p masking and Gumbel draw"),
 )
+# Streaming multiprocessors per GPU (NVIDIA's architecture whitepapers; AMD's CDNA 3 whitepaper: compute units):
+# vLLM's Triton top-k/top-p keeps one vocab row per program, min(SMs, rows) programs
+SMS = {"v100-16gb": 80, "v100-32gb": 80, "t4": 40, "a10g": 80, "l4": 58, "l40s": 142, "rtx-3090": 82,
+       "rtx-4090": 128, "a100-40gb": 108, "a100-80gb": 108, "h100-80gb": 132, "h100-94gb": 132, "h200-141gb": 132,
+       "b200": 148, "mi300x": 304}
+DEFAULT_SMS = 132  # a GPU given by its size only: an H100's (said in a note)
+GUMBEL_BLOCK = 1024  # gumbel.py:441, vocab entries per program of the Gumbel kernel
+INT64 = 8
+INT32 = 4
 
 
 def _term(key: str, title: str, value: object, source: str = SOURCE, note: str = "") -> Term:
@@ -166,8 +197,19 @@ def mlp_stage(setup: ServeSetup, tokens: int, element: float) -> int:
     return int(tokens * 3 * ffn * element / setup.tp)
 
 
-def sampler_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> list[Term]:
-    """The sampler warm-up's live tensors: what vLLM 0.34 and FlashInfer allocate for R × vocab logits."""
+def sm_count(setup: ServeSetup) -> int:
+    """The GPU's streaming multiprocessors (``SMS``), or an H100's for a GPU given by size only."""
+    return SMS.get(setup.budget.gpu.name, DEFAULT_SMS)
+
+
+def triton_rows(rows: int, sms: int) -> int:
+    """Rows of the cached Triton top-k/top-p buffer: min(next_pow2(min(SMs, R)), SMs) (topk_topp_triton.py:1688-1694)."""
+    programs = min(sms, rows)
+    return min(1 << (programs - 1).bit_length(), sms)
+
+
+def sampler_terms(setup: ServeSetup, tokens: int, seqs: int, element: float, flashinfer: bool = True) -> list[Term]:
+    """The sampler warm-up's live tensors at its peak: vLLM 0.34 with FlashInfer's sampler or its Triton path."""
     spec = setup.network.spec
     rows = min(seqs, tokens)  # model_runner.py:911, one sampled row per dummy request
     entries = rows * spec.vocab
@@ -179,24 +221,53 @@ def sampler_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> 
     if setup.tp > 1:
         terms.append(_term("sampler_logits_shard", "each rank's vocab shard of the logits before the all-gather",
                            int(entries * element / setup.tp), note="model_executor/layers/logits_processor.py:130"))
-    terms += [_term("sampler_fp32", "warm-up pass: the logits copied to fp32 for the sampling parameters",
-                    entries * FP32, note="vllm/v1/worker/gpu/sample/sampler.py:239"),
-              _term("sampler_topk_mask", "FlashInfer top-k/top-p sampling: fp32 top-k-masked logits", entries * FP32,
-                    FLASHINFER, "flashinfer/sampling.py:1889, called from v1/sample/ops/topk_topp_sampler.py:316"),
-              _term("sampler_probs", "FlashInfer top-k/top-p sampling: fp32 softmax probabilities", entries * FP32,
-                    FLASHINFER, "flashinfer/sampling.py:1890")]
-    return terms
+    terms.append(_term("sampler_fp32", "warm-up pass: the logits copied to fp32 for the sampling parameters",
+                       entries * FP32, note="vllm/v1/worker/gpu/sample/sampler.py:239"))
+    if flashinfer:
+        return terms + [
+            _term("sampler_topk_mask", "FlashInfer top-k/top-p sampling: fp32 top-k-masked logits", entries * FP32,
+                  FLASHINFER, "flashinfer/sampling.py:1889, called from v1/sample/ops/topk_topp_sampler.py:316"),
+            _term("sampler_probs", "FlashInfer top-k/top-p sampling: fp32 softmax probabilities", entries * FP32,
+                  FLASHINFER, "flashinfer/sampling.py:1890")]
+    buffer = triton_rows(rows, sm_count(setup)) * spec.vocab * FP32
+    partials = rows * math.ceil(spec.vocab / GUMBEL_BLOCK) * (INT64 + FP32)
+    return terms + [
+        _term("sampler_triton_buffer", "Triton top-k/top-p (masks the fp32 logits in place): its cached fp32 "
+              "buffer of one vocab row per program, min(SMs, R) programs", buffer,
+              note="v1/sample/ops/topk_topp_triton.py:1688-1695 (kept in a cache after the warm-up)"),
+        _term("sampler_gumbel_partials", "Gumbel draw: per-block argmax (int64) and maximum (fp32), R × ⌈V/1024⌉",
+              partials, note="v1/worker/gpu/sample/gumbel.py:441-445; noise drawn in the kernel, no probabilities")]
 
 
-def activation_terms(setup: ServeSetup, tokens: int, seqs: int, element: float) -> tuple[list[Term], int]:
+def sampler_state_term(setup: ServeSetup, seqs: int) -> Term:
+    """The penalties' persistent ``output_bin_counts``: int32 max_num_seqs × vocab, made after the weights' count."""
+    return _term("sampler_bin_counts", "sampler state: penalties' output-token counts, int32 max_num_seqs × vocab",
+                 seqs * setup.network.spec.vocab * INT32,
+                 note="v1/worker/gpu/sample/penalties.py:48, made in load_model (model_runner.py:513) after "
+                      "'Model loading took' is measured (:440): non-KV memory, not activations")
+
+
+def activation_terms(setup: ServeSetup, tokens: int, seqs: int, element: float,
+                     flashinfer: bool = True) -> tuple[list[Term], int]:
     """The profile run's peak: the larger of the MLP stage and the sampler warm-up stage (see the docstring)."""
     mlp = mlp_stage(setup, tokens, element)
-    sampler = sampler_terms(setup, tokens, seqs, element)
+    sampler = sampler_terms(setup, tokens, seqs, element, flashinfer)
     sampler_peak = sum(t_bytes(t) for t in sampler)
     if mlp > sampler_peak:
         return [_term("activation_mlp", "profile run: MLP intermediate (gate·up and act) of T tokens", mlp,
                       note="approximation: the forward stage from the model's shapes")], mlp
     return sampler, sampler_peak
+
+
+def sampler_note(flashinfer: bool, setup: ServeSetup) -> str:
+    """Which sampler path the warm-up follows, and the SM count it assumed for Triton's buffer."""
+    if flashinfer:
+        return ("the sampler warm-up is FlashInfer's top-k/top-p path (VLLM_USE_FLASHINFER_SAMPLER, on by default "
+                "on CUDA GPUs of more than 16 SMs); --no-flashinfer-sampler: vLLM's Triton path, lighter")
+    sms = sm_count(setup)
+    assumed = "" if setup.budget.gpu.name in SMS else " (a GPU given by size: an H100's count assumed)"
+    return (f"the sampler warm-up is vLLM 0.34's Triton top-k/top-p and Gumbel path (--no-flashinfer-sampler); "
+            f"its buffer has one vocab row per program, {sms} SMs{assumed}")
 
 
 def non_torch_bytes(tp: int) -> int:
@@ -222,19 +293,23 @@ def serve(setup: ServeSetup) -> ServePlan:
     block = int(setup.option("block_size", DEFAULT_BLOCK_SIZE))
     choice = str(setup.option("kv_cache_dtype", "auto"))
     eager = bool(setup.option("enforce_eager", False))
+    flashinfer = bool(setup.option("flashinfer_sampler", True))  # envs.py:937, on unless set to 0
     element = formats.get(setup.weights, "weights", "weight format").element_bytes
     element = element if not formats.get(setup.weights).quantised else 2  # activations in bf16
     kv_fmt = kv_format(setup, choice)
     terms = weight_terms(setup, element)
-    act_terms, activation = activation_terms(setup, tokens, seqs, element)
+    act_terms, activation = activation_terms(setup, tokens, seqs, element, flashinfer)
     terms += act_terms
+    state = sampler_state_term(setup, seqs)
+    terms.append(state)
     non_torch = non_torch_bytes(setup.tp)
     terms.append(_term("non_torch", "non-torch growth during the profile run (measured default)", non_torch, MEASURED,
-                       "measured by llm-d on an H100 (vLLM release not stated): 0.13 GiB at tp 1, 0.55 GiB at "
-                       "tp 2; tp > 2 reuses tp 2's (an assumption)"))
+                       "measured by llm-d on an H100 (vLLM release not stated): 0.13 GiB at tp 1 (vLLM PR #12126: "
+                       "0.16), 0.55 GiB at tp 2; NCCL and custom all-reduce buffers are made before 0.34's start "
+                       "snapshot (gpu_worker.py:502-549), outside the budget; tp > 2 reuses tp 2's (an assumption)"))
     terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
     weights = sum(t_bytes(t) for t in terms[:2])
-    non_kv = weights + activation + non_torch
+    non_kv = weights + activation + t_bytes(state) + non_torch
     available = int(requested - non_kv)
     groups = layer_groups(net, setup.pp)
     size = min(groups.values())
@@ -242,8 +317,7 @@ def serve(setup: ServeSetup) -> ServePlan:
     page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
     notes = [f"vLLM 0.34 subtracts its CUDA-graph estimate from the budget (measured by a throwaway capture); "
              f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}",
-             "the sampler warm-up is FlashInfer's path (vLLM's default on CUDA GPUs of more than 16 SMs); "
-             "without FlashInfer it is lighter (two fp32 copies fewer)",
+             sampler_note(flashinfer, setup),
              f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
              f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
     if available <= 0:
@@ -266,7 +340,8 @@ def serve(setup: ServeSetup) -> ServePlan:
                "cuda_graph_bytes": 0, "requested_memory_bytes": requested, "available_kv_cache_bytes": available,
                "block_size": block, "max_model_len": max_len, "max_num_seqs": seqs,
                "max_num_batched_tokens": tokens, "gpu_memory_utilization": float(fraction),
-               "max_concurrency_at_max_model_len": concurrency_text(concurrency)}
+               "max_concurrency_at_max_model_len": concurrency_text(concurrency), "flashinfer_sampler": flashinfer,
+               "sampler_state_bytes": t_bytes(state)}
     return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
                      requested, weights, kv_bytes, kv_tokens, non_kv, seq, fit, setup.batch, context,
                      terms=tuple(terms), outside=("cuda_graphs",), figures=figures,
