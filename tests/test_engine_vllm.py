@@ -256,3 +256,15 @@ def test_cli_takes_no_flashinfer_sampler_and_other_engines_refuse_it(capsys):
     assert code == 0 and json.loads(out)["flashinfer_sampler"] is False
     code, _, err = run(capsys, "serve", "llama-3-8b", "--engine", "sglang", "--no-flashinfer-sampler")
     assert code == 2 and "--flashinfer-sampler is a flag of vllm" in err
+
+
+def test_hybrid_groups_share_one_allocation_so_the_pool_fits_the_available_memory():
+    # vLLM 0.34 kv_cache_planning.get_kv_cache_config_from_groups: every layer group aliases one allocation of
+    # bytes_per_block × num_blocks, so a hybrid model's pool (gpt-oss: full and sliding groups) is not counted per group
+    plan = serve("gpt-oss-120b", engine="vllm", gpu="h200-141gb", seq=32768)
+    page = engine.page_bytes(load("gpt-oss-120b"), "full", plan.figures["block_size"], 1, plan.kv_dtype, "auto")
+    groups = engine.layer_groups(load("gpt-oss-120b"), 1)
+    assert len(groups) == 2
+    assert plan.kv_cache_bytes == plan.figures["num_gpu_blocks"] * page * min(groups.values())
+    assert plan.kv_cache_bytes <= plan.figures["available_kv_cache_bytes"]
+    assert plan.kv_cache_bytes + plan.non_kv_bytes <= plan.budget_bytes

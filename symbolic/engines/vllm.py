@@ -332,7 +332,7 @@ def serve(setup: ServeSetup) -> ServePlan:
         raise ServeError(f"vLLM would stop: max_model_len {max_len:,} is larger than the maximum number of tokens "
                          f"that can be stored in KV cache ({kv_tokens:,}); raise --gpu-memory-utilization or "
                          f"lower --max-model-len")
-    kv_bytes = blocks * page * size * len(slots)
+    kv_bytes = blocks * page * size  # groups alias one allocation (kv_cache_planning.py:685, 0.34)
     seq = setup.seq or max_len
     fit = blocks // sum(n * pages_per_request(k, window, seq, tokens, block) for k, n in slots.items())
     context = _max_context(setup.batch, blocks, slots, window, tokens, block, max_len)

@@ -203,8 +203,10 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         shipped = None if "weights" in given else shipped_format(model)  # the config's quantization_config
         weights = _checked("weights", pick("weights", shipped or _default("weights")))
         if shipped:
-            notes.append(f"weights: {shipped}, the format the checkpoint ships in (its config's quantization_config: "
-                         f"{model.quantization_rules.describe()}); --weights chooses another")
+            rules = getattr(model, "quantization_rules", None)
+            where = (f"its config's quantization_config: {rules.describe()}" if rules is not None
+                     else "the file's own tensor types")
+            notes.append(f"weights: {shipped}, the format the checkpoint ships in ({where}); --weights chooses another")
         kv_default = formats.get(weights).compute  # a quantised format's 16-bit compute dtype
         data["weights"] = weights
         data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
