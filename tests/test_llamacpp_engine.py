@@ -305,3 +305,18 @@ def test_fit_file_type_totals_at_the_answer_and_the_next_better_type():
     better = FIT_FILE_TYPES[FIT_FILE_TYPES.index(chosen) - 1]
     over = serve("llama-3-8b", "llamacpp", "6GiB", weights="gguf:" + better, ctx_size=4096)
     assert max(_gpu_totals(over)) > plan.budget_bytes
+
+
+def test_buffers_over_the_budget_do_not_fit_and_serve_nothing():
+    # Llama-3.1-70B in Q5_K_M over two 24 GiB cards: the busiest card's model, KV and compute buffers exceed it, so
+    # llama.cpp would fail to allocate (no request runs), whatever n_ctx // seq says
+    from symbolic.engines import serve
+
+    plan = serve("llama-3.1-70b", engine="llamacpp", gpu="24GiB", weights="gguf:Q5_K_M", tp=2, seq=8192,
+                 ctx_size=8192, n_gpu_layers=99, parallel=1, flash_attn="on")
+    busiest = max((d for d in plan.figures["devices"] if d["device"] != "cpu"), key=lambda d: d["total_bytes"])
+    assert busiest["total_bytes"] > plan.budget_bytes
+    assert not plan.fits and plan.max_concurrency == 0
+    fitting = serve("llama-3.1-70b", engine="llamacpp", gpu="24GiB", weights="gguf:Q4_K_M", tp=2, seq=8192,
+                    ctx_size=8192, n_gpu_layers=99, parallel=1, flash_attn="on")
+    assert fitting.fits and fitting.max_concurrency == 1

@@ -21,7 +21,7 @@ else:  # pragma: no cover - Python 3.10
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = {"engine": "torch", "seq": 8192, "batch": 8, "formats": ["bf16", "int8", "int4"], "prefill_chunk": 2048}
 BASE = {"title": "serve", "model": "llama-3-8b", "mode": "infer", "gpus": ["h100-80gb"], "regime": {"seq": 8192}}
-# the example specifications whose engines land with other parts of issue 27: they must parse today
+# the example specifications of the other engines (tests/test_report_examples.py builds them)
 EXAMPLES = ("gpt-oss-120b-vllm-h200.toml", "llama-3.1-70b-q4km-llamacpp.toml")
 
 
@@ -66,13 +66,27 @@ def test_section_shows_the_engines_answer() -> None:
     assert section["charts"][0]["src"].startswith("data:image/svg+xml;base64,")
 
 
+def test_a_format_the_engine_cannot_start_with_is_a_row_that_does_not_fit() -> None:
+    # vLLM stops when the weights leave no KV memory (gpt-oss-120b in bf16 on one H200): the row says so, with the
+    # weights' bytes as stored (networks.stored), instead of failing the whole report
+    from symbolic.networks.network import load
+    from symbolic.networks.stored import weight_bytes
+
+    serve = {"engine": "vllm", "seq": 32768, "max_model_len": 32768, "formats": ["bf16", "mxfp4"]}
+    spec = report_spec.parse({**BASE, "model": "gpt-oss-120b", "gpus": ["h200-141gb"], "serve": serve})
+    (section,) = serve_section.build(spec, Typesetter(), charts=False)
+    formats = _cells(section["formats"][0])
+    assert formats["bf16"][0] == f"{weight_bytes(load('gpt-oss-120b'), 'bf16'):,}" and formats["bf16"][2] == "no"
+    assert formats["mxfp4"][2] == "yes"
+
+
 def test_no_section_without_a_serve_table() -> None:
     assert serve_section.build(report_spec.parse(BASE), Typesetter()) == []
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_engine_example_specifications_parse(name: str) -> None:
-    path = ROOT / "reports" / "serving" / name
+    path = ROOT / "reports" / name
     spec = report_spec.load(path)
     assert spec.serve is not None and spec.serve["engine"] in ("vllm", "llamacpp")
     assert tomllib.loads(path.read_text(encoding="utf-8"))["serve"]["engine"] == spec.serve["engine"]

@@ -383,13 +383,14 @@ def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list
     if not figures["fits"]:
         notes.append(f"the busiest GPU ({top.name}) needs {format_bytes(top.total)}, over {setup.budget.label}")
     seq, batch = setup.seq, setup.batch
-    concurrency = s.n_ctx // seq if seq else None
+    room = s.n_ctx if figures["fits"] else 0  # llama.cpp fails to allocate a buffer that does not fit: nothing runs
+    concurrency = room // seq if seq else None
     terms = tuple(Term(f"{k}_{d.name.replace(':', '')}", f"{d.name} {k} buffer", sympy.Integer(getattr(d, k)),
                        "bytes", SOURCE) for d in devs.values() for k in ("model", "kv", "compute", "output")
                   if getattr(d, k))
     return ServePlan(NAME, VERSION, net.name, setup.budget.gpu.name, s.gpus, setup.weights, setup.weights_from,
                      f"{s.type_k}/{s.type_v}", setup.budget.bytes, top.model, top.kv, s.n_ctx,
-                     top.model + top.compute, seq, concurrency, batch, s.n_ctx // batch if batch else None,
+                     top.model + top.compute, seq, concurrency, batch, room // batch if batch else None,
                      terms=terms, figures=figures, log_lines=tuple(logs), notes=tuple(notes))
 
 

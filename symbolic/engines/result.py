@@ -60,7 +60,12 @@ class ServePlan:
 
     @property
     def fits(self) -> bool:
-        """Whether one request fits: of ``seq`` tokens when it was asked (concurrency ≥ 1), else any pool at all."""
+        """Whether one request fits: of ``seq`` tokens when it was asked (concurrency ≥ 1), else any pool at all.
+
+        An engine whose buffers are fixed (llama.cpp) says itself whether they fit (``figures["fits"]``).
+        """
+        if self.figures.get("fits") is False:
+            return False
         if self.max_concurrency is not None and self.seq is not None:
             return self.max_concurrency >= 1
         return self.kv_cache_tokens > 0

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..core.errors import UserError
 from ..options.table import MAX_SEQ
 from . import tables
 
@@ -282,13 +283,27 @@ def _formats(spec: Any, table: dict[str, Any], gpu: object, plan: Any, ts: Any) 
 
     rows = []
     for fmt in table["formats"]:
-        other = plan if fmt == plan.weights else _serve(spec, table, gpu, weights=fmt)
+        try:
+            other = plan if fmt == plan.weights else _serve(spec, table, gpu, weights=fmt)
+        except UserError:  # the engine refuses to start (vLLM, SGLang): the weights alone say why
+            per_gpu = -(-_whole_weights(spec, fmt) // plan.gpus)
+            cells = [fmt, f"{per_gpu:,}", format_bytes(per_gpu), "no", "0 (the engine would not start)"]
+            rows.append(tables.row([ts.cell(c) for c in cells], "fails"))
+            continue
         cells = [fmt, f"{other.weights_bytes:,}", format_bytes(other.weights_bytes), "yes" if other.fits else "no",
                  "" if other.max_concurrency is None else str(other.max_concurrency)]
         rows.append(tables.row([ts.cell(c) for c in cells], "fits" if other.fits else "fails"))
     columns = [("weights", "left"), ("bytes per GPU", "right"), ("size", "right"), ("fits?", "center"),
                (f"requests of {plan.seq:,} tokens", "right")]
     return tables.table(columns, rows)
+
+
+def _whole_weights(spec: Any, fmt: str) -> int:
+    """The model's weights stored as ``fmt``, every tensor (``networks.stored``)."""
+    from ..networks.network import load
+    from ..networks.stored import weight_bytes
+
+    return weight_bytes(load(str(spec.model.path) if spec.model.path else spec.model.name), fmt)
 
 
 def _chart(spec: Any, table: dict[str, Any], gpu: object, plan: Any) -> dict[str, str]:
