@@ -268,3 +268,72 @@ def test_hybrid_groups_share_one_allocation_so_the_pool_fits_the_available_memor
     assert plan.kv_cache_bytes == plan.figures["num_gpu_blocks"] * page * min(groups.values())
     assert plan.kv_cache_bytes <= plan.figures["available_kv_cache_bytes"]
     assert plan.kv_cache_bytes + plan.non_kv_bytes <= plan.budget_bytes
+
+
+# LiquidAI/LFM2-1.2B config.json: 16 blocks, 10 short convolutions and 6 attention layers (transformers'
+# docs/source/en/model_doc/lfm2.md), kernel conv_L_cache 3, conv_dim = hidden_size 2048
+LFM2_12B = {
+    "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048, "num_hidden_layers": 16,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 65536, "max_position_embeddings": 128000,
+    "block_ff_dim": 12288, "block_multiple_of": 256, "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True,
+    "conv_L_cache": 3, "conv_bias": False, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "tie_embedding": True,
+    "torch_dtype": "bfloat16"}
+
+
+def test_lfm2_conv_state_is_padded_to_the_attention_page_and_counts_two_pages_a_request(tmp_path):
+    # mamba_utils.short_conv_state_shape: conv_dim/tp × (conv_L_cache − 1), model dtype; interface.py
+    # _align_hybrid_block_size pads it to the attention page; MambaSpec "align" mode: 2 pages a request per group;
+    # kv_cache_planning.py:567: 6 attention and 10 conv layers make groups of 6, the conv kind two of them
+    path = _config(tmp_path, "lfm2-1.2b", LFM2_12B)
+    net = load(path)
+    assert engine.layer_groups(net, 1) == {"full": 6, "conv": 10}
+    assert engine.conv_state_bytes(net, 1, 2) == 2048 * (3 - 1) * 2
+    plan = serve(path, engine="vllm", gpu="l4", max_model_len=32768)
+    block = plan.figures["block_size"]
+    page = 2 * block * 8 * (2048 // 32) * 2
+    assert block == 64  # the conv state (8 KiB) is below one 64-token attention page: no raise
+    assert plan.figures["num_gpu_blocks"] == plan.figures["available_kv_cache_bytes"] // (page * 6)
+    per_request = math.ceil(32768 / block) + 2 * engine.MAMBA_ALIGN_PAGES
+    concurrency = plan.figures["num_gpu_blocks"] / per_request
+    assert plan.kv_cache_tokens == int(concurrency * 32768)
+    assert plan.log_lines[0].endswith(f"{concurrency:.2f}x")
+
+
+def test_hybrid_block_grows_to_hold_a_state_larger_than_a_page():
+    # interface.py _align_hybrid_block_size: align = max(kernel block 16, block); block = align·⌈state/(align·token)⌉
+    assert engine.hybrid_block_size(64, 8192, 2048) == 64
+    assert engine.hybrid_block_size(16, 100_000, 1024) == 16 * math.ceil(100_000 / (16 * 1024))
+    assert engine.hybrid_block_size(8, 4096, 2048) == 16
+
+
+def test_group_size_takes_the_most_layers_when_under_one_and_a_half_times_the_fewest():
+    # kv_cache_planning.py:567-578 (gpt-oss-20b + eagle: 12 sliding and 13 full make groups of 13)
+    assert engine.group_size({"full": 13, "sliding": 12}) == 13
+    assert engine.group_size({"full": 6, "conv": 10}) == 6
+
+
+def test_llama4_chunked_layers_hold_the_chunk_plus_in_flight_pages(tmp_path):
+    # transformers' Llama4TextConfig defaults (Llama-4-Scout's text model): 48 layers, no_rope_layers 0 every 4th,
+    # attention_chunk_size 8192; ChunkedLocalAttentionSpec: ⌈min(chunk + in-flight, max_len)/block⌉ pages
+    config = {"architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "hidden_size": 5120,
+              "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_hidden_layers": 48,
+              "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 202048,
+              "max_position_embeddings": 131072, "attention_chunk_size": 8192, "torch_dtype": "bfloat16"}
+    net = load(_config(tmp_path, "llama-4-text", config))
+    assert engine.layer_groups(net, 1) == {"full": 12, "chunked": 36}
+    assert engine.pages_per_request("chunked", 8192, 131072, 8192, 64) == math.ceil((8192 + 8192) / 64)
+    assert engine.pages_per_request("chunked", 8192, 1000, 8192, 64) == math.ceil(1000 / 64)
+    plan = serve(str(tmp_path / "llama-4-text" / "config.json"), engine="vllm", gpu="h200-141gb",
+                 max_model_len=65536, tp=8)
+    in_flight = plan.figures["max_num_batched_tokens"]  # the in-flight tokens of one step
+    per_request = math.ceil(65536 / 64) + 3 * math.ceil((8192 + in_flight) / 64)
+    assert plan.kv_cache_tokens == int(plan.figures["num_gpu_blocks"] / per_request * 65536)
+
+
+def test_attention_scales_are_four_fp32_buffers_per_attention_layer_in_the_weights():
+    # attention.py set_default_quant_scales: _k/_v/_q/_prob_scale registered on every attention layer, any KV dtype
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192, kv_cache_dtype="fp8")
+    scales = next(t for t in plan.terms if t.key == "attention_scales")
+    assert int(scales.expr) == 32 * 4 * 4
+    assert plan.weights_bytes == sum(int(t.expr) for t in plan.terms if t.key in ("weights", "rope_cache",
+                                                                                     "attention_scales"))

@@ -14,7 +14,22 @@ Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`
 - ``vllm/v1/kv_cache_interface.py``: a page is ``block_size`` tokens of one layer: full attention
   2·bs·kv_heads·head_size·bytes; MLA bs·(kv_lora_rank + rope)·bytes, ``fp8_ds_mla`` 656 bytes a
   token; a sliding-window layer holds ⌈min(window − 1 + in-flight tokens, max_model_len)/bs⌉ + 1
-  pages of a request; chunked-local attention ⌈min(chunk + in-flight, max_model_len)/bs⌉.
+  pages of a request; chunked-local attention (``ChunkedLocalAttentionSpec``, Llama-4's
+  ``attention_chunk_size`` layers) ⌈min(chunk + in-flight, max_model_len)/bs⌉ pages.
+- Mamba-kind state (``MambaSpec``; LFM2's short convolution, ``models/lfm2.py``
+  ``get_mamba_state_shape_from_config`` and ``layers/mamba/mamba_utils.py`` ``short_conv_state_shape`` /
+  ``short_conv_state_dtype``): one state of conv_dim/tp × (conv_L_cache − 1) elements in the model dtype
+  (``mamba_cache_dtype`` auto; ``--kv-cache-dtype`` does not apply to it), whatever the request's length.
+  ``platforms/interface.py`` ``_align_hybrid_block_size`` raises the attention block to
+  bs·⌈state / (bs · attention bytes a token)⌉ tokens and pads the state page to the attention page, so
+  both kinds share one page size. A hybrid generative model has prefix caching on by default
+  (``config/model.py`` ``is_prefix_caching_supported``), which sets ``mamba_cache_mode`` "align"
+  (``models/config.py`` ``MambaModelConfig``): a request holds 2 state pages per conv group
+  (``MambaSpec.max_memory_usage_bytes``), counted like attention pages in the blocks and in
+  "Maximum concurrency". LFM2's conv_dim is its hidden size (the published configs), as the table has it.
+- ``model_executor/layers/attention/attention.py`` ``set_default_quant_scales``: every attention layer
+  registers four fp32 scalar buffers (``_k_scale``, ``_v_scale``, ``_q_scale``, ``_prob_scale``) whatever
+  the KV dtype; they are model state, counted with the weights (never in the KV pool).
 - ``vllm/v1/core/kv_cache_utils.py``: layers of one kind form groups of equal size (a kind whose
   count is not a multiple gets padding layers); one block is a page of every layer of a group;
   blocks = available // (page × group size); the maximum concurrency is blocks / Σ pages a request
@@ -57,8 +72,9 @@ those are outside the budget; what grows at tp 2 after it is NCCL's, not in vLLM
 reuses tp 2's figure (an assumption). The 1.79 / 3.58 GiB of PR #10511 came from a measure PR #11809
 corrected (PyTorch's reserved cache counted as non-torch). The SM count for Triton's buffer comes from
 a table (``SMS``; an H100's for a GPU given by size). CUDA-graph memory is measured by vLLM with a
-throwaway capture and is not modelled here (``cuda_graph_bytes`` 0, said in a note). Mamba state pages
-are not modelled: no preset has them.
+throwaway capture and is not modelled here (``cuda_graph_bytes`` 0, said in a note). Mamba-2, GDN and
+other SSM mixers have no table entry here (their configs are refused when loaded); a conv hybrid with
+latent attention is refused in one line (no table family has it).
 """
 
 from __future__ import annotations
@@ -84,6 +100,10 @@ DEFAULT_BLOCK_SIZE = 64  # CacheConfig.DEFAULT_BLOCK_SIZE
 GIB = 2**30
 # arg_utils.py: `vllm serve` defaults by the GPU's total memory (≥160 GiB, ≥70 GiB other than A100, else)
 BATCHED_TOKENS = ((160 * GIB, 16384, 1024), (70 * GIB, 8192, 1024), (0, 2048, 256))
+# kv_cache_interface.MambaSpec.max_memory_usage_bytes, mamba_cache_mode "align" (prefix caching's default)
+MAMBA_ALIGN_PAGES = 2
+KERNEL_BLOCK = 16  # FlashAttention's get_supported_kernel_block_sizes: MultipleOf(16)
+ATTENTION_SCALES = 4  # attention.py set_default_quant_scales: _k/_v/_q/_prob_scale, fp32 scalars
 FP8_DS_MLA_TOKEN_BYTES = 656  # kv_cache_interface.py: 512 fp8 latent + 4 fp32 scales + 64 bf16 rope
 # GiB of non-torch growth during the profile run, measured by llm-d on an H100 at tp 1 and tp 2 (their
 # vLLM release unstated); a measured default, not a rule read from vLLM's source
@@ -153,18 +173,52 @@ def page_bytes(net: object, layer: str, block: int, tp: int, kv_fmt: str, choice
     return int(2 * block * heads * int(net.value(net.head_dim)) * element)
 
 
+def is_chunked(net: object) -> bool:
+    """Whether the table's windowed layers are Llama-4's chunked-local attention (its window is the chunk)."""
+    return net.spec.model_type.startswith("llama4")
+
+
 def layer_groups(net: object, pp: int) -> dict[str, int]:
-    """Attention layers on one pipeline stage by kind ('full', 'sliding'), as vLLM groups them."""
+    """Layers with KV pages on one pipeline stage by kind ('full', 'sliding' or 'chunked', 'conv')."""
     spec = net.spec
     sliding = math.ceil(spec.sliding_layers / pp)
     full = math.ceil((spec.layers - spec.sliding_layers - spec.conv_layers) / pp)
-    return {k: v for k, v in (("full", full), ("sliding", sliding)) if v}
+    conv = math.ceil(spec.conv_layers / pp)
+    windowed = "chunked" if is_chunked(net) else "sliding"
+    return {k: v for k, v in (("full", full), (windowed, sliding), ("conv", conv)) if v}
+
+
+def group_size(groups: dict[str, int]) -> int:
+    """Layers per group: the fewest of any kind, or the most when that is under 1.5× the fewest (kv_cache_planning.py:567-578)."""
+    low, high = min(groups.values()), max(groups.values())
+    return high if high < low * 1.5 else low
+
+
+def conv_state_bytes(net: object, tp: int, element: float) -> int:
+    """One request's short-conv state on one GPU: conv_dim/tp × (kernel − 1) in the model dtype (mamba_utils.py)."""
+    spec = net.spec
+    return int(spec.hidden // tp * (spec.conv_kernel - 1) * element)
+
+
+def hybrid_block_size(block: int, state: int, token_bytes: int) -> int:
+    """The attention block vLLM picks so one attention page holds a state page (interface.py _align_hybrid_block_size).
+
+    The alignment is the larger of the block and the backend's smallest kernel block (FlashAttention: multiples
+    of 16); a block below the state's size grows to whole alignments.
+    """
+    align = max(KERNEL_BLOCK, block)
+    needed = align * math.ceil(state / (align * token_bytes))
+    return max(block, KERNEL_BLOCK * math.ceil(needed / KERNEL_BLOCK)) if needed > block else block
 
 
 def pages_per_request(kind: str, window: int, max_len: int, in_flight: int, block: int) -> int:
     """Pages one request of ``max_len`` tokens holds in a group of ``kind`` (kv_cache_interface.py)."""
     if kind == "sliding":
         return math.ceil(min(window - 1 + in_flight, max_len) / block) + 1
+    if kind == "chunked":
+        return math.ceil(min(window + in_flight, max_len) / block)
+    if kind == "conv":
+        return MAMBA_ALIGN_PAGES
     return math.ceil(max_len / block)
 
 
@@ -184,10 +238,15 @@ def weight_terms(setup: ServeSetup, element: float) -> list[Term]:
     net = setup.network
     stored = sum(stored_weights(net, setup.weights).values())
     rope = (net.trained_context or 0) * int(net.value(net.head_dim)) * element
+    attention = math.ceil((net.spec.layers - net.spec.conv_layers) / setup.pp)
     return [_term("weights", f"weights as stored ({setup.weights}), over tp × pp", math.ceil(stored / setup.gpus),
                   note="linear layers, vocab-parallel embedding and head sharded; norms (replicated) split too"),
             _term("rope_cache", "rotary cos/sin cache: max_position × head_dim in the model dtype", int(rope),
-                  note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'")]
+                  note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'"),
+            _term("attention_scales", "KV/q/prob quantization scales: 4 fp32 scalars per attention layer",
+                  attention * ATTENTION_SCALES * FP32,
+                  note="model_executor/layers/attention/attention.py set_default_quant_scales: registered buffers "
+                       "of every attention layer, whatever --kv-cache-dtype; model state, not KV pages")]
 
 
 def mlp_stage(setup: ServeSetup, tokens: int, element: float) -> int:
@@ -308,18 +367,26 @@ def serve(setup: ServeSetup) -> ServePlan:
                        "0.16), 0.55 GiB at tp 2; NCCL and custom all-reduce buffers are made before 0.34's start "
                        "snapshot (gpu_worker.py:502-549), outside the budget; tp > 2 reuses tp 2's (an assumption)"))
     terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
-    weights = sum(t_bytes(t) for t in terms[:2])
+    weights = sum(t_bytes(t) for t in terms[:3])
     non_kv = weights + activation + t_bytes(state) + non_torch
     available = int(requested - non_kv)
     groups = layer_groups(net, setup.pp)
-    size = min(groups.values())
+    size = group_size(groups)
     slots = {k: math.ceil(v / size) for k, v in groups.items()}  # groups per kind, padding included
-    page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
     notes = [f"vLLM 0.34 subtracts its CUDA-graph estimate from the budget (measured by a throwaway capture); "
              f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}",
              sampler_note(flashinfer, setup),
              f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
              f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
+    if "conv" in groups:
+        if net.spec.kv_lora_rank:
+            raise ServeError(f"{net.name}: convolution layers with latent attention have no vLLM page rule here")
+        conv_state = conv_state_bytes(net, setup.tp, element)
+        block = hybrid_block_size(block, conv_state, page_bytes(net, "full", 1, setup.tp, kv_fmt, choice))
+        notes.append(f"conv state {conv_state:,} bytes a request per layer, padded to the attention page "
+                     f"(block {block} tokens); {MAMBA_ALIGN_PAGES} state pages a request per conv group "
+                     f"(prefix caching's 'align' mode)")
+    page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
     if available <= 0:
         raise ServeError(f"vLLM would stop: no memory for the KV cache ({available / GIB:.2f} GiB available after "
                          f"weights, activations and non-torch memory); raise --gpu-memory-utilization or --tp")
