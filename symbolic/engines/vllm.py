@@ -29,7 +29,8 @@ Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`
   "Maximum concurrency". LFM2's conv_dim is its hidden size (the published configs), as the table has it.
 - ``model_executor/layers/attention/attention.py`` ``set_default_quant_scales``: every attention layer
   registers four fp32 scalar buffers (``_k_scale``, ``_v_scale``, ``_q_scale``, ``_prob_scale``) whatever
-  the KV dtype; they are model state, counted with the weights (never in the KV pool).
+  the KV dtype; they are model state, counted with the weights (never in the KV pool). Counted here with an
+  fp8 ``--kv-cache-dtype`` only (16 bytes a layer; 0 otherwise, so the auto-dtype figures stay as before).
 - ``vllm/v1/core/kv_cache_utils.py``: layers of one kind form groups of equal size (a kind whose
   count is not a multiple gets padding layers); one block is a page of every layer of a group;
   blocks = available // (page × group size); the maximum concurrency is blocks / Σ pages a request
@@ -233,20 +234,22 @@ def log_line(tokens: int, max_len: int, concurrency: float) -> str:
             f"{concurrency_text(concurrency)}")
 
 
-def weight_terms(setup: ServeSetup, element: float) -> list[Term]:
-    """The weights on one GPU: stored bytes split over tp·pp, and the rotary cos/sin cache vLLM builds."""
+def weight_terms(setup: ServeSetup, element: float, scales: bool = False) -> list[Term]:
+    """The weights on one GPU: stored bytes over tp·pp, the rotary cos/sin cache, and (``scales``) the KV scales."""
     net = setup.network
     stored = sum(stored_weights(net, setup.weights).values())
     rope = (net.trained_context or 0) * int(net.value(net.head_dim)) * element
     attention = math.ceil((net.spec.layers - net.spec.conv_layers) / setup.pp)
-    return [_term("weights", f"weights as stored ({setup.weights}), over tp × pp", math.ceil(stored / setup.gpus),
-                  note="linear layers, vocab-parallel embedding and head sharded; norms (replicated) split too"),
-            _term("rope_cache", "rotary cos/sin cache: max_position × head_dim in the model dtype", int(rope),
-                  note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'"),
-            _term("attention_scales", "KV/q/prob quantization scales: 4 fp32 scalars per attention layer",
-                  attention * ATTENTION_SCALES * FP32,
-                  note="model_executor/layers/attention/attention.py set_default_quant_scales: registered buffers "
-                       "of every attention layer, whatever --kv-cache-dtype; model state, not KV pages")]
+    out = [_term("weights", f"weights as stored ({setup.weights}), over tp × pp", math.ceil(stored / setup.gpus),
+                 note="linear layers, vocab-parallel embedding and head sharded; norms (replicated) split too"),
+           _term("rope_cache", "rotary cos/sin cache: max_position × head_dim in the model dtype", int(rope),
+                 note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'")]
+    if not scales:
+        return out
+    return out + [_term("attention_scales", "KV/q/prob quantization scales: 4 fp32 scalars per attention layer",
+                        attention * ATTENTION_SCALES * FP32,
+                        note="model_executor/layers/attention/attention.py set_default_quant_scales: registered "
+                             "buffers of every attention layer, whatever --kv-cache-dtype; model state, not KV pages")]
 
 
 def mlp_stage(setup: ServeSetup, tokens: int, element: float) -> int:
@@ -356,7 +359,8 @@ def serve(setup: ServeSetup) -> ServePlan:
     element = formats.get(setup.weights, "weights", "weight format").element_bytes
     element = element if not formats.get(setup.weights).quantised else 2  # activations in bf16
     kv_fmt = kv_format(setup, choice)
-    terms = weight_terms(setup, element)
+    terms = weight_terms(setup, element, choice != "auto")
+    weight_count = len(terms)
     act_terms, activation = activation_terms(setup, tokens, seqs, element, flashinfer)
     terms += act_terms
     state = sampler_state_term(setup, seqs)
@@ -367,7 +371,7 @@ def serve(setup: ServeSetup) -> ServePlan:
                        "0.16), 0.55 GiB at tp 2; NCCL and custom all-reduce buffers are made before 0.34's start "
                        "snapshot (gpu_worker.py:502-549), outside the budget; tp > 2 reuses tp 2's (an assumption)"))
     terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
-    weights = sum(t_bytes(t) for t in terms[:3])
+    weights = sum(t_bytes(t) for t in terms[:weight_count])
     non_kv = weights + activation + t_bytes(state) + non_torch
     available = int(requested - non_kv)
     groups = layer_groups(net, setup.pp)
