@@ -234,8 +234,8 @@ def log_line(tokens: int, max_len: int, concurrency: float) -> str:
             f"{concurrency_text(concurrency)}")
 
 
-def weight_terms(setup: ServeSetup, element: float, scales: bool = False) -> list[Term]:
-    """The weights on one GPU: stored bytes over tp·pp, the rotary cos/sin cache, and (``scales``) the KV scales."""
+def weight_terms(setup: ServeSetup, element: float) -> list[Term]:
+    """The weights on one GPU: stored bytes over tp·pp, the rotary cos/sin cache and the attention layers' scales."""
     net = setup.network
     stored = sum(stored_weights(net, setup.weights).values())
     rope = (net.trained_context or 0) * int(net.value(net.head_dim)) * element
@@ -244,8 +244,6 @@ def weight_terms(setup: ServeSetup, element: float, scales: bool = False) -> lis
                  note="linear layers, vocab-parallel embedding and head sharded; norms (replicated) split too"),
            _term("rope_cache", "rotary cos/sin cache: max_position × head_dim in the model dtype", int(rope),
                  note="rotary_embedding/base.py; counted in vLLM's 'Model loading took'")]
-    if not scales:
-        return out
     return out + [_term("attention_scales", "KV/q/prob quantization scales: 4 fp32 scalars per attention layer",
                         attention * ATTENTION_SCALES * FP32,
                         note="model_executor/layers/attention/attention.py set_default_quant_scales: registered "
@@ -359,7 +357,7 @@ def serve(setup: ServeSetup) -> ServePlan:
     element = formats.get(setup.weights, "weights", "weight format").element_bytes
     element = element if not formats.get(setup.weights).quantised else 2  # activations in bf16
     kv_fmt = kv_format(setup, choice)
-    terms = weight_terms(setup, element, choice != "auto")
+    terms = weight_terms(setup, element)
     weight_count = len(terms)
     act_terms, activation = activation_terms(setup, tokens, seqs, element, flashinfer)
     terms += act_terms
