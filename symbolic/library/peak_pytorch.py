@@ -413,6 +413,31 @@ def logits_forward_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
                 + ("" if upcast else " In fp32 the upcast is the logits themselves."))
 
 
+def chunked_logits_forward_term(act_bytes: int, chunks: int, tp: sympy.Expr | int = 1) -> Term:
+    """torchtune's chunked loss in the forward pass: every chunk's logits, one chunk's fp32 upcast, the head's copies.
+
+    ``model.output(chunk)`` for each chunk of ``h.tensor_split(N, dim=1)``: with B > 1 a chunk is
+    not contiguous, so the matmul copies it (b·S·B·H in all, alive beside the norm output).
+    """
+    upcast = 4 if act_bytes != 4 else 0
+    copies = sympy.Min(B - 1, 1) * act_bytes * S * B * H if chunks > 1 else 0
+    return Term("logits_forward", f"every chunk's logits ({act_bytes} bytes), one chunk's fp32 upcast (1/{chunks}) "
+                "and the LM head's input copies while the loss runs",
+                (act_bytes * S * B * V + upcast * S * B * V / chunks) / tp + copies, "bytes", "torchtune-chunked-ce",
+                "CEWithChunkedOutputLoss.forward",
+                "logits_chunk.float() one chunk at a time; the chunks' logits are the model's output until the loss "
+                "is computed. With B > 1 each sequence chunk of the norm output is copied for the matmul "
+                "(measured).")
+
+
+def chunked_loss_gradients_term(chunks: int, tp: sympy.Expr | int = 1) -> Term:
+    """The fp32 gradients of nll_loss and log_softmax of one chunk at a time in backward (measured)."""
+    return Term("loss_gradients", f"fp32 gradients of nll_loss and log_softmax, one chunk of {chunks} (8·B·S·V/N)",
+                loss_backward_extra("gpt2") / (tp * chunks), "bytes", "torchtune-chunked-ce",
+                "CEWithChunkedOutputLoss.forward",
+                "Backward runs the chunks' loss branches one after another: one chunk's gradients at a time.")
+
+
 def loss_gradients_term(tp: sympy.Expr | int = 1) -> Term:
     """The fp32 gradients of nll_loss and log_softmax alive when backward starts, on one GPU (measured)."""
     return Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",
