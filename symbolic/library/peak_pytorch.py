@@ -414,20 +414,14 @@ def logits_forward_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
 
 
 def chunked_logits_forward_term(act_bytes: int, chunks: int, tp: sympy.Expr | int = 1) -> Term:
-    """torchtune's chunked loss in the forward pass: every chunk's logits, one chunk's fp32 upcast, the head's copies.
-
-    ``model.output(chunk)`` for each chunk of ``h.tensor_split(N, dim=1)``: with B > 1 a chunk is
-    not contiguous, so the matmul copies it (b·S·B·H in all, alive beside the norm output).
-    """
+    """torchtune's chunked loss in the forward pass: every chunk's logits and one chunk's fp32 upcast (measured)."""
     upcast = 4 if act_bytes != 4 else 0
-    copies = sympy.Min(B - 1, 1) * act_bytes * S * B * H if chunks > 1 else 0
-    return Term("logits_forward", f"every chunk's logits ({act_bytes} bytes), one chunk's fp32 upcast (1/{chunks}) "
-                "and the LM head's input copies while the loss runs",
-                (act_bytes * S * B * V + upcast * S * B * V / chunks) / tp + copies, "bytes", "torchtune-chunked-ce",
-                "CEWithChunkedOutputLoss.forward",
+    return Term("logits_forward", f"every chunk's logits ({act_bytes} bytes) and one chunk's fp32 upcast (1/{chunks}) "
+                "while the loss runs", (act_bytes * S * B * V + upcast * S * B * V / chunks) / tp, "bytes",
+                "torchtune-chunked-ce", "CEWithChunkedOutputLoss.forward",
                 "logits_chunk.float() one chunk at a time; the chunks' logits are the model's output until the loss "
-                "is computed. With B > 1 each sequence chunk of the norm output is copied for the matmul "
-                "(measured).")
+                "is computed. (With B > 1 the head copies each non-contiguous sequence chunk of its input; the copies "
+                "replace that input once the model's forward returns.)")
 
 
 def chunked_loss_gradients_term(chunks: int, tp: sympy.Expr | int = 1) -> Term:
