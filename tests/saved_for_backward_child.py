@@ -28,46 +28,54 @@ from pathlib import Path
 SKIP = 77
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-try:
-    import torch
-    import torch.nn.functional as F
-    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
-except ImportError as err:  # pragma: no cover - depends on the environment
-    print(err, file=sys.stderr)
-    sys.exit(SKIP)
-
 from tiny_models import LLAMA  # noqa: E402
 
 from symbolic.measured.measure import _LiveBytes, saved_tensors, tracking_mode  # noqa: E402
 
-# torchtitan 9dec370, torchtitan/parallelisms/parallelize_llama.py
-SAVE_LIST = {torch.ops.aten.mm.default, torch.ops.aten._scaled_dot_product_efficient_attention.default,
-             torch.ops.aten._scaled_dot_product_flash_attention.default,
-             torch.ops._c10d_functional.reduce_scatter_tensor.default, torch.ops.aten.abs.default,
-             torch.ops.aten.max.default}
-CPU_FLASH = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+def _torch() -> object:
+    """torch and what the measurements use of it, imported here (a test file imports no torch when collected)."""
+    try:
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+        from torch.utils import checkpoint
+        from transformers import LlamaConfig
+        from transformers.models.llama import modeling_llama
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        print(err, file=sys.stderr)
+        sys.exit(SKIP)
+    return torch, F, checkpoint, LlamaConfig, modeling_llama
+
+
 SAC_POINTS = ((2, 32), (1, 96))
 CE_POINTS = ((2, 64, 8), (1, 128, 4), (2, 96, 3))
 
 
-def _policy(meta: dict) -> object:
-    def policy(ctx, func, *args, **kwargs):  # noqa: ANN001, ANN202 - torchtitan's _custom_policy
+def _policy(torch: object, meta: dict) -> object:
+    """torchtitan's _custom_policy (9dec370, parallelize_llama.py), its _save_list plus the CPU flash kernel."""
+    aten = torch.ops.aten
+    save_list = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
+                 aten._scaled_dot_product_flash_attention.default,
+                 torch.ops._c10d_functional.reduce_scatter_tensor.default, aten.abs.default, aten.max.default,
+                 aten._scaled_dot_product_flash_attention_for_cpu.default}
+    policy_kind = torch.utils.checkpoint.CheckpointPolicy
+
+    def policy(ctx, func, *args, **kwargs):  # noqa: ANN001, ANN202
         key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
-        if func == torch.ops.aten.mm.default:
+        if func == aten.mm.default:
             meta[key] += 1
-        to_save = func in SAVE_LIST | {CPU_FLASH} and not (func == torch.ops.aten.mm.default and meta[key] % 2 == 0)
-        return CheckpointPolicy.MUST_SAVE if to_save else CheckpointPolicy.PREFER_RECOMPUTE
+        to_save = func in save_list and not (func == aten.mm.default and meta[key] % 2 == 0)
+        return policy_kind.MUST_SAVE if to_save else policy_kind.PREFER_RECOMPUTE
     return policy
 
 
 def sac() -> list[dict]:
     """Bytes one checkpointed layer keeps under the per-op policy, at each (B, S)."""
+    torch, _, checkpoint, config_class, modeling = _torch()
     torch.manual_seed(0)
-    cfg = LlamaConfig(**LLAMA, attn_implementation="sdpa")
-    layer = LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
-    rotary = LlamaRotaryEmbedding(cfg)
+    cfg = config_class(**LLAMA, attn_implementation="sdpa")
+    layer = modeling.LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    rotary = modeling.LlamaRotaryEmbedding(cfg)
     out = []
     for batch, seq in SAC_POINTS:
         x0 = torch.randn(batch, seq, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
@@ -78,8 +86,9 @@ def sac() -> list[dict]:
         before = live.current
         with tracking_mode(live.track):
             h = x0.clone()
-            y = checkpoint(layer, h, None, position_embeddings=(cos, sin), use_reentrant=False, preserve_rng_state=False,
-                           context_fn=lambda: create_selective_checkpoint_contexts(_policy(defaultdict(int))))
+            context = lambda: checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int)))  # noqa: E731
+            y = checkpoint.checkpoint(layer, h, None, position_embeddings=(cos, sin), use_reentrant=False,
+                                      preserve_rng_state=False, context_fn=context)
             y = y[0] if isinstance(y, tuple) else y
             del h
             kept = live.current - before - y.untyped_storage().nbytes()
@@ -88,34 +97,38 @@ def sac() -> list[dict]:
     return out
 
 
-class ChunkedHead(torch.nn.Module):
+def _chunked_head(torch: object, functional: object, hidden: int, vocab: int, chunks: int) -> object:
     """An LM head on N sequence chunks and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss.forward)."""
 
-    def __init__(self, hidden: int, vocab: int, chunks: int) -> None:
-        super().__init__()
-        self.output = torch.nn.Linear(hidden, vocab, bias=False)
-        self.chunks = chunks
+    class ChunkedHead(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.output = torch.nn.Linear(hidden, vocab, bias=False)
 
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        h = x.clone()  # the final norm's output: the head's input
-        logits = [self.output(chunk) for chunk in h.tensor_split(self.chunks, dim=1)]
-        del h
-        total_elements = (labels != -100).sum()
-        targets = [c.reshape(-1) for c in labels.tensor_split(self.chunks, dim=1)]
-        logits = [c.reshape(-1, c.size(-1)) for c in logits]
-        total = 0.0
-        for logits_chunk, labels_chunk in zip(logits, targets, strict=True):
-            total += F.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=-100, reduction="sum")
-        return total / total_elements
+        def forward(self, x, labels):  # noqa: ANN001, ANN202
+            h = x.clone()  # the final norm's output: the head's input
+            logits = [self.output(chunk) for chunk in h.tensor_split(chunks, dim=1)]
+            del h
+            total_elements = (labels != -100).sum()
+            targets = [c.reshape(-1) for c in labels.tensor_split(chunks, dim=1)]
+            logits = [c.reshape(-1, c.size(-1)) for c in logits]
+            total = 0.0
+            for logits_chunk, labels_chunk in zip(logits, targets, strict=True):
+                total += functional.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=-100,
+                                                  reduction="sum")
+            return total / total_elements
+
+    return ChunkedHead()
 
 
 def chunked() -> list[dict]:
     """Saved bytes and the forward/backward live peaks of the chunked loss, at each (B, S, N)."""
+    torch, functional, *_ = _torch()
     torch.manual_seed(0)
     hidden, vocab = LLAMA["hidden_size"], LLAMA["vocab_size"]
     out = []
     for batch, seq, chunks in CE_POINTS:
-        head = ChunkedHead(hidden, vocab, chunks).to(torch.bfloat16)
+        head = _chunked_head(torch, functional, hidden, vocab, chunks).to(torch.bfloat16)
         x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
         labels = torch.randint(0, vocab, (batch, seq))
         saved = saved_tensors(head, (x, labels), lambda loss: loss).total_bytes
