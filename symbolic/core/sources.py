@@ -94,3 +94,25 @@ register("sglang", "SGLang 0.5.23 (the PyPI wheel; its sglang/_version.py names 
          "max_running_requests), model_executor/pool_configurator.py (cell, page rounding, hybrid SWA split), "
          "mem_cache/memory_pool.py (buffers and the 'KV Cache is allocated' line), managers/scheduler.py",
          "https://github.com/sgl-project/sglang/tree/v0.5.23")
+
+# --- issue 28 (what is saved for backward): per-op checkpointing, layer frequency, chunked loss ---------------
+register("torchtitan-ac", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370 (the "
+         "2024-12 benchmark's): _save_list (aten.mm, the efficient and flash SDPA kernels, reduce_scatter_tensor, "
+         "abs, max), the 'op' policy that recomputes every second mm, and selective_ac_option N (layers N, 2N, ... "
+         "checkpointed); torchtitan/models/llama/model.py (wq, wk, wv, wo, w1, w3, w2)",
+         "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"
+         "torchtitan/parallelisms/parallelize_llama.py")
+register("torchtitan-bench", "torchtitan, benchmarks/llama3_h100_202412_torchtitan.md (commit b5bcd76): Llama 3.1 "
+         "on H100s, torch 1963fc8, torchtitan 9dec370; memory is the allocator's max reserved (train.py logs "
+         "max_reserved_gib)", "https://github.com/pytorch/torchtitan/blob/main/benchmarks/"
+         "llama3_h100_202412_torchtitan.md")
+register("torchtune-chunked-ce", "torchtune, torchtune/modules/loss/ce_chunked_output_loss.py (commit bd2a0fc): "
+         "CEWithChunkedOutputLoss, the model's logits as num_output_chunks chunks of the sequence, each upcast "
+         "to fp32 and passed to F.cross_entropy in turn", "https://github.com/pytorch/torchtune/blob/"
+         "bd2a0fc7c/torchtune/modules/loss/ce_chunked_output_loss.py")
+register("torchtune-readme", "torchtune, README.md 'Optimization flags' table (added in 1814feb, commit bd2a0fc): "
+         "Llama 3.2 3B, full_finetune_single_device, batch 2, max sequence 4096, bf16, A100; peak memory active "
+         "(GiB)", "https://github.com/pytorch/torchtune/blob/bd2a0fc7c/README.md")
+register("megatron-distribute-saved", "Megatron-LM, megatron/core/tensor_parallel/random.py CheckpointFunction "
+         "(distribute_saved_activations splits a checkpointed input over the tp ranks when sequence parallelism "
+         "is off; with it the input is already sequence-sharded)", "https://github.com/NVIDIA/Megatron-LM")

@@ -22,7 +22,22 @@ Sum: sbh(34 + 5as/h). Under tensor parallelism t the attention and MLP internals
 5as²b term) are split over t ranks, while the norms, dropouts and the inputs of the QKV and first
 MLP projections (10sbh) are replicated; sequence parallelism splits those 10sbh too. Selective
 recompute drops the 5as²b term (softmax, dropout and attention-over-V are recomputed); full
-recompute keeps only the layer input, 2sbh.
+recompute keeps only the layer input, 2sbh (2sbh/t with sequence parallelism, where the layer's
+input is already split over the sequence; without it every tp rank keeps the whole input, as
+Megatron does unless --distribute-saved-activations, and torchtitan always).
+
+Per-op selective checkpointing (``ops``, torchtitan's ``selective_ac_option = "op"``,
+parallelize_llama.py at 9dec370) runs each layer under ``create_selective_checkpoint_contexts``
+with a save list (``aten.mm``, the flash and memory-efficient SDPA kernels,
+``reduce_scatter_tensor``, ``abs``, ``max``) and recomputes every second ``mm`` of the layer
+(its counter starts at 0 for each layer: the 1st, 3rd, 5th... are saved). A torchtitan Llama
+layer's matmuls run wq, wk, wv, wo, w1, w3, w2, so it keeps: the layer input (the checkpoint's),
+the outputs of wq (a·d_head), wv (a_kv·d_head), w1 (d_ff) and w2 (h), the attention output and
+its fp32 log-sum-exp; with sequence parallelism also the reduce-scatter outputs after wo and w2
+(sbh/t each). The row-parallel w2's output is a partial sum over the full sequence: not split by
+t. Everything else (norms, rotary, SiLU, the product, wk, wo, w3) is recomputed. A GeLU MLP has
+two matmuls (fc1 saved, fc2 recomputed: 6 in all). The projections are torchtitan's (separate,
+bias-free: ``aten.mm``); a model's own widths are used.
 
 The generalisation replaces the assumptions by symbols:
 
@@ -49,6 +64,12 @@ Outputs (``logits_terms``), three named byte accountings:
   fp32 logits of the fused vocab-parallel cross-entropy 4sbV.
 - ``fused``: a fused linear + cross-entropy kernel that never materialises the s × V logits
   (e.g. Liger's): only the LM-head input is kept; its chunk workspace is ignored.
+- ``chunked``: torchtune's ``CEWithChunkedOutputLoss``: the LM head runs on N chunks of the
+  sequence, and each chunk's logits are upcast to fp32 and passed to ``F.cross_entropy`` in turn.
+  ``log_softmax`` still saves its fp32 output for every chunk (4sbV in all, measured); what
+  chunking saves is the fp32 upcast, one chunk (4sbV/N) at a time instead of 4sbV, and the
+  gradients at the start of backward, one chunk's (8sbV/N). The transients are in
+  ``peak_pytorch`` (``chunked_logits_forward_term``, ``chunked_loss_gradients_term``).
 """
 
 from __future__ import annotations
@@ -64,8 +85,9 @@ from ..math.formula import Formula
 from .registry import register
 
 SRC = "korthikanti2022"
-RECOMPUTE = ("none", "selective", "full")
-LOGITS = ("hf", "megatron", "fused")
+RECOMPUTE = ("none", "selective", "full", "ops")
+OPS_SRC = "torchtitan-ac"
+LOGITS = ("hf", "megatron", "fused", "chunked")
 
 # --- Korthikanti et al. 2022, Table 2, verbatim ------------------------------------------------
 ROWS: dict[str, tuple[str, sympy.Expr]] = {
@@ -194,20 +216,65 @@ def _check(recompute: str) -> None:
         raise UnknownNameError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
 
 
+def layer_matmuls(v: LayerVariant) -> list[tuple[str, str, sympy.Expr, str]]:
+    """A torchtitan layer's matmuls (``aten.mm``) in forward order: key, title, output bytes, shard.
+
+    The row-parallel projections (wo, w2/fc2) give a partial sum over the whole output on each tp
+    rank ("whole": never split); the column-parallel ones are split by t.
+    """
+    b = v.act_bytes
+    mms = [("wq", "query projection output (wq)", b * S * B * a * d_head, "tp"),
+           ("wk", "key projection output (wk)", b * S * B * a_kv * d_head, "tp"),
+           ("wv", "value projection output (wv)", b * S * B * a_kv * d_head, "tp"),
+           ("wo", "attention output projection (wo), a partial sum under tp", b * S * B * H, "whole")]
+    if v.gated:
+        return mms + [("w1", "gate projection output (w1)", b * S * B * d_ff, "tp"),
+                      ("w3", "up projection output (w3)", b * S * B * d_ff, "tp"),
+                      ("w2", "down projection output (w2), a partial sum under tp", b * S * B * H, "whole")]
+    return mms + [("fc1", "first MLP projection output", b * S * B * d_ff, "tp"),
+                  ("fc2", "second MLP projection output, a partial sum under tp", b * S * B * H, "whole")]
+
+
+def ops_parts(v: LayerVariant, sp: bool = False) -> list[Part]:
+    """What torchtitan's per-op policy keeps of one layer: its input, every other mm output, attention's outputs."""
+    if not v.flash or v.moe:
+        raise UnknownNameError("recompute ops models torchtitan's dense layer with a fused attention kernel (its save "
+                               "list has the flash and memory-efficient SDPA ops): use flash and a dense model")
+    b = v.act_bytes
+    parts = [Part("layer_input", "layer input (kept by the checkpoint)", b * S * B * H, "sp", source=OPS_SRC)]
+    for count, (key, title, expr, shard) in enumerate(layer_matmuls(v), start=1):
+        if count % 2:  # torchtitan: "not (func == aten.mm and meta[mm_count_key] % 2 == 0)"
+            parts.append(Part(f"{key}_output", title, expr, shard, source=OPS_SRC))
+    parts += [Part("attn_output", "flash attention output (saved op output)", b * S * B * a * d_head, "tp",
+                   source=OPS_SRC),
+              Part("softmax_stats", "flash attention's per-row log-sum-exp (fp32)", 4 * a * S * B, "tp",
+                   source="dao2022")]
+    if sp:  # reduce_scatter_tensor is on the save list: the row-parallel outputs, split over the sequence
+        parts += [Part(f"{key}_reduce_scatter", f"reduce-scatter of {key}'s output (sequence-split)", expr, "sp",
+                       source=OPS_SRC) for key, _, expr, shard in layer_matmuls(v) if shard == "whole"]
+    return parts
+
+
 def layer_terms(v: LayerVariant, recompute: str = "none", tp: sympy.Expr | int = 1,
                 sp: bool = False) -> list[Term]:
     """Per-layer, per-micro-batch stored activations as terms, after parallelism and recompute."""
     _check(recompute)
     if recompute == "full":
+        if sp:
+            return [Term("layer_input", "layer input, split over the sequence (everything else is recomputed)",
+                         v.act_bytes * S * B * H / tp, "bytes", "megatron-distribute-saved", "CheckpointFunction",
+                         "Under sequence parallelism the checkpointed input is the sequence-split residual stream.")]
         return [Term("layer_input", "layer input (everything else is recomputed)", v.act_bytes * S * B * H, "bytes",
-                     SRC, "Table 2, full recompute", "Kept unsplit, as Table 2 writes it (2sbh).")]
+                     SRC, "Table 2, full recompute", "Kept unsplit, as Table 2 writes it (2sbh): without sequence "
+                     "parallelism every tp rank holds the whole input.")]
     out = []
-    for part in layer_parts(v):
+    for part in (ops_parts(v, sp) if recompute == "ops" else layer_parts(v)):
         if recompute == "selective" and part.scores:
             continue
         divide = part.shard == "tp" or (part.shard == "sp" and sp)
         expr = part.expr / tp if divide else part.expr
-        out.append(Term(part.key, part.title, expr, "bytes", part.source, "§4.1"))
+        out.append(Term(part.key, part.title, expr, "bytes", part.source,
+                        "_save_list" if recompute == "ops" else "§4.1"))
     return out
 
 
@@ -252,6 +319,11 @@ def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bo
     if kind == "fused":
         return [head_input.replace(note="A fused linear + cross-entropy kernel never stores the s × V logits "
                                         "(its chunk workspace is ignored).")]
+    if kind == "chunked":
+        return [head_input,
+                Term("log_softmax_fp32", "fp32 log-softmax saved by cross-entropy, every chunk's", 4 * S * B * V / tp,
+                     "bytes", "torchtune-chunked-ce", "CEWithChunkedOutputLoss.forward",
+                     "Each chunk is upcast on its own, but log_softmax saves every chunk's fp32 output for backward.")]
     return [
         head_input,
         Term("logits", f"logits in the training dtype ({b} bytes)", b * S * B * V / tp, "bytes", "huggingface",
@@ -291,5 +363,5 @@ MODELS = {
     "pytorch": "what torch.autograd saves in one step of the Hugging Face implementation (pytorch.saved.*, measured)",
 }
 
-__all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions", "layer_parts",
-           "layer_terms", "logits_terms", "per_layer"]
+__all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
+           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "per_layer"]

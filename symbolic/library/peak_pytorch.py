@@ -413,6 +413,25 @@ def logits_forward_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
                 + ("" if upcast else " In fp32 the upcast is the logits themselves."))
 
 
+def chunked_logits_forward_term(act_bytes: int, chunks: int, tp: sympy.Expr | int = 1) -> Term:
+    """torchtune's chunked loss in the forward pass: every chunk's logits and one chunk's fp32 upcast (measured)."""
+    upcast = 4 if act_bytes != 4 else 0
+    return Term("logits_forward", f"every chunk's logits ({act_bytes} bytes) and one chunk's fp32 upcast (1/{chunks}) "
+                "while the loss runs", (act_bytes * S * B * V + upcast * S * B * V / chunks) / tp, "bytes",
+                "torchtune-chunked-ce", "CEWithChunkedOutputLoss.forward",
+                "logits_chunk.float() one chunk at a time; the chunks' logits are the model's output until the loss "
+                "is computed. (With B > 1 the head copies each non-contiguous sequence chunk of its input; the copies "
+                "replace that input once the model's forward returns.)")
+
+
+def chunked_loss_gradients_term(chunks: int, tp: sympy.Expr | int = 1) -> Term:
+    """The fp32 gradients of nll_loss and log_softmax of one chunk at a time in backward (measured)."""
+    return Term("loss_gradients", f"fp32 gradients of nll_loss and log_softmax, one chunk of {chunks} (8·B·S·V/N)",
+                loss_backward_extra("gpt2") / (tp * chunks), "bytes", "torchtune-chunked-ce",
+                "CEWithChunkedOutputLoss.forward",
+                "Backward runs the chunks' loss branches one after another: one chunk's gradients at a time.")
+
+
 def loss_gradients_term(tp: sympy.Expr | int = 1) -> Term:
     """The fp32 gradients of nll_loss and log_softmax alive when backward starts, on one GPU (measured)."""
     return Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",

@@ -144,8 +144,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS), concern="training"),
     Option("grads", "train", "choice", None, "gradient dtype (default: fp32 for bf16-mixed, 16bit for fp16-mixed)",
            tuple(_prec.GRADS), concern="training", fallback="fp32"),
-    Option("recompute", "train", "choice", "none", "activation recomputation (default none)", tuple(_acts.RECOMPUTE),
-           concern="training"),
+    Option("recompute", "train", "choice", "none", "activation recomputation (default none): selective is Korthikanti "
+           "et al.'s (drops the s² attention scores: no change with flash), full checkpoints whole layers (their "
+           "inputs kept), ops is torchtitan's per-op policy (saves every other matmul output and the attention "
+           "output)", tuple(_acts.RECOMPUTE), concern="training"),
     Option("dropout", "train", "flag", None, "count dropout masks (default on for gpt2/bert, off otherwise)",
            concern="training", fallback=False),
     Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3), concern="parallel"),
@@ -156,7 +158,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)", concern="parallel"),
     Option("offload", "train", "flag", False, "ZeRO-Offload: optimizer states to host memory (needs --zero ≥ 1)",
            concern="parallel"),
-    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf)", tuple(_acts.LOGITS),
+    Option("logits", "train", "choice", "hf", "byte accounting of logits and loss (default hf; fused: a fused linear + "
+                                              "cross-entropy kernel, no logits kept; chunked: torchtune's chunked "
+                                              "cross-entropy, see --logit-chunks)", tuple(_acts.LOGITS),
            concern="training"),
     Option("activations", "train", "choice", "korthikanti",
            "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
@@ -192,6 +196,14 @@ OPTIONS: tuple[Option, ...] = (
                                             "--lora-rank)", concern="finetuning"),
     Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
                                                         "for them", concern="finetuning"),
+    # issue 28, what is saved for backward: layer-frequency checkpointing and torchtune's chunked loss
+    Option("recompute_every", "train", "degree", 1, "with --recompute full: checkpoint every N-th layer (layers N, "
+                                                    "2N, ...; torchtitan's selective_ac_option N), the others keep "
+                                                    "all their activations (default 1: every layer)",
+           concern="training"),
+    Option("logit_chunks", "train", "degree", 8, "with --logits chunked: chunks of the sequence the LM head and the "
+                                                 "fp32 loss run on one at a time (torchtune's "
+                                                 "CEWithChunkedOutputLoss; default 8)", concern="training"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

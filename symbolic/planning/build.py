@@ -448,7 +448,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     kept, rebuilt = _korthikanti_terms(model, r, tp_s, pp_s, values, notes, act_bytes)
     forward, backward = list(kept), list(kept)
     if r.pp == 1:
-        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s)
+        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks)
         forward += during_loss
         backward += loss_grads
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
@@ -498,8 +498,12 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
     return [pypeak.adamw_temporaries_term(expr)]
 
 
-def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
+def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
+                     chunks: int = 1) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
+    if kind == "chunked":  # torchtune's CEWithChunkedOutputLoss: one fp32 chunk at a time
+        return ([pypeak.chunked_logits_forward_term(act_bytes, chunks, tp_s)],
+                [pypeak.chunked_loss_gradients_term(chunks, tp_s)])
     if kind != "hf":
         return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
     return [pypeak.logits_forward_term(act_bytes, tp_s)], [pypeak.loss_gradients_term(tp_s)]
@@ -529,24 +533,43 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                  f"{r.recompute})",
                  layers * per, "bytes", "korthikanti2022", "§4.1, §4.2.3 (pipeline)",
                  f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
+    if r.recompute_every > 1:  # regime: recompute full, pp 1
+        kept = [_every_nth(model, variant, r, tp_s, sp, per)]
     rebuilt: list[Term] = []
     if r.recompute == "full":
         again = model.layer_activations(variant, "none", tp_s, sp)
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "
                             "back-propagated holds all its activations for a moment."))
+    elif r.recompute == "ops":
+        again = model.layer_activations(variant, "none", tp_s, sp) - per
+        rebuilt.append(Term("recompute_buffer", "one layer's recomputed tensors, rebuilt during its backward", again,
+                            "bytes", "torchtitan-ac", "_save_list", "The tensors the policy did not save (the "
+                            "layer's activations without recompute, less what ops keeps), for one layer at a time."))
     kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
     if r.pp == 1:
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
-        source = "korthikanti2022" if r.logits == "megatron" else "huggingface"
+        source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")
         kept.append(Term("logits", f"output layer and loss: what is saved for backward ({r.logits} accounting)",
                          expr, "bytes", source, "", detail))
     else:
         notes.append("the last pipeline stage holds the logits instead; this plan is the first stage, which holds "
                      "L layers' worth of activations")
     return kept, rebuilt
+
+
+def _every_nth(model: ModelShape, variant: acts.LayerVariant, r: Regime, tp_s: sympy.Expr | int, sp: bool,
+               checkpointed: sympy.Expr) -> Term:
+    """torchtitan's selective_ac_option N: layers N, 2N, ... keep their input, the others all they save."""
+    plain = model.layer_activations(variant, "none", tp_s, sp)
+    wrapped = sympy.floor(L / r.recompute_every)
+    return Term("activations", f"activations: ⌊L/{r.recompute_every}⌋ checkpointed layers (their inputs) and the other "
+                f"layers whole ({model.activations_label(variant)})", wrapped * checkpointed + (L - wrapped) * plain,
+                "bytes", "torchtitan-ac", "selective_ac_option",
+                "torchtitan wraps a block when its running count (from 1) is a multiple of N: layers N, 2N, ...; a "
+                f"checkpointed layer keeps {printing.text(checkpointed)} bytes, another {printing.text(plain)}.")
 
 
 # the parts of ``acts.logits_terms`` that are saved for backward (the others are transient: _loss_transients)

@@ -140,6 +140,8 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("qlora",), lambda r: not r.qlora),
     (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
+    (("recompute_every",), lambda r: r.recompute_every == 1),  # issue 28: listed when it changes something
+    (("logit_chunks",), lambda r: r.logits != "chunked"),
 )
 
 
@@ -282,6 +284,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     interleave = _checked("interleave", pick("interleave", _default("interleave")))
     offload = _checked("offload", pick("offload", _default("offload")))
     logits = _checked("logits", pick("logits", _default("logits")))
+    recompute_every = _checked("recompute_every", pick("recompute_every", _default("recompute_every")))
+    logit_chunks = _checked("logit_chunks", pick("logit_chunks", _default("logit_chunks")))
+    _check_saved(model, activations, recompute, recompute_every, logits, "logit_chunks" in given, flash=flash, pp=pp)
     attn = _checked("attn", pick("attn", _default("attn")))
     device = _checked("device", pick("device", _default("device")))
     if zero not in par.ZERO_STAGES:
@@ -340,8 +345,31 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
             "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
+            "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
             **tuning}
+
+
+def _check_saved(model: ModelShape, activations: str, recompute: str, every: int, logits: str, chunks_given: bool,
+                 *, flash: bool, pp: int) -> None:
+    """The rules of --recompute ops, --recompute-every and --logit-chunks (issue 28), each a one-line refusal."""
+    if recompute == "ops":
+        if activations != "korthikanti":
+            raise PlanOptionError(f"recompute ops is modelled with activations korthikanti (torchtitan's layer), not "
+                                  f"{activations}")
+        if not flash or model.moe:
+            raise PlanOptionError("recompute ops models torchtitan's dense layer with a fused attention kernel (its "
+                                  "save list has the flash and memory-efficient SDPA ops): use flash and a dense model")
+    if every > 1:
+        if recompute != "full":
+            raise PlanOptionError(f"recompute-every {every} needs recompute full (every N-th layer checkpointed)")
+        if activations != "korthikanti":
+            raise PlanOptionError(f"recompute-every is modelled with activations korthikanti, not {activations}")
+        if pp > 1:
+            raise PlanOptionError("recompute-every is modelled without pipeline parallelism (pp 1): which layers a "
+                                  "stage checkpoints depends on the framework's count across stages")
+    if chunks_given and logits != "chunked":
+        raise PlanOptionError(f"logit-chunks applies to logits chunked, not {logits}")
 
 
 def _what(model: ModelShape) -> str:

@@ -358,6 +358,9 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 
     memory = memory_plan(model, "train", **options)
     r = memory.regime
+    if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
+        raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
+                        "'symbolic memory'")
     fl_ = flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
     step = step_formula(memory, fl_, how)
     values = _train_values(memory, fl_, gpu, how, rate, compute)

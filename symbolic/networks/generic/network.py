@@ -156,6 +156,9 @@ class GenericNetwork(ModelShape):
         """One layer's share of the matrices' inputs and outputs (the stack's total over L); full recompute: its input."""
         if recompute == "full":
             return variant.act_bytes * S * B * H
+        if recompute == "ops":
+            raise UserError(f"recompute ops: {self.name} ({self.model_type}, generic torch path): the order of its "
+                            "matmuls, which torchtitan's policy alternates over, is not known; use a family table")
         return variant.act_bytes * S * B * self.linear_width / L
 
     def activations_label(self, variant: Any) -> str:

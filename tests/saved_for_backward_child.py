@@ -1,0 +1,151 @@
+"""Torch measurements for ``test_saved_for_backward.py`` (issue 28), run in a child process.
+
+Two mechanisms, measured on the CPU as they run (torch 2.13, transformers 5.24):
+
+- torchtitan's per-op selective checkpointing: one bf16 ``LlamaDecoderLayer`` (sdpa) under
+  ``checkpoint(..., context_fn=create_selective_checkpoint_contexts(policy))`` with torchtitan's
+  policy as written at commit 9dec370 (``parallelize_llama.py``: ``_save_list`` and "every second
+  mm recomputed"). The CPU runs ``_scaled_dot_product_flash_attention_for_cpu``, which the CUDA
+  save list does not name; it is added as the CPU counterpart of the flash kernel (the same
+  outputs: the attention output and its fp32 log-sum-exp). Saved bytes: the live tensor bytes the
+  forward pass leaves behind (``measure._LiveBytes``), less the layer's output; the layer's input
+  is made inside the measured region, so only the checkpoint keeps it.
+- torchtune's ``CEWithChunkedOutputLoss.forward`` (commit bd2a0fc, its loop reproduced here:
+  torchtune is not installed): a bf16 LM head on N chunks of the sequence, each chunk upcast to
+  fp32 for ``F.cross_entropy``. Saved bytes (``measure.saved_tensors``) and the live peaks of the
+  forward pass with the loss and of the backward pass.
+
+Writes one JSON object on stdout; exits with 77 when torch or transformers cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+SKIP = 77
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tiny_models import LLAMA  # noqa: E402
+
+from symbolic.measured.measure import _LiveBytes, saved_tensors, tracking_mode  # noqa: E402
+
+
+def _torch() -> object:
+    """torch and what the measurements use of it, imported here (a test file imports no torch when collected)."""
+    try:
+        import torch
+        import torch.nn.functional as F  # noqa: N812
+        from torch.utils import checkpoint
+        from transformers import LlamaConfig
+        from transformers.models.llama import modeling_llama
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        print(err, file=sys.stderr)
+        sys.exit(SKIP)
+    return torch, F, checkpoint, LlamaConfig, modeling_llama
+
+
+SAC_POINTS = ((2, 32), (1, 96))
+CE_POINTS = ((2, 64, 8), (1, 128, 4), (2, 96, 3))
+
+
+def _policy(torch: object, meta: dict) -> object:
+    """torchtitan's _custom_policy (9dec370, parallelize_llama.py), its _save_list plus the CPU flash kernel."""
+    aten = torch.ops.aten
+    save_list = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
+                 aten._scaled_dot_product_flash_attention.default,
+                 torch.ops._c10d_functional.reduce_scatter_tensor.default, aten.abs.default, aten.max.default,
+                 aten._scaled_dot_product_flash_attention_for_cpu.default}
+    policy_kind = torch.utils.checkpoint.CheckpointPolicy
+
+    def policy(ctx, func, *args, **kwargs):  # noqa: ANN001, ANN202
+        key = f"{'recompute' if ctx.is_recompute else 'forward'}_mm_count"
+        if func == aten.mm.default:
+            meta[key] += 1
+        to_save = func in save_list and not (func == aten.mm.default and meta[key] % 2 == 0)
+        return policy_kind.MUST_SAVE if to_save else policy_kind.PREFER_RECOMPUTE
+    return policy
+
+
+def sac() -> list[dict]:
+    """Bytes one checkpointed layer keeps under the per-op policy, at each (B, S)."""
+    torch, _, checkpoint, config_class, modeling = _torch()
+    torch.manual_seed(0)
+    cfg = config_class(**LLAMA, attn_implementation="sdpa")
+    layer = modeling.LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    rotary = modeling.LlamaRotaryEmbedding(cfg)
+    out = []
+    for batch, seq in SAC_POINTS:
+        x0 = torch.randn(batch, seq, cfg.hidden_size, dtype=torch.bfloat16, requires_grad=True)
+        cos, sin = rotary(x0, torch.arange(seq)[None])
+        live = _LiveBytes()
+        for t in (x0, cos, sin, *layer.parameters()):
+            live.track(t)
+        before = live.current
+        with tracking_mode(live.track):
+            h = x0.clone()
+            context = lambda: checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int)))  # noqa: E731
+            y = checkpoint.checkpoint(layer, h, None, position_embeddings=(cos, sin), use_reentrant=False,
+                                      preserve_rng_state=False, context_fn=context)
+            y = y[0] if isinstance(y, tuple) else y
+            del h
+            kept = live.current - before - y.untyped_storage().nbytes()
+            y.float().sum().backward()  # the recomputation runs: the policy is a working one
+        out.append({"batch": batch, "seq": seq, "saved": kept})
+    return out
+
+
+def _chunked_head(torch: object, functional: object, hidden: int, vocab: int, chunks: int) -> object:
+    """An LM head on N sequence chunks and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss.forward)."""
+
+    class ChunkedHead(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.output = torch.nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, x, labels):  # noqa: ANN001, ANN202
+            h = x.clone()  # the final norm's output: the head's input
+            logits = [self.output(chunk) for chunk in h.tensor_split(chunks, dim=1)]
+            del h
+            total_elements = (labels != -100).sum()
+            targets = [c.reshape(-1) for c in labels.tensor_split(chunks, dim=1)]
+            logits = [c.reshape(-1, c.size(-1)) for c in logits]
+            total = 0.0
+            for logits_chunk, labels_chunk in zip(logits, targets, strict=True):
+                total += functional.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=-100,
+                                                  reduction="sum")
+            return total / total_elements
+
+    return ChunkedHead()
+
+
+def chunked() -> list[dict]:
+    """Saved bytes and the forward/backward live peaks of the chunked loss, at each (B, S, N)."""
+    torch, functional, *_ = _torch()
+    torch.manual_seed(0)
+    hidden, vocab = LLAMA["hidden_size"], LLAMA["vocab_size"]
+    out = []
+    for batch, seq, chunks in CE_POINTS:
+        head = _chunked_head(torch, functional, hidden, vocab, chunks).to(torch.bfloat16)
+        x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
+        labels = torch.randint(0, vocab, (batch, seq))
+        saved = saved_tensors(head, (x, labels), lambda loss: loss).total_bytes
+        live = _LiveBytes()
+        for t in (x, labels, *head.parameters()):
+            live.track(t)
+        base = live.current
+        with tracking_mode(live.track):
+            live.phase = "forward"
+            loss = head(x, labels)
+            live.phase = "backward"
+            loss.backward()
+            del loss
+        out.append({"batch": batch, "seq": seq, "chunks": chunks, "saved": saved,
+                    "forward": live.phase_peaks["forward"] - base, "backward": live.phase_peaks["backward"] - base})
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps({"sac": sac(), "chunked": chunked(), "llama": LLAMA}))
