@@ -201,6 +201,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
                                                    "while the cache holds B·S (default: whole prompts at once)",
            concern="serving", fallback=0),
+    # issue 28, the step's lifetimes: gradient accumulation, the optimizer in backward, activation offloading
+    Option("grad_accum", "train", "degree", None, "gradient accumulation: micro-batches per optimizer step, each a "
+                                                  "forward and backward of --batch sequences; the gradients of the "
+                                                  "earlier ones stay alive through the later ones (the count plan "
+                                                  "calls grad_accum and --microbatches; default 1)",
+           concern="parallel", fallback=1),
+    Option("optimizer_in_backward", "train", "flag", False, "torchtune's optimizer_in_bwd: each parameter stepped "
+                                                           "and its gradient freed in a post-accumulate-grad hook, "
+                                                           "so no phase holds every gradient (not with "
+                                                           "--grad-accum > 1; default off)", concern="training"),
+    Option("offload_activations", "train", "flag", False, "torchtune's activation offloading: the checkpointed layer "
+                                                         "inputs go to pinned host memory, the last 5 stay on the GPU "
+                                                         "(needs --recompute full; default off)", concern="training"),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
