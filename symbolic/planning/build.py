@@ -52,10 +52,10 @@ from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
 from ..library import inference as infer
+from ..library import offload, registry, runtime
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
-from ..library import offload, registry, runtime
 from ..math.algebra import Solution
 from ..math.formula import Evaluation, Formula, to_plain
 from ..math.userterms import CustomTerm, with_terms
