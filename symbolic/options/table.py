@@ -192,15 +192,6 @@ OPTIONS: tuple[Option, ...] = (
                                             "--lora-rank)", concern="finetuning"),
     Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
                                                         "for them", concern="finetuning"),
-    Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
-           "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
-           "the config's quantization_config, else bf16)",
-           tuple(_infer.WEIGHT_DTYPES), concern="serving"),
-    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
-           tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
-    Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
-                                                   "while the cache holds B·S (default: whole prompts at once)",
-           concern="serving", fallback=0),
     # issue 28, the step's lifetimes: gradient accumulation, the optimizer in backward, activation offloading
     Option("grad_accum", "train", "degree", None, "gradient accumulation: micro-batches per optimizer step, each a "
                                                   "forward and backward of --batch sequences; the gradients of the "
@@ -214,6 +205,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("offload_activations", "train", "flag", False, "torchtune's activation offloading: the checkpointed layer "
                                                          "inputs go to pinned host memory, the last 5 stay on the GPU "
                                                          "(needs --recompute full; default off)", concern="training"),
+    Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
+           "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
+           "the config's quantization_config, else bf16)",
+           tuple(_infer.WEIGHT_DTYPES), concern="serving"),
+    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
+           tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
+    Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
+                                                   "while the cache holds B·S (default: whole prompts at once)",
+           concern="serving", fallback=0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
