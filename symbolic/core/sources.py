@@ -110,9 +110,22 @@ register("torchtune-chunked-ce", "torchtune, torchtune/modules/loss/ce_chunked_o
          "CEWithChunkedOutputLoss, the model's logits as num_output_chunks chunks of the sequence, each upcast "
          "to fp32 and passed to F.cross_entropy in turn", "https://github.com/pytorch/torchtune/blob/"
          "bd2a0fc7c/torchtune/modules/loss/ce_chunked_output_loss.py")
-register("torchtune-readme", "torchtune, README.md 'Optimization flags' table (added in 1814feb, commit bd2a0fc): "
-         "Llama 3.2 3B, full_finetune_single_device, batch 2, max sequence 4096, bf16, A100; peak memory active "
-         "(GiB)", "https://github.com/pytorch/torchtune/blob/bd2a0fc7c/README.md")
 register("megatron-distribute-saved", "Megatron-LM, megatron/core/tensor_parallel/random.py CheckpointFunction "
          "(distribute_saved_activations splits a checkpointed input over the tp ranks when sequence parallelism "
          "is off; with it the input is already sequence-sharded)", "https://github.com/NVIDIA/Megatron-LM")
+# --- issue 28, the step's lifetimes: the optimizer in backward, activation offloading ------------
+register("torchtune-optim-in-bwd", "torchtune: register_optim_in_bwd_hooks, torchtune/training/memory.py (one "
+         "optimizer per parameter, step() and zero_grad() in register_post_accumulate_grad_hook), and "
+         "recipes/full_finetune_single_device.py (refuses gradient_accumulation_steps > 1 with optimizer_in_bwd), "
+         "commit bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1",
+         "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/torchtune/training/memory.py")
+register("torchtune-offload", "torchtune: OffloadActivations and get_act_offloading_ctx_manager, "
+         "torchtune/training/_activation_offloading.py (min_offload_size 1024 bytes, max_fwd_stash_size 5, "
+         "pinned host copies, the output head under a NoOpManager), and recipes/full_finetune_single_device.py "
+         "(offloading needs activation checkpointing), commit bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1",
+         "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/"
+         "torchtune/training/_activation_offloading.py")
+register("torchtune-readme", "torchtune README, \"Optimization flags\" table (Llama 3.2 3B, batch 2, packed to 4096 "
+         "tokens, bf16, A100; peak memory active = torch.cuda.memory_stats()['active_bytes.all.peak'], "
+         "torchtune/training/memory.py get_memory_stats), commit bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1",
+         "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/README.md")

@@ -201,7 +201,7 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
          bias: bool | None = None, tied: bool | None = None, loss: str = "cross-entropy",
          trainable: Sequence[sympy.Expr] | None = None, frozen_bytes: sympy.Expr = 0,
          saved_override: act.SavedModel | None = None, trainable_count: sympy.Expr | None = None,
-         trainable_bytes: int | None = None) -> StepModel:
+         trainable_bytes: int | None = None, accumulate: int = 1, in_backward: bool = False) -> StepModel:
     """What one steady-state training step of ``family`` keeps alive, by phase (contract S).
 
     ``optimizer``: adamw, sgd-momentum (momentum 0.9) or sgd. ``foreach``: PyTorch's
@@ -213,8 +213,9 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
     ``trainable_count``: their total (default N without ``trainable``, else its sum);
     ``trainable_bytes``: their element size (default the setup's parameter bytes, fp32 under
     autocast). ``frozen_bytes``: bytes of frozen (no-gradient) weights. ``saved_override``: a
-    saved model to use instead of ``pytorch.saved.<family>`` (LoRA's). N, the exact parameter
-    count, stays a symbol.
+    saved model to use instead of ``pytorch.saved.<family>`` (LoRA's). ``accumulate`` K and
+    ``in_backward``: the gradients' lifetime (``lifetime_phases``). N, the exact parameter count,
+    stays a symbol.
     """
     if optimizer not in OPTIMIZERS:
         raise UnknownNameError(f"unknown optimizer {optimizer!r}; choose from {', '.join(OPTIMIZERS)}")
@@ -283,9 +284,12 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
                        _OPTIMIZER_NOTES[f"{optimizer}-{'foreach' if foreach else 'single'}"]),
                  _term("inputs", "the step's inputs, still held by the caller", input_bytes(family, s.param_bytes),
                        where)]
-    return StepModel(family, s, model, tuple(resident),
-                     {"forward": tuple(forward), "backward": tuple(backward), "optimizer": tuple(opt_terms)},
-                     optimizer, foreach, tied, bias, loss)
+    phases = {"forward": tuple(forward), "backward": tuple(backward), "optimizer": tuple(opt_terms)}
+    if accumulate > 1 or in_backward:
+        step_moment = tb * maximum(*sizes) * (1 + _temporaries_per_element(optimizer, foreach)) \
+            + input_bytes(family, s.param_bytes) + tied_end
+        phases = lifetime_phases(phases, accumulate, in_backward, maximum(early, step_moment))
+    return StepModel(family, s, model, tuple(resident), phases, optimizer, foreach, tied, bias, loss)
 
 
 def _head_moment(family: str, model: act.SavedModel, tb: int) -> sympy.Expr | None:
@@ -447,3 +451,53 @@ def adamw_temporaries_term(expr: sympy.Expr) -> Term:
                 "_foreach_sqrt(exp_avg_sq) makes one temporary per parameter, in the optimizer's dtype (fp32 with "
                 "mixed precision), over the parameters this rank updates (its ZeRO shard). Fused implementations "
                 "(fused=True, apex or DeepSpeed FusedAdam) keep none: an upper bound for them.")
+
+
+# --- the gradients' lifetime: gradient accumulation and the optimizer in backward (issue 28) -----
+OPTIM_IN_BWD_SRC = "torchtune-optim-in-bwd"
+
+
+def _temporaries_per_element(optimizer: str, foreach: bool) -> int:
+    """Temporaries of one parameter's AdamW step, per element: foreach's sqrt, or the single-tensor loop's two."""
+    if optimizer != "adamw":
+        return 0
+    return 1 if foreach else 2
+
+
+def lifetime_phases(phases: dict[str, tuple[Term, ...]], accumulate: int, in_backward: bool,
+                    step_backward: sympy.Expr) -> dict[str, tuple[Term, ...]]:
+    """The step's phases with the gradients' real lifetime (measured on the CPU, ``measure.step_peak``).
+
+    ``accumulate`` K > 1: the gradients of the earlier micro-batches are alive through the forward
+    and backward passes of every later one (``AccumulateGrad`` adds each new gradient in place), so
+    the ``gradients`` term joins those phases; the optimizer phase is unchanged. ``in_backward``
+    (torchtune's ``optimizer_in_bwd``): each parameter is stepped and its gradient freed in a
+    post-accumulate-grad hook, so no phase holds every gradient: backward is the larger of its start
+    and ``step_backward`` (the largest parameter's gradient and its step's temporaries at the end of
+    backward), and the optimizer phase holds only the caller's inputs.
+    """
+    if in_backward:
+        live = phases["backward"][0]
+        moment = live.replace(title=live.title + " | the largest parameter's gradient and its step in backward",
+                              expr=step_backward)
+        inputs = tuple(t for t in phases["optimizer"] if t.key == "inputs")
+        return {**phases, "backward": (moment, *phases["backward"][1:]), "optimizer": inputs}
+    gradients = tuple(t for t in phases["optimizer"] if t.key == "gradients")
+    return {**phases, "forward": (*phases["forward"], *gradients), "backward": (*phases["backward"], *gradients)}
+
+
+def step_in_backward_terms(grad_bytes: sympy.Expr | int, temp_bytes: sympy.Expr | int,
+                           largest: sympy.Expr) -> list[Term]:
+    """The optimizer in backward at its largest moment: one parameter's gradient and its step's temporaries.
+
+    torchtune's ``register_optim_in_bwd_hooks`` (torchtune/training/memory.py) steps one optimizer
+    per parameter in ``register_post_accumulate_grad_hook`` and zeroes its gradient; so at most one
+    parameter's gradient (the largest, ``largest`` elements) and its AdamW temporaries are alive
+    beyond what backward holds, instead of every gradient.
+    """
+    return [Term("gradients", "the largest parameter's gradient, stepped and freed in backward", grad_bytes * largest,
+                 "bytes", OPTIM_IN_BWD_SRC, "register_optim_in_bwd_hooks",
+                 "Optimizer in backward: each gradient is freed by the post-accumulate-grad hook after its step."),
+            Term("optimizer_temporaries", "that parameter's optimizer temporaries (one tensor's foreach step)",
+                 temp_bytes * largest, "bytes", OPTIM_IN_BWD_SRC, "register_optim_in_bwd_hooks",
+                 "AdamW over one tensor: _foreach_sqrt's one temporary (CUDA); none for SGD.")]

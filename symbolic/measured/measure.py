@@ -369,7 +369,7 @@ def _autocast(torch: Any, device: Any, autocast: str | None) -> Any:
 
 def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: OptimizerFactory | None = None,
               steps: int = 2, method: str | None = None, autocast: str | None = None,
-              detail: bool = False) -> StepPeak:
+              detail: bool = False, accumulate: int = 1, in_backward: bool = False) -> StepPeak:
     """Peak memory of ``steps`` whole training steps (see the module docstring for methods).
 
     ``optimizer`` builds the optimizer from the parameters (default: AdamW, lr 1e-4, PyTorch's
@@ -379,7 +379,11 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
     largest over the steps, in ``StepPeak.phases``. ``autocast`` ("bf16", "fp16") runs the
     forward pass and the loss under ``torch.autocast``, backward and the optimizer outside it,
     as mixed-precision training does. ``detail`` (dispatch method): ``StepPeak.alive`` lists
-    the storages alive at each phase's peak.
+    the storages alive at each phase's peak. ``accumulate`` K: gradient accumulation, K forward
+    and backward passes of ``inputs`` (loss / K) per optimizer step; each phase's peak is the
+    largest over the micro-batches. ``in_backward``: the optimizer step fused into backward as
+    torchtune's ``optimizer_in_bwd`` does it: one optimizer per parameter, stepped and zeroed in a
+    post-accumulate-grad hook; the optimizer phase then runs nothing.
     """
     torch = require_torch()
     if steps < 1:
@@ -391,8 +395,12 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
     if (method == "cuda" and device.type != "cuda") or (method == "profiler" and device.type != "cpu"):
         raise UserError(f"method {method!r} does not measure a module on {device.type}")
     _autocast(torch, device, autocast)  # checks the name before anything runs
+    if accumulate < 1 or (in_backward and accumulate > 1):
+        raise UserError("accumulate must be at least 1, and 1 with the optimizer in backward")
     module.zero_grad(set_to_none=True)
-    opt = (optimizer or _default_optimizer)([p for p in module.parameters() if p.requires_grad])
+    factory = optimizer or _default_optimizer
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    opt = _InBackward(factory, trainable) if in_backward else factory(trainable)
 
     def one_step(live: Any) -> None:  # a _LiveBytes, a _CudaPhases or None
         def phase(name: str) -> None:
@@ -401,15 +409,28 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
 
         phase("zero_grad")
         opt.zero_grad(set_to_none=True)
-        phase("forward")
-        with _autocast(torch, device, autocast):
-            loss = loss_fn(_call(module, inputs))
-        phase("backward")
-        loss.backward()
-        del loss
+        for _ in range(accumulate):
+            phase("forward")
+            with _autocast(torch, device, autocast):
+                loss = loss_fn(_call(module, inputs))
+            if accumulate > 1:
+                loss = loss / accumulate
+            phase("backward")
+            loss.backward()
+            del loss
         phase("optimizer")
         opt.step()
 
+    try:
+        return _measured_steps(torch, device, module, opt, inputs, loss_fn, one_step, steps, method, detail)
+    finally:
+        if in_backward:
+            opt.remove()
+
+
+def _measured_steps(torch: Any, device: Any, module: Any, opt: Any, inputs: Any, loss_fn: LossFn,
+                    one_step: Callable[[Any], None], steps: int, method: str, detail: bool) -> StepPeak:
+    """``steps`` calls of ``one_step`` measured by ``method`` (see ``step_peak``)."""
     if method == "cuda":
         return _cuda_peak(torch, device, module, opt, inputs, one_step, steps)
     if method == "profiler":
@@ -430,6 +451,35 @@ def step_peak(module: Any, inputs: Any, loss_fn: LossFn, *, optimizer: Optimizer
                 best, phase = live.peak, live.peak_phase
     phases = {k: v for k, v in live.phase_peaks.items() if k != "setup"}
     return StepPeak(str(device), "dispatch", baseline, best, tuple(per_step), phase, steps, phases, live.alive)
+
+
+class _InBackward:
+    """torchtune's optimizer in backward: one optimizer per parameter, stepped and zeroed as its gradient
+    is accumulated (``register_optim_in_bwd_hooks``, torchtune/training/memory.py); the whole's ``step``
+    and ``zero_grad`` do nothing, ``state`` is every optimizer's."""
+
+    def __init__(self, factory: OptimizerFactory, params: list[Any]) -> None:
+        self.optimizers = {p: factory([p]) for p in params}
+
+        def optim_step(param: Any) -> None:
+            self.optimizers[param].step()
+            self.optimizers[param].zero_grad(set_to_none=True)
+
+        self._handles = [p.register_post_accumulate_grad_hook(optim_step) for p in params]
+
+    @property
+    def state(self) -> dict[Any, Any]:
+        return {p: s for o in self.optimizers.values() for p, s in o.state.items()}
+
+    def step(self) -> None:
+        """Nothing: each parameter was stepped in backward."""
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Nothing: each gradient was freed after its step."""
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
 
 
 class _CudaPhases:

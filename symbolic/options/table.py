@@ -204,6 +204,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("logit_chunks", "train", "degree", 8, "with --logits chunked: chunks of the sequence the LM head and the "
                                                  "fp32 loss run on one at a time (torchtune's "
                                                  "CEWithChunkedOutputLoss; default 8)", concern="training"),
+    # issue 28, the step's lifetimes: gradient accumulation, the optimizer in backward, activation offloading
+    Option("grad_accum", "train", "degree", None, "gradient accumulation: micro-batches per optimizer step, each a "
+                                                  "forward and backward of --batch sequences; the gradients of the "
+                                                  "earlier ones stay alive through the later ones (the count plan "
+                                                  "calls grad_accum and --microbatches; default 1)",
+           concern="parallel", fallback=1),
+    Option("optimizer_in_backward", "train", "flag", False, "torchtune's optimizer_in_bwd: each parameter stepped "
+                                                           "and its gradient freed in a post-accumulate-grad hook, "
+                                                           "so no phase holds every gradient (not with "
+                                                           "--grad-accum > 1; default off)", concern="training"),
+    Option("offload_activations", "train", "flag", False, "torchtune's activation offloading: the checkpointed layer "
+                                                         "inputs go to pinned host memory, the last 5 stay on the GPU "
+                                                         "(needs --recompute full; default off)", concern="training"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

@@ -52,10 +52,10 @@ from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
 from ..library import inference as infer
+from ..library import offload, registry, runtime
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
-from ..library import registry, runtime
 from ..math.algebra import Solution
 from ..math.formula import Evaluation, Formula, to_plain
 from ..math.userterms import CustomTerm, with_terms
@@ -446,13 +446,39 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
                                         "optimizer": tuple(optimizer)}), definitions, host
     act_bytes = prec.get(r.precision).activation_bytes
     kept, rebuilt = _korthikanti_terms(model, r, tp_s, pp_s, values, notes, act_bytes)
+    if r.offload_activations:
+        kept, host = _offloaded(model, kept, host, notes)
     forward, backward = list(kept), list(kept)
     if r.pp == 1:
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks)
         forward += during_loss
         backward += loss_grads
+    if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
+        forward += grads
+        backward += grads
+    if r.optimizer_in_backward:
+        optimizer = _step_in_backward(model, r, tp_s)
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
                                     "optimizer": tuple(optimizer)}), definitions, host
+
+
+def _offloaded(model: ModelShape, kept: list[Term], host: list[Term],
+               notes: list[str]) -> tuple[list[Term], list[Term]]:
+    """Activation offloading (torchtune): the checkpointed inputs to the host, the forward stash on the GPU."""
+    activations = kept[0]
+    per_layer = activations.expr / L
+    notes.append(f"offload_activations: the {model.layers} checkpointed layer inputs are copied to pinned host memory "
+                 f"(M_host); the last {min(offload.MAX_FWD_STASH, model.layers)} stay on the GPU in torchtune's "
+                 "forward stash; the output head's and the loss's tensors are not offloaded")
+    return [offload.stash_term(per_layer, model.layers), *kept[1:]], [*host, offload.offloaded_term(activations.expr)]
+
+
+def _step_in_backward(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> list[Term]:
+    """The optimizer in backward: the largest parameter's gradient and its step's temporaries (no phase holds all)."""
+    name, size = model.largest_matrix()
+    regime_prec = prec.get(r.precision)
+    temporaries = regime_prec.state_bytes if r.optimizer == "adamw" else 0
+    return pypeak.step_in_backward_terms(regime_prec.grad_bytes(r.grads), temporaries, size / tp_s)
 
 
 def _is_gradient(key: str) -> bool:

@@ -164,7 +164,8 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
 
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
                               f"measured), not {regime.optimizer}")
-    kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss}
+    kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss,
+                                 "accumulate": regime.microbatches, "in_backward": regime.optimizer_in_backward}
     if not model.sequence:
         kwargs["bias"] = bool(model.config.get("bias", True))
     else:

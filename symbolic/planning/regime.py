@@ -142,6 +142,9 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
     (("recompute_every",), lambda r: r.recompute_every == 1),  # issue 28: listed when it changes something
     (("logit_chunks",), lambda r: r.logits != "chunked"),
+    (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
+    (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
+    (("offload_activations",), lambda r: not r.offload_activations),
 )
 
 
@@ -280,7 +283,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     dropout = _checked("dropout", pick("dropout", dropout_default))
     zero = _checked("zero", pick("zero", _default("zero")))
     sp = _checked("sequence_parallel", pick("sequence_parallel", _default("sequence_parallel")))
-    microbatches = _checked("microbatches", pick("microbatches", pp))
+    microbatches, grad_accum = _accumulation(pick, given, pp)
     interleave = _checked("interleave", pick("interleave", _default("interleave")))
     offload = _checked("offload", pick("offload", _default("offload")))
     logits = _checked("logits", pick("logits", _default("logits")))
@@ -319,8 +322,6 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         notes.append(f"ZeRO stage {zero} shards over data-parallel ranks; with dp 1 it changes nothing")
     if sp and tp == 1:
         notes.append("sequence parallelism splits over the tensor-parallel ranks; with tp 1 it changes nothing")
-    if pp == 1 and "microbatches" in given:
-        notes.append("microbatches matter only with pipeline parallelism (pp > 1); per-GPU memory is per micro-batch")
     if recompute == "selective" and flash and activations == "korthikanti":
         notes.append("selective recompute drops the s² attention tensors, which FlashAttention never stores: "
                      "no change")
@@ -339,6 +340,8 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError(f"loss {loss} applies to article A's network (mlp, mlp-nobias); language models use "
                               "Hugging Face's cross-entropy")
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
+    lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
+                           activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
@@ -347,7 +350,49 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            **tuning}
+            "grad_accum": grad_accum, **tuning, **lifetimes}
+
+
+def _accumulation(pick: Callable[[str, object], object], given: Collection[str], pp: int) -> tuple[int, int]:
+    """(microbatches, grad_accum): one count, micro-batches per optimizer step (``plan``'s grad_accum, time's m).
+
+    ``grad_accum`` sets it, or ``microbatches`` (default pp: fills the pipeline); both given must agree.
+    """
+    if "grad_accum" not in given:
+        microbatches = _checked("microbatches", pick("microbatches", pp))
+        return microbatches, _checked("grad_accum", pick("grad_accum", microbatches))  # type: ignore[return-value]
+    count = _checked("grad_accum", pick("grad_accum", None))
+    microbatches = _checked("microbatches", pick("microbatches", count))
+    if microbatches != count:
+        raise PlanOptionError(f"grad_accum {count} and microbatches {microbatches} are one count (micro-batches per "
+                              "optimizer step); give one of them")
+    return microbatches, count  # type: ignore[return-value]
+
+
+def _lifetimes(pick: Callable[[str, object], object], notes: list[str], *, pp: int, zero: int, offload: bool,
+               recompute: str, activations: str, microbatches: int, lora: bool) -> dict[str, object]:
+    """The step's lifetimes (issue 28): the optimizer in backward and activation offloading, and their refusals."""
+    in_backward = _checked("optimizer_in_backward", pick("optimizer_in_backward", _default("optimizer_in_backward")))
+    offloading = _checked("offload_activations", pick("offload_activations", _default("offload_activations")))
+    if in_backward and microbatches > 1:
+        raise PlanOptionError(f"optimizer_in_backward steps each parameter as its gradient arrives: it cannot "
+                              f"accumulate {microbatches} micro-batches (torchtune refuses it too); use grad_accum 1")
+    if in_backward and (zero or offload):
+        raise PlanOptionError("optimizer_in_backward is modelled without ZeRO or optimizer offload (torchtune's "
+                              "single-device recipe); use zero 0")
+    if offloading and recompute != "full":
+        raise PlanOptionError("offload_activations offloads the checkpointed layer inputs: it needs recompute full "
+                              "(torchtune's recipe refuses it without activation checkpointing)")
+    if offloading and (activations != "korthikanti" or pp > 1 or lora):
+        raise PlanOptionError("offload_activations is modelled with activations korthikanti, pp 1 and full "
+                              "training (torchtune's full_finetune recipes)")
+    if pp == 1 and microbatches > 1:
+        notes.append(f"grad_accum {microbatches}: the gradients of the earlier micro-batches are alive through the "
+                     "forward and backward of each later one; activations are per micro-batch")
+    if pp > 1 and microbatches > 1:
+        notes.append("with pp > 1 the gradients' lifetime follows the pipeline schedule: counted in the optimizer "
+                     "phase only")
+    return {"optimizer_in_backward": in_backward, "offload_activations": offloading}
 
 
 def _check_saved(model: ModelShape, activations: str, recompute: str, every: int, logits: str, chunks_given: bool,

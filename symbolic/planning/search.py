@@ -161,10 +161,11 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
 
 def _structure(layout: dict[str, object]) -> tuple[object, ...]:
     tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
-    # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage)
+    # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage), and
+    # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation)
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
             pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
-            _nccl(dp, tp, pp))  # type: ignore[arg-type]
+            pp == 1 and m > 1, _nccl(dp, tp, pp))  # type: ignore[arg-type, operator]
 
 
 def _nccl(dp: int, tp: int, pp: int) -> tuple[tuple[str, int], ...]:
