@@ -45,6 +45,8 @@ SRC = "pytorch-fsdp2"
 FP8_SRC = "torchao-float8"
 RECIPES = {"tensorwise": "one fp32 scale per tensor (cuBLAS tensorwise kernel); the default recipe",
            "rowwise": "one fp32 scale per row (CUTLASS rowwise kernel), scales rounded down to powers of two"}
+PARAM_DTYPES = ("bf16", "fp16", "fp32")  # MixedPrecisionPolicy.param_dtype: what blocks are gathered in
+REDUCE_DTYPES = ("fp32", "bf16")  # MixedPrecisionPolicy.reduce_dtype: what gradients are reduce-scattered in
 PREFETCH = 1  # groups all-gathered ahead of the running one, forward and backward (FSDP2's implicit prefetch)
 SCALE_BYTES = 4  # an fp32 scale
 

@@ -141,6 +141,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("runtime", "both", "flag", True, "count the CUDA runtime's own memory on each GPU (context and "
                                             "kernels, cuBLAS workspaces, allocator rounding, NCCL buffers); "
                                             "--no-runtime leaves it out (default on)", concern="implementation"),
+    # issue 28: the CUDA context as CUDA_MODULE_LOADING loads kernels
+    Option("cuda_module_loading", "both", "choice", "lazy", "the CUDA context as CUDA_MODULE_LOADING loads "
+           "kernels: lazy (PyTorch's default since 1.13, about 400 MB) or eager (every kernel at start-up, "
+           "more than 1000 MB) (default lazy)", tuple(_runtime.CONTEXT_BY_LOADING), concern="implementation"),
     Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS),
            concern="training"),
     Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS), concern="training"),
@@ -194,16 +198,7 @@ OPTIONS: tuple[Option, ...] = (
                                             "--lora-rank)", concern="finetuning"),
     Option("freeze_embeddings", "train", "flag", False, "frozen input embeddings: no gradient or optimizer state "
                                                         "for them", concern="finetuning"),
-    Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
-           "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
-           "the config's quantization_config, else bf16)",
-           tuple(_infer.WEIGHT_DTYPES), concern="serving"),
-    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
-           tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
-    Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
-                                                   "while the cache holds B·S (default: whole prompts at once)",
-           concern="serving", fallback=0),
-    # --- issue 28: float8 training, FSDP2 and HSDP, the CUDA context's module loading -----------------
+    # --- issue 28: float8 training, FSDP2 and HSDP -----------------
     Option("fp8_recipe", "train", "choice", None, "with --precision fp8: torchao's float8 scaling recipe, "
            "tensorwise (one scale per tensor) or rowwise (one per row) (default tensorwise)",
            tuple(_fsdp.RECIPES), concern="training", fallback="tensorwise"),
@@ -214,10 +209,10 @@ OPTIONS: tuple[Option, ...] = (
            "gradients and optimizer states, each block gathered in --fsdp-param-dtype as it runs (default off; "
            "instead of --zero)", concern="parallel"),
     Option("fsdp_param_dtype", "train", "choice", None, "with --fsdp: MixedPrecisionPolicy.param_dtype, the "
-           "dtype blocks are gathered and computed in (default bf16)", ("bf16", "fp16", "fp32"),
+           "dtype blocks are gathered and computed in (default bf16)", _fsdp.PARAM_DTYPES,
            concern="parallel", fallback="bf16"),
     Option("fsdp_reduce_dtype", "train", "choice", None, "with --fsdp: MixedPrecisionPolicy.reduce_dtype, the "
-           "dtype gradients are reduce-scattered in (default fp32, as torchtitan)", ("fp32", "bf16"),
+           "dtype gradients are reduce-scattered in (default fp32, as torchtitan)", _fsdp.REDUCE_DTYPES,
            concern="parallel", fallback="fp32"),
     Option("reshard_after_forward", "train", "flag", True, "with --fsdp: free each block after its forward and "
            "gather it again for backward; --no-reshard-after-forward keeps every block unsharded from its "
@@ -225,9 +220,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("hsdp", "train", "degree", 1, "with --fsdp: HSDP, R replicas of a shard group: parameters shard "
            "over dp/R ranks and gradients are all-reduced over R (must divide dp; default 1)",
            concern="parallel"),
-    Option("cuda_module_loading", "both", "choice", "lazy", "the CUDA context as CUDA_MODULE_LOADING loads "
-           "kernels: lazy (PyTorch's default since 1.13, about 400 MB) or eager (every kernel at start-up, "
-           "more than 1000 MB) (default lazy)", tuple(_runtime.CONTEXT_BY_LOADING), concern="implementation"),
+    Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
+           "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
+           "the config's quantization_config, else bf16)",
+           tuple(_infer.WEIGHT_DTYPES), concern="serving"),
+    Option("kv_dtype", "infer", "choice", None, "KV-cache dtype (default: the weights' 16-bit dtype)",
+           tuple(_infer.KV_DTYPES), concern="serving", fallback="bf16"),
+    Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
+                                                   "while the cache holds B·S (default: whole prompts at once)",
+           concern="serving", fallback=0),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

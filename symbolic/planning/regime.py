@@ -359,7 +359,7 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
     fp8 = precision == "fp8"
     if "fp8_recipe" in given and not fp8:
         raise PlanOptionError(f"fp8_recipe applies to precision fp8 (torchao float8 training), not {precision}")
-    recipe = _checked("fp8_recipe", pick("fp8_recipe", "tensorwise")) if fp8 else "tensorwise"
+    recipe = _checked("fp8_recipe", pick("fp8_recipe", "tensorwise"))
     fsdp = _checked("fsdp", pick("fsdp", _default("fsdp")))
     loose = [name for name in FSDP_ONLY[1:] if name in given]
     if loose and not fsdp:
@@ -371,7 +371,12 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
     if all_gather and recipe != "tensorwise":
         raise PlanOptionError(f"fp8_all_gather supports the tensorwise recipe only, not {recipe} (torchao's "
                               "Float8LinearConfig refuses it)")
-    out: dict[str, object] = {"fp8_recipe": recipe, "fsdp": fsdp, "fp8_all_gather": all_gather}
+    hsdp = _checked("hsdp", pick("hsdp", _default("hsdp")))
+    reshard = _checked("reshard_after_forward", pick("reshard_after_forward", _default("reshard_after_forward")))
+    out: dict[str, object] = {"fp8_recipe": recipe, "fsdp": fsdp, "fp8_all_gather": all_gather, "hsdp": hsdp,
+                              "reshard_after_forward": reshard,
+                              "fsdp_param_dtype": _checked("fsdp_param_dtype", pick("fsdp_param_dtype", "bf16")),
+                              "fsdp_reduce_dtype": _checked("fsdp_reduce_dtype", pick("fsdp_reduce_dtype", "fp32"))}
     if not fsdp:
         return out
     refused = [what for what, on in (("--zero (FSDP2 is the sharding)", zero), ("--offload", offload),
@@ -379,17 +384,13 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
                                      ("LoRA", lora)) if on]
     if refused:
         raise PlanOptionError(f"--fsdp is not modelled with {', '.join(refused)}")
-    hsdp = _checked("hsdp", pick("hsdp", _default("hsdp")))
     if dp % hsdp:
         raise PlanOptionError(f"hsdp {hsdp} must divide dp {dp} (R replicas of a shard group of dp/R ranks)")
     if dp // hsdp == 1:
         notes.append(f"fsdp: a shard group of one rank (dp {dp}, hsdp {hsdp}) shards nothing")
     if "grads" in given:
         notes.append("fsdp: gradients are sharded in the sharded parameters' dtype; --grads changes nothing")
-    return {**out, "hsdp": hsdp, "reshard_after_forward": _checked(
-                "reshard_after_forward", pick("reshard_after_forward", _default("reshard_after_forward"))),
-            "fsdp_param_dtype": _checked("fsdp_param_dtype", pick("fsdp_param_dtype", "bf16")),
-            "fsdp_reduce_dtype": _checked("fsdp_reduce_dtype", pick("fsdp_reduce_dtype", "fp32"))}
+    return out
 
 
 def _what(model: ModelShape) -> str:
