@@ -14,45 +14,47 @@ from __future__ import annotations
 import json
 import os
 import sys
-
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from torch import nn
+from typing import Any
 
 H, D_FF, LAYERS, VOCAB, BATCH, SEQ, WORLD = 256, 768, 4, 512, 1, 8, 2
 
 
-class Block(nn.Module):
-    """The parameters of a Llama block (the forward uses each once; only the parameters matter here)."""
+def _llama() -> Any:
+    """A Llama-shaped module (torch is imported here: the tests import this folder's files without it)."""
+    import torch
+    from torch import nn
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v, self.o = (nn.Linear(H, H, bias=False) for _ in range(4))
-        self.gate, self.up = nn.Linear(H, D_FF, bias=False), nn.Linear(H, D_FF, bias=False)
-        self.down = nn.Linear(D_FF, H, bias=False)
-        self.norm1, self.norm2 = nn.RMSNorm(H), nn.RMSNorm(H)
+    class Block(nn.Module):
+        """The parameters of a Llama block (the forward uses each once; only the parameters matter here)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.norm1(x)
-        x = x + self.o(self.q(h) + self.k(h) + self.v(h))
-        h = self.norm2(x)
-        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(H, H, bias=False) for _ in range(4))
+            self.gate, self.up = nn.Linear(H, D_FF, bias=False), nn.Linear(H, D_FF, bias=False)
+            self.down = nn.Linear(D_FF, H, bias=False)
+            self.norm1, self.norm2 = nn.RMSNorm(H), nn.RMSNorm(H)
 
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.norm1(x)
+            x = x + self.o(self.q(h) + self.k(h) + self.v(h))
+            h = self.norm2(x)
+            return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
 
-class Llama(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, H)
-        self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
-        self.norm = nn.RMSNorm(H)
-        self.head = nn.Linear(H, VOCAB, bias=False)
+    class Llama(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, H)
+            self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+            self.norm = nn.RMSNorm(H)
+            self.head = nn.Linear(H, VOCAB, bias=False)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.embed(ids)
-        for layer in self.layers:
-            x = layer(x)
-        return self.head(self.norm(x))
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            x = self.embed(ids)
+            for layer in self.layers:
+                x = layer(x)
+            return self.head(self.norm(x))
+
+    return Llama()
 
 
 def _unsharded_bytes(groups: list) -> int:
@@ -74,10 +76,12 @@ def _unsharded_bytes(groups: list) -> int:
 
 def _run(reshard: bool) -> dict:
     """Two AdamW steps of the sharded model; what FSDP2 held, by phase."""
+    import torch
+    from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     torch.manual_seed(0)
-    model = Llama()
+    model = _llama()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.layers:
         fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
@@ -109,6 +113,9 @@ def _run(reshard: bool) -> dict:
 
 
 def _worker(rank: int, world: int, port: int, queue: object) -> None:
+    import torch
+    import torch.distributed as dist
+
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -119,6 +126,8 @@ def _worker(rank: int, world: int, port: int, queue: object) -> None:
 
 
 def main() -> None:
+    import torch.multiprocessing as mp
+
     queue = mp.get_context("spawn").Queue()
     port = 29611 + os.getpid() % 2000
     mp.start_processes(_worker, args=(WORLD, port, queue), nprocs=WORLD, start_method="spawn")

@@ -47,6 +47,7 @@ def _close(planned: int, found: int, within: float = 0.01) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_fsdp2_sharded_parameters_and_gradients_are_fp32_shards(measured: dict, tmp_path: Path) -> None:
     plan = _plan_of(measured, tmp_path)
     terms = plan.terms()
@@ -57,6 +58,7 @@ def test_fsdp2_sharded_parameters_and_gradients_are_fp32_shards(measured: dict, 
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_fsdp2_unsharded_blocks_in_backward_are_the_running_one_and_the_prefetched_one(measured: dict,
                                                                                         tmp_path: Path) -> None:
     terms = _plan_of(measured, tmp_path).terms()
@@ -64,6 +66,7 @@ def test_fsdp2_unsharded_blocks_in_backward_are_the_running_one_and_the_prefetch
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_fsdp2_forward_prefetch_runs_ahead_only_on_a_gpu_stream(measured: dict, tmp_path: Path) -> None:
     """On the CPU the next block's all-gather starts at its own pre-forward: one block fewer than on a GPU."""
     terms = _plan_of(measured, tmp_path).terms()
@@ -73,6 +76,7 @@ def test_fsdp2_forward_prefetch_runs_ahead_only_on_a_gpu_stream(measured: dict, 
 
 
 @pytest.mark.slow
+@pytest.mark.torch
 def test_fsdp2_without_resharding_keeps_every_block_from_forward_to_backward(measured: dict, tmp_path: Path) -> None:
     terms = _plan_of(measured, tmp_path, reshard_after_forward=False).terms()
     for phase in ("forward", "backward"):
