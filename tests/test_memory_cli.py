@@ -90,7 +90,7 @@ def test_gpus_lists_the_catalogue(capsys) -> None:
     (["memory", "llama-3-8b", "--gpu", "h300"], "unknown GPU"),
     (["memory", "no-such-model"], "unknown model"),
     (["memory", "llama-3-8b", "--batch", "0"], "whole number"),
-    (["memory", "llama-3-8b", "--precision", "fp8"], "invalid choice"),
+    (["memory", "llama-3-8b", "--precision", "int8"], "invalid choice"),
     (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "batch", "--batch", "2"], "what is solved for"),
     (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "batch", "--over", "tp"], "--for gpus only"),
     (["fit", "llama-3-8b", "--gpu", "h100-80gb", "--for", "gpus", "--over", "dp", "--mode", "infer"], "replicas"),

@@ -129,3 +129,26 @@ register("torchtune-readme", "torchtune README, \"Optimization flags\" table (Ll
          "tokens, bf16, A100; peak memory active = torch.cuda.memory_stats()['active_bytes.all.peak'], "
          "torchtune/training/memory.py get_memory_stats), commit bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1",
          "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/README.md")
+# --- issue 28: FSDP2, torchao float8, the CUDA context with and without lazy module loading --------
+register("pytorch-fsdp2", "PyTorch 2.13.0, torch/distributed/fsdp/_fully_shard/: _fsdp_param_group.py (unshard, "
+         "_prefetch_unshard, post_backward, reduce_scatter_max_input_buffers), _fsdp_collectives.py "
+         "(foreach_all_gather, foreach_all_gather_copy_out, foreach_reduce), _fsdp_state.py (_lazy_init: the root "
+         "is not resharded after forward)",
+         "https://github.com/pytorch/pytorch/tree/v2.13.0/torch/distributed/fsdp/_fully_shard")
+register("torchao-float8", "pytorch/ao at commit 36027d8: torchao/float8/float8_linear.py "
+         "(matmul_with_hp_or_float8_args saves input_hp and weight_hp_t), config.py (Float8LinearRecipeName "
+         "tensorwise, rowwise; enable_fsdp_float8_all_gather tensorwise only), fsdp_utils.py "
+         "(WeightWithDynamicFloat8CastTensor, precompute_float8_dynamic_scale_for_fsdp)",
+         "https://github.com/pytorch/ao/tree/36027d82d1ad9949597ea16002ff4940374b1b94/torchao/float8")
+register("torchtitan-llama3-benchmark", "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (commit "
+         "820504e): Llama 3.1 8B on 8 and 128 H100s (96 GB), FSDP, local batch 2, selective AC; memory is "
+         "max reserved (torchtitan 9dec370: metrics.py reserved_bytes.all.peak, train.py logs max_reserved_gib); "
+         "apply_fsdp in torchtitan/parallelisms/parallelize_llama.py (every TransformerBlock a fully_shard group, "
+         "then the root; param_dtype bf16, reduce_dtype fp32)",
+         "https://github.com/pytorch/torchtitan/blob/820504e20d1149fbf0b98c567af24c4b0433b22d/"
+         "benchmarks/llama3_h100_202412_torchtitan.md")
+register("cuda-lazy-loading", "NVIDIA CUDA Programming Guide, Lazy Loading (CUDA_MODULE_LOADING: LAZY or EAGER; "
+         "introduced in 11.7, default on Linux from 12.2); pytorch/pytorch#86509 (PyTorch sets LAZY when unset: "
+         "287,047,680 bytes used with it, 666,632,192 without, after one small tensor); ptrblck in "
+         "pytorch/pytorch#107667 (\"Before CUDA 11.7, *all* kernels were loaded into the context ... which took "
+         ">1000MB\")", "https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html")

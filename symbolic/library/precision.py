@@ -26,6 +26,8 @@ Regimes (``PRECISIONS``):
   fp16-mixed → 16bit (ZeRO paper: 16 bytes).
 - ``bf16``: everything in bf16, no master copy; optimizer states in bf16 (PyTorch creates them in
   the parameters' dtype).
+- ``fp8``: torchao float8 training (``library.fsdp``): the model states of ``bf16-mixed``, the
+  linear layers' matmuls at the fp8 rate on transient float8 casts of their operands.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ class Precision:
     grads: tuple[str, ...]  # allowed gradient choices
     source: str
     note: str
+    rate: str = ""  # the format whose GPU rate the matmuls run at ("": the training dtype's)
+
+    @property
+    def compute_rate(self) -> str:
+        """The format whose peak FLOP/s the step's matmuls run at (``time`` reads it)."""
+        return self.rate or self.dtype
 
     @property
     def weight_bytes(self) -> int:
@@ -115,7 +123,13 @@ PRECISIONS: dict[str, Precision] = {p.key: p for p in (
     Precision("bf16", "pure bf16: weights, gradients and optimizer states in bf16", "bf16", "", "bf16", "bf16",
               "16bit", ("16bit",), "pytorch",
               "No master copy; AdamW's m and v in bf16 (PyTorch's zeros_like(param))."),
+    Precision("fp8", "float8 linear layers (torchao): bf16-mixed model states, matmuls on float8 casts", "bf16",
+              "fp32", "fp32", "bf16", "fp32", ("16bit", "fp32", "16bit+fp32"), "torchao-float8",
+              "Master weights, gradients and optimizer states as bf16-mixed; each linear casts its input and "
+              "weight to e4m3 per matmul and saves the bf16 ones (torchao's Float8Linear).", rate="fp8"),
 )}
+# precisions whose model states equal another's (no formulas of their own in the registry)
+SAME_STATES = {"fp8": "bf16-mixed"}
 
 
 def get(key: str) -> Precision:
@@ -179,6 +193,8 @@ def states_formula(key: str, title: str, precision: str, optimizer: str, grads: 
 
 def _register_all() -> None:
     for prec in PRECISIONS.values():
+        if prec.key in SAME_STATES:
+            continue
         for opt in optim.OPTIMIZERS.values():
             per = bytes_per_param(prec.key, opt.key)
             size = f" ({per} bytes/param)" if per is not None else ""

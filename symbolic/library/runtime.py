@@ -113,6 +113,17 @@ Llama-3-8B: 1.79 GiB, vllm-project/vllm#10511, including its communication buffe
 is for a plain PyTorch training or serving process.
 """
 
+EAGER_CONTEXT_BYTES = 1000 * MIB
+"""CUDA context with every kernel loaded at start-up (``CUDA_MODULE_LOADING=EAGER``, the default before
+CUDA 11.7 and PyTorch 1.13): ptrblck's "took >1000MB" (pytorch/pytorch#107667), taken as MiB, a lower
+bound. Checked against pytorch#86509, whose same command used 666,632,192 bytes eagerly and
+287,047,680 lazily: eager loading added 379,584,512 bytes (362 MiB) before cuBLAS or any kernel of a
+step had loaded, and the lazy figure (``CONTEXT_BYTES``) plus that difference is already 762 MiB.
+The issue's 1.3 GiB on a V100 was not found in a public source; it is above this bound."""
+
+CONTEXT_BY_LOADING = {"lazy": CONTEXT_BYTES, "eager": EAGER_CONTEXT_BYTES}
+"""The CUDA context by ``CUDA_MODULE_LOADING`` (NVIDIA's Lazy Loading guide: LAZY or EAGER)."""
+
 NCCL_BYTES = {2: 544 * MIB, 3: 688 * MIB}
 """GPU memory of one NCCL communicator after its first all-reduce (NVIDIA/nccl#964, 4 × A100 over
 NVLink, PyTorch): 544 MB for 2 ranks, 688 MB for 3 or more (read as MiB, nvidia-smi's unit).
@@ -204,22 +215,20 @@ def nccl_bytes(ranks: int, all_to_all: bool = False) -> int:
 
 
 def terms(*, gpus_in_job: int, dp: int = 1, tp: int = 1, pp: int = 1, tensors: sympy.Expr | None = None,
-          gpu: object | None = None, mode: str = "train", ep: int = 1) -> list[Term]:
+          gpu: object | None = None, mode: str = "train", ep: int = 1, loading: str = "lazy") -> list[Term]:
     """The CUDA runtime's memory on one GPU of a job, as named terms (bytes).
 
     ``tensors``: the tensor bytes of the plan (its peak), for the fragmentation allowance; None
     leaves the allowance out and keeps the pools' minimum. ``gpu``: a catalogue GPU, for the
     cuBLAS workspace size (None: the larger, 32 MiB). ``mode``: "train" (two cuBLAS handles) or
     "serve" (one). ``ep``: expert-parallel degree (an all-to-all communicator when > 1).
+    ``loading``: CUDA_MODULE_LOADING, lazy (the default) or eager (``CONTEXT_BY_LOADING``).
     """
+    if loading not in CONTEXT_BY_LOADING:
+        raise UserError(f"CUDA module loading must be one of {', '.join(CONTEXT_BY_LOADING)}, not {loading!r}")
     n_handles = handles(mode)
     ws = workspace_bytes(gpu)
-    out = [
-        Term("cuda_context", "CUDA context and loaded kernels", sympy.Integer(CONTEXT_BYTES), "bytes",
-             "pytorch-context", "published measurement",
-             "Outside PyTorch's allocator (nvidia-smi and mem_get_info see it, memory_reserved does not); "
-             "lazy module loading. A published figure (≈ 400 MB), not measured here; benchmarks/gpu_runtime.py "
-             "measures it."),
+    out = [_context_term(loading),
         Term("cublas_workspace", f"cuBLAS/cuBLASLt workspaces ({n_handles} × {ws / MIB:g} MiB)",
              sympy.Integer(n_handles * ws), "bytes", "pytorch-cublas", "parseChosenWorkspaceSize",
              "One workspace per (cuBLAS handle, stream), shared with cuBLASLt, allocated through the caching "
@@ -251,6 +260,20 @@ def terms(*, gpus_in_job: int, dp: int = 1, tp: int = 1, pp: int = 1, tensors: s
                         "on A100 over NVLink (more channels, so more memory, on H100 and across nodes); the "
                         "expert-parallel all-to-all from a measurement on 8 × H100, scaled by the peers."))
     return out
+
+
+def _context_term(loading: str) -> Term:
+    """The CUDA context: lazy module loading (the published 400 MB) or eager (more than 1000 MB)."""
+    if loading == "lazy":
+        return Term("cuda_context", "CUDA context and loaded kernels", sympy.Integer(CONTEXT_BYTES), "bytes",
+                    "pytorch-context", "published measurement",
+                    "Outside PyTorch's allocator (nvidia-smi and mem_get_info see it, memory_reserved does not); "
+                    "lazy module loading. A published figure (≈ 400 MB), not measured here; "
+                    "benchmarks/gpu_runtime.py measures it.")
+    return Term("cuda_context", "CUDA context with every kernel loaded (CUDA_MODULE_LOADING=EAGER)",
+                sympy.Integer(EAGER_CONTEXT_BYTES), "bytes", "cuda-lazy-loading", "published measurement",
+                "Outside PyTorch's allocator; eager loading puts every kernel of every loaded CUDA library in the "
+                "context at start-up: more than 1000 MB (ptrblck, pytorch#107667), a lower bound.")
 
 
 def total(found: list[Term]) -> sympy.Expr:

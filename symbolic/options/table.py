@@ -27,9 +27,11 @@ from .. import formats as _formats
 from ..core.errors import UnknownNameError, UserError, quote
 from ..library import activations as _acts
 from ..library import activations_pytorch as _pyacts
+from ..library import fsdp as _fsdp
 from ..library import inference as _infer
 from ..library import optimizers as _optim
 from ..library import precision as _prec
+from ..library import runtime as _runtime
 
 MODES = ("train", "infer")
 DEFAULT_MODE = "train"
@@ -139,6 +141,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("runtime", "both", "flag", True, "count the CUDA runtime's own memory on each GPU (context and "
                                             "kernels, cuBLAS workspaces, allocator rounding, NCCL buffers); "
                                             "--no-runtime leaves it out (default on)", concern="implementation"),
+    # issue 28: the CUDA context as CUDA_MODULE_LOADING loads kernels
+    Option("cuda_module_loading", "both", "choice", "lazy", "the CUDA context as CUDA_MODULE_LOADING loads "
+           "kernels: lazy (PyTorch's default since 1.13, about 400 MB) or eager (every kernel at start-up, "
+           "more than 1000 MB) (default lazy)", tuple(_runtime.CONTEXT_BY_LOADING), concern="implementation"),
     Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS),
            concern="training"),
     Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS), concern="training"),
@@ -217,6 +223,28 @@ OPTIONS: tuple[Option, ...] = (
     Option("offload_activations", "train", "flag", False, "torchtune's activation offloading: the checkpointed layer "
                                                          "inputs go to pinned host memory, the last 5 stay on the GPU "
                                                          "(needs --recompute full; default off)", concern="training"),
+    # --- issue 28: float8 training, FSDP2 and HSDP -----------------
+    Option("fp8_recipe", "train", "choice", None, "with --precision fp8: torchao's float8 scaling recipe, "
+           "tensorwise (one scale per tensor) or rowwise (one per row) (default tensorwise)",
+           tuple(_fsdp.RECIPES), concern="training", fallback="tensorwise"),
+    Option("fp8_all_gather", "train", "flag", False, "with --precision fp8 --fsdp: FSDP2 all-gathers the linear "
+           "weights in float8 (torchao's enable_fsdp_float8_all_gather; tensorwise only) (default off)",
+           concern="parallel"),
+    Option("fsdp", "train", "flag", False, "FSDP2 (fully_shard) over the dp ranks: sharded fp32 parameters, "
+           "gradients and optimizer states, each block gathered in --fsdp-param-dtype as it runs (default off; "
+           "instead of --zero)", concern="parallel"),
+    Option("fsdp_param_dtype", "train", "choice", None, "with --fsdp: MixedPrecisionPolicy.param_dtype, the "
+           "dtype blocks are gathered and computed in (default bf16)", _fsdp.PARAM_DTYPES,
+           concern="parallel", fallback="bf16"),
+    Option("fsdp_reduce_dtype", "train", "choice", None, "with --fsdp: MixedPrecisionPolicy.reduce_dtype, the "
+           "dtype gradients are reduce-scattered in (default fp32, as torchtitan)", _fsdp.REDUCE_DTYPES,
+           concern="parallel", fallback="fp32"),
+    Option("reshard_after_forward", "train", "flag", True, "with --fsdp: free each block after its forward and "
+           "gather it again for backward; --no-reshard-after-forward keeps every block unsharded from its "
+           "forward to its backward (default on)", concern="parallel"),
+    Option("hsdp", "train", "degree", 1, "with --fsdp: HSDP, R replicas of a shard group: parameters shard "
+           "over dp/R ranks and gradients are all-reduced over R (must divide dp; default 1)",
+           concern="parallel"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

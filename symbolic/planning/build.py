@@ -47,12 +47,12 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import L, N, N_gpu, UnknownSymbolError, e_p, n_d, n_mb, p, t, v_pp
+from ..core.symbols import H, L, N, N_gpu, UnknownSymbolError, e_p, n_d, n_mb, n_s, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
+from ..library import fsdp, offload, registry, runtime
 from ..library import inference as infer
-from ..library import offload, registry, runtime
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
 from ..library import precision as prec
@@ -385,7 +385,7 @@ def _with_runtime(layout: Layout, r: Regime, notes: list[str]) -> Layout:
         return layout
     tensors = sympy.Add(*(t.expr for t in layout.resident), layout.peak_term().expr)
     terms = runtime.terms(gpus_in_job=r.gpus, dp=r.dp, tp=r.tp, pp=r.pp, ep=r.ep, tensors=tensors,
-                          mode="train" if r.train else "serve")
+                          mode="train" if r.train else "serve", loading=r.cuda_module_loading)
     notes.append(runtime.RUNTIME_NOTE)
     return layout.with_resident(terms)
 
@@ -458,6 +458,9 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         backward += grads
     if r.optimizer_in_backward:
         optimizer = _step_in_backward(model, r, tp_s)
+    for extra in (_fsdp_phase_terms(model, r, tp_s), _fp8_terms(model, r, tp_s)):
+        forward += extra[0]
+        backward += extra[1]
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
                                     "optimizer": tuple(optimizer)}), definitions, host
 
@@ -496,6 +499,9 @@ def _states(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Ex
             notes.append("Adafactor's row and column accumulators are divided by t·p like the parameters (an "
                          "approximation: a column-split matrix keeps all its rows)")
         states = prec.state_terms(r.precision, r.optimizer, r.grads, params=params, factored_entries=factored)
+    if r.fsdp:
+        values["n_s"] = r.dp // r.hsdp
+        return _fsdp_states(r, states, params), []
     if r.zero:
         values["n_d"] = r.dp
     states = [s for s in _shard(states, r.zero)]
@@ -504,6 +510,44 @@ def _states(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Ex
         states, host = par.split_offload(states)
         host.append(par.host_buffer_term(host))
     return states, host
+
+
+def _fsdp_states(r: Regime, states: list[Term], params: sympy.Expr) -> list[Term]:
+    """FSDP2's model states: sharded parameters (the optimizer's copy), sharded gradients, sharded states."""
+    regime_prec = prec.get(r.precision)
+    kept = regime_prec.master or regime_prec.dtype  # the model's own dtype: fp32 under mixed precision
+    nbytes = int(formats.nbytes(kept))
+    optimizer = [fsdp.sharded_states_term(s) for s in states if s.key == "optimizer_states"]
+    return [fsdp.sharded_params_term(params, nbytes, kept), fsdp.sharded_grads_term(params, nbytes, kept), *optimizer]
+
+
+def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers."""
+    if not r.fsdp:
+        return [], []
+    param_bytes = int(formats.nbytes(r.fsdp_param_dtype))
+    layer = (N - model.first_stage - model.head) / (L * tp_s)
+    if r.fp8_all_gather:  # the linear weights travel and stay unsharded in float8 (1 byte), the rest in param_dtype
+        linear = sympy.Add(*(rows * cols * n for _, rows, cols, n in model.matrices if L in n.free_symbols)) / (L * tp_s)
+        layer_bytes = linear + param_bytes * (layer - linear)
+        what = f"linear weights fp8, the rest {r.fsdp_param_dtype}"
+    else:
+        layer_bytes, what = param_bytes * layer, r.fsdp_param_dtype
+    blocks = fsdp.unsharded_layers_term(1 + fsdp.PREFETCH if r.reshard_after_forward else L, layer_bytes,
+                                        r.reshard_after_forward, what)
+    root = fsdp.root_term((model.first_stage + model.head) / tp_s, param_bytes, r.fsdp_param_dtype)
+    head_grads = (model.head if model.head != 0 else model.first_stage) / tp_s
+    buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, int(formats.nbytes(r.fsdp_reduce_dtype)),
+                                         r.fsdp_reduce_dtype)
+    return [blocks, root], [blocks, root, buffers]
+
+
+def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) float8 casts of one linear's operands (torchao: transient, not saved)."""
+    if r.precision != "fp8":
+        return [], []
+    return ([fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)],
+            [fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)])
 
 
 def _shard(states: list[Term], zero: int) -> list[Term]:
@@ -520,7 +564,7 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
     if finetune.active(r):  # the trainable tensors only (adapters, or all but the embedding), in their dtype
         expr = sympy.Add(*(g.expr for g in grads if g.key == "gradients"))
     else:
-        expr = prec.get(r.precision).state_bytes * params / (n_d if r.zero >= 1 else 1)
+        expr = prec.get(r.precision).state_bytes * params / (n_s if r.fsdp else n_d if r.zero >= 1 else 1)
     return [pypeak.adamw_temporaries_term(expr)]
 
 

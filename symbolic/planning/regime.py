@@ -56,6 +56,7 @@ PYTORCH_OPTIMIZERS = pypeak.OPTIMIZERS  # the optimizers whose PyTorch step was 
 MLP_HIDDEN = ("seq", "flash", "attn", "use_cache", "dropout", "dropout_masks", "logits", "sequence_parallel")
 PYTORCH_ONLY = ("attn", "device", "use_cache", "dropout_masks")
 FINETUNE_ONLY = ("lora_targets", "lora_dropout", "adapter_dtype", "lora_rank")
+FSDP_ONLY = ("fsdp", "fsdp_param_dtype", "fsdp_reduce_dtype", "reshard_after_forward", "hsdp")
 DEFAULT_SEQ = opts.DEFAULT_SEQ
 
 
@@ -145,6 +146,10 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
     (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
     (("offload_activations",), lambda r: not r.offload_activations),
+    (("fp8_recipe",), lambda r: r.precision != "fp8"),
+    (FSDP_ONLY, lambda r: not r.fsdp),
+    (("fp8_all_gather",), lambda r: not r.fp8_all_gather),
+    (("cuda_module_loading",), lambda r: r.cuda_module_loading == "lazy"),
 )
 
 
@@ -202,8 +207,9 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
     _check_ep(model, ep, dp, tp)
     flash = _checked("flash", pick("flash", _default("flash")))
     runtime = _checked("runtime", pick("runtime", _default("runtime")))
+    loading = _checked("cuda_module_loading", pick("cuda_module_loading", _default("cuda_module_loading")))
     data: dict[str, object] = {"batch": batch, "seq": seq, "dp": dp, "tp": tp, "pp": pp, "ep": ep,
-                               "flash": flash, "runtime": runtime}
+                               "flash": flash, "runtime": runtime, "cuda_module_loading": loading}
     if mode == "infer":
         shipped = None if "weights" in given else shipped_format(model)  # the config's quantization_config
         weights = _checked("weights", pick("weights", shipped or _default("weights")))
@@ -221,6 +227,8 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
+        if data["fsdp"] and ep > 1:
+            raise PlanOptionError(f"--fsdp is not modelled with expert parallelism (ep {ep})")
     return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                      notes=tuple(notes))
 
@@ -342,6 +350,8 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
                            activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
+    sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
+                             pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
@@ -350,7 +360,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, **tuning, **lifetimes}
+            "grad_accum": grad_accum, **tuning, **lifetimes, **sharding}
 
 
 def _accumulation(pick: Callable[[str, object], object], given: Collection[str], pp: int) -> tuple[int, int]:
@@ -415,6 +425,47 @@ def _check_saved(model: ModelShape, activations: str, recompute: str, every: int
                                   "stage checkpoints depends on the framework's count across stages")
     if chunks_given and logits != "chunked":
         raise PlanOptionError(f"logit-chunks applies to logits chunked, not {logits}")
+
+
+def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given: Collection[str], *,
+                  precision: str, zero: int, offload: bool, dp: int, pp: int, pytorch: bool,
+                  lora: bool) -> dict[str, object]:
+    """float8 training and FSDP2/HSDP (issue 28): their options checked against each other and the rest."""
+    fp8 = precision == "fp8"
+    if "fp8_recipe" in given and not fp8:
+        raise PlanOptionError(f"fp8_recipe applies to precision fp8 (torchao float8 training), not {precision}")
+    recipe = _checked("fp8_recipe", pick("fp8_recipe", "tensorwise"))
+    fsdp = _checked("fsdp", pick("fsdp", _default("fsdp")))
+    loose = [name for name in FSDP_ONLY[1:] if name in given]
+    if loose and not fsdp:
+        raise PlanOptionError(f"{', '.join(loose)} {'applies' if len(loose) == 1 else 'apply'} with --fsdp (FSDP2)")
+    all_gather = _checked("fp8_all_gather", pick("fp8_all_gather", _default("fp8_all_gather")))
+    if all_gather and not (fsdp and fp8):
+        raise PlanOptionError("fp8_all_gather needs --fsdp and --precision fp8 (FSDP2 all-gathers torchao's float8 "
+                              "weights)")
+    if all_gather and recipe != "tensorwise":
+        raise PlanOptionError(f"fp8_all_gather supports the tensorwise recipe only, not {recipe} (torchao's "
+                              "Float8LinearConfig refuses it)")
+    hsdp = _checked("hsdp", pick("hsdp", _default("hsdp")))
+    reshard = _checked("reshard_after_forward", pick("reshard_after_forward", _default("reshard_after_forward")))
+    out: dict[str, object] = {"fp8_recipe": recipe, "fsdp": fsdp, "fp8_all_gather": all_gather, "hsdp": hsdp,
+                              "reshard_after_forward": reshard,
+                              "fsdp_param_dtype": _checked("fsdp_param_dtype", pick("fsdp_param_dtype", "bf16")),
+                              "fsdp_reduce_dtype": _checked("fsdp_reduce_dtype", pick("fsdp_reduce_dtype", "fp32"))}
+    if not fsdp:
+        return out
+    refused = [what for what, on in (("--zero (FSDP2 is the sharding)", zero), ("--offload", offload),
+                                     (f"pipeline parallelism (pp {pp})", pp > 1), ("activations pytorch", pytorch),
+                                     ("LoRA", lora)) if on]
+    if refused:
+        raise PlanOptionError(f"--fsdp is not modelled with {', '.join(refused)}")
+    if dp % hsdp:
+        raise PlanOptionError(f"hsdp {hsdp} must divide dp {dp} (R replicas of a shard group of dp/R ranks)")
+    if dp // hsdp == 1:
+        notes.append(f"fsdp: a shard group of one rank (dp {dp}, hsdp {hsdp}) shards nothing")
+    if "grads" in given:
+        notes.append("fsdp: gradients are sharded in the sharded parameters' dtype; --grads changes nothing")
+    return out
 
 
 def _what(model: ModelShape) -> str:

@@ -255,6 +255,20 @@ def compute_dtype(regime_dtype: str, given: str | None) -> str:
     return regime_dtype
 
 
+def train_rate(precision: str, given: str | None) -> str:
+    """The rate a training step's matmuls run at: its precision's (fp8: the fp8 rate); one precision per job.
+
+    ``--compute-dtype`` may name the precision's own rate only where it differs from the training
+    dtype's (fp8 matmuls are ``--precision fp8``, not a rate on top of a bf16 job).
+    """
+    own = formats.get(prec.get(precision).compute_rate).rate
+    dtype = compute_dtype(own, given)
+    if dtype == "fp8" and own != "fp8":
+        raise UserError(f"--compute-dtype fp8 with precision {precision}: float8 training is --precision fp8 (one "
+                        "precision per job: the memory and the time of the same step)")
+    return dtype
+
+
 def weights_rate(weights: str, given: str | None) -> str:
     """The rate a serving plan's matmuls run at: the weights format's (``symbolic.formats``), or ``given``
     when the format can run at it (GPTQ/AWQ int8 and int4 dequantise to 16 bits: bf16 or fp16 only)."""
@@ -411,7 +425,7 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
     if how == "achieved":
         values["X"] = rate
         return values
-    dtype = compute_dtype(formats.get(prec.get(r.precision).dtype).rate, compute)
+    dtype = train_rate(r.precision, compute)
     values.update(F_peak=gpu.peak_flops(dtype), mfu=rate, W_hbm=_rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
                   W_tp=link(gpu, r.tp, "tensor-parallel"), W_dp=link(gpu, r.tp * r.dp, "data-parallel"),
                   W_pp=link(gpu, r.gpus if r.pp > 1 else 1, "pipeline"))

@@ -1,0 +1,132 @@
+"""FSDP2 (``torch.distributed.fsdp.fully_shard``) and torchao float8 training, as named terms per GPU.
+
+FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_fully_shard/``):
+
+- each parameter is a DTensor sharded over the ``n_s`` ranks of the shard group (dim 0, padded),
+  kept in the model's own dtype (fp32 under mixed precision): that sharded copy *is* what the
+  optimizer updates, so there is no separate master copy and no resident 16-bit copy;
+- the sharded gradients are in the same dtype (``foreach_reduce`` casts the reduce-scatter output
+  back to the parameter's dtype), and the optimizer's states are per shard;
+- each ``fully_shard`` group (torchtitan: every transformer block, and the root with the
+  embeddings, the final norm and the head) is all-gathered in ``MixedPrecisionPolicy.param_dtype``
+  (bf16) just before it runs and, with ``reshard_after_forward=True``, freed after its forward; the
+  next group is prefetched (one all-gather in flight, forward and backward: ``_prefetch_unshard``),
+  so two blocks are unsharded at a time; with ``reshard_after_forward=False`` every block stays
+  unsharded from its forward to its backward. The root is not resharded after forward
+  (``FSDPState._lazy_init``: its parameters would be gathered again at once for backward);
+- in backward a block's unsharded gradients (param dtype) are copied into one flat reduce-scatter
+  input in ``reduce_dtype`` (``foreach_reduce``), which is kept until the next block's
+  reduce-scatter is issued (``reduce_scatter_max_input_buffers`` 1); the root's gradients (the
+  head's first) wait for the root's own reduce-scatter at the end of backward;
+- HSDP (a 2-D mesh, R replicas of a shard group): shards over ``n_s = dp/R`` ranks, then
+  all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``).
+
+torchao float8 training (``torchao/float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``)
+casts a linear layer's input and weight to float8 for each matmul (``hp_tensor_to_float8_dynamic``:
+e4m3, an fp32 scale per tensor for ``tensorwise``, per row for ``rowwise``), and in backward casts
+``grad_output`` twice (for grad_input and grad_weight) and the weight and input again. What it
+saves for backward is ``input_hp`` and ``weight_hp_t`` (``ctx.save_for_backward``): the casts are
+transient in eager mode, the master weights, gradients and optimizer states stay high precision,
+and the non-linear ops run in bf16. With ``enable_fsdp_float8_all_gather`` (tensorwise only:
+``Float8LinearConfig.__post_init__``) FSDP2 all-gathers the linear weights' fp8 data with one fp32
+scale each (``WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather``), so the unsharded weights
+are 1 byte each; ``precompute_float8_dynamic_scale_for_fsdp`` computes all the scales in one
+all-reduce after the optimizer step.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..core.symbols import B, S, n_s
+from ..core.term import Term
+
+SRC = "pytorch-fsdp2"
+FP8_SRC = "torchao-float8"
+RECIPES = {"tensorwise": "one fp32 scale per tensor (cuBLAS tensorwise kernel); the default recipe",
+           "rowwise": "one fp32 scale per row (CUTLASS rowwise kernel), scales rounded down to powers of two"}
+PARAM_DTYPES = ("bf16", "fp16", "fp32")  # MixedPrecisionPolicy.param_dtype: what blocks are gathered in
+REDUCE_DTYPES = ("fp32", "bf16")  # MixedPrecisionPolicy.reduce_dtype: what gradients are reduce-scattered in
+PREFETCH = 1  # groups all-gathered ahead of the running one, forward and backward (FSDP2's implicit prefetch)
+SCALE_BYTES = 4  # an fp32 scale
+
+
+def sharded_params_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:
+    """The sharded parameters one rank keeps: the optimizer's copy (no separate master)."""
+    return Term("weights", f"FSDP2 sharded parameters ({dtype}, ÷ N_s): the copy the optimizer updates",
+                nbytes * params / n_s, "bytes", SRC, "FSDPParam._init_sharded_param",
+                "Each parameter a DTensor sharded on dim 0 over the shard group, in the model's dtype; the "
+                "optimizer steps it directly, so no master copy and no resident 16-bit copy exist.")
+
+
+def sharded_grads_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:
+    """The sharded gradients: the reduce-scatter output cast to the sharded parameters' dtype."""
+    return Term("gradients", f"FSDP2 sharded gradients ({dtype}, ÷ N_s)", nbytes * params / n_s, "bytes", SRC,
+                "foreach_reduce", "The reduce-scatter output, cast to the sharded parameter's dtype.")
+
+
+def sharded_states_term(states: Term) -> Term:
+    """The optimizer's states of the shard this rank holds."""
+    return states.replace(expr=states.expr / n_s, title=f"{states.title} (÷ N_s, FSDP2)",
+                          note="Per sharded parameter. " + states.note)
+
+
+def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, reshard: bool, what: str) -> Term:
+    """The blocks gathered whole: the running one and the prefetched one, or every block without resharding."""
+    how = ("the running block and the one prefetched" if reshard
+           else "every block, kept from its forward to its backward (reshard_after_forward=False)")
+    return Term("fsdp_unsharded_layers", f"FSDP2 unsharded blocks ({what}): {how}", layers * layer_bytes, "bytes",
+                SRC, "FSDPParamGroup.unshard, _prefetch_unshard",
+                "All-gathered in MixedPrecisionPolicy.param_dtype just before a block runs and freed after it "
+                "(reshard_after_forward=True) or after its backward; one all-gather is prefetched ahead in the "
+                "forward and backward passes.")
+
+
+def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
+    """The root group (embeddings, final norm, head): unsharded from the forward to the end of backward."""
+    return Term("fsdp_root_unsharded", f"FSDP2 root group unsharded ({dtype}): embeddings, final norm, head",
+                nbytes * root_params, "bytes", SRC, "FSDPState._lazy_init",
+                "The root fully_shard group is not resharded after forward (its parameters would be gathered "
+                "again at once for backward).")
+
+
+def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad_bytes: int, reduce_bytes: int,
+                          reduce: str) -> Term:
+    """Backward: one block's unsharded gradients, the reduce-scatter input kept from the block after, the root's."""
+    expr = grad_bytes * layer_params + reduce_bytes * layer_params + grad_bytes * root_grads
+    return Term("fsdp_reduce_scatter", f"FSDP2 backward buffers: a block's unsharded gradients, the {reduce} "
+                "reduce-scatter input, the head's unsharded gradients", expr, "bytes", SRC,
+                "foreach_reduce, reduce_scatter_max_input_buffers",
+                "Autograd writes a block's gradients unsharded in param_dtype; foreach_reduce copies them into "
+                "one flat reduce-scatter input in reduce_dtype, kept until the next block's reduce-scatter is "
+                "issued (one buffer). The root's gradients (the head's, produced first) wait for the root's "
+                "reduce-scatter at the end of backward. The reduce-scatter output in fp32 becomes the sharded "
+                "gradient (counted there).")
+
+
+def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
+                     fp8_weights: bool) -> Term:
+    """The forward casts of the widest linear (down projection): its input and weight in float8, with scales."""
+    expr = B * S * width / tp + (0 if fp8_weights else hidden * width / tp) + _scales(recipe, B * S, hidden)
+    return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe})", expr, "bytes", FP8_SRC,
+                "matmul_with_hp_or_float8_args.forward",
+                "hp_tensor_to_float8_dynamic makes an e4m3 copy of the input and of the weight for each matmul; "
+                "they are freed after it (backward saves input_hp and weight_hp_t). The widest input is the "
+                "down projection's. " + RECIPES[recipe] + ".")
+
+
+def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
+                      fp8_weights: bool) -> Term:
+    """The backward casts of the widest linear (up projection): grad_output twice, the weight, the input."""
+    expr = B * S * (2 * width / tp + hidden) + (0 if fp8_weights else hidden * width / tp) + \
+        2 * _scales(recipe, B * S, width)
+    return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe})", expr, "bytes", FP8_SRC,
+                "matmul_with_hp_or_float8_args.backward",
+                "grad_output is cast twice (for grad_input and for grad_weight), the saved input and weight "
+                "again; all alive until the linear's backward returns. The widest grad_output is the up "
+                "projection's. " + RECIPES[recipe] + ".")
+
+
+def _scales(recipe: str, rows: sympy.Expr, cols: sympy.Expr) -> sympy.Expr:
+    """fp32 scales of one activation cast and one weight cast: two per tensor, or one per row."""
+    return 2 * SCALE_BYTES if recipe == "tensorwise" else SCALE_BYTES * (rows + cols)
