@@ -112,11 +112,15 @@ def test_llm_d_llama_31_8b_split(llama31):
     assert plan.figures["non_torch_bytes"] / GIB == pytest.approx(0.13, abs=0.005)  # llm-d's measured default
     # The activation peak is 0.34's source; llm-d's release took another sampler path (next tests): ours is far
     # lower (1.77 against 4.76 GiB), so no tolerance is claimed for it. 0.34 also keeps the penalties' counts
-    # (sampler_bin_counts, non-KV). Every other term agrees: the KV difference is those two differences.
+    # (sampler_bin_counts, non-KV) and subtracts its CUDA-graph estimate (on by default only since v0.21.0, as
+    # 0.34's gpu_worker.py log line says; llm-d's split has no such term). Every other term agrees: the KV
+    # difference is those three differences.
     ours = plan.figures["activation_peak_bytes"] / GIB
     state = plan.figures["sampler_state_bytes"] / GIB
+    graphs = plan.figures["cuda_graph_bytes"] / GIB
     assert ours < 4.76
-    assert plan.figures["available_kv_cache_bytes"] / GIB - 51.38 == pytest.approx(4.76 - ours - state, abs=0.02)
+    assert plan.figures["available_kv_cache_bytes"] / GIB - 51.38 == pytest.approx(4.76 - ours - state - graphs,
+                                                                                    abs=0.02)
 
 
 # The older V1 sampler that llm-d's release ran (VLLM_USE_FLASHINFER_SAMPLER unset meant the PyTorch-native path,
@@ -194,7 +198,8 @@ def test_sampler_bin_counts_are_non_kv_memory(llama31):
     plan = serve(llama31, engine="vllm", gpu="79.18GiB", **LLM_D)
     assert plan.figures["sampler_state_bytes"] == 1024 * 128256 * 4
     assert plan.non_kv_bytes == (plan.weights_bytes + plan.figures["activation_peak_bytes"]
-                                 + plan.figures["sampler_state_bytes"] + plan.figures["non_torch_bytes"])
+                                 + plan.figures["sampler_state_bytes"] + plan.figures["non_torch_bytes"]
+                                 + plan.figures["cuda_graph_bytes"])
 
 
 def test_non_torch_at_tp_1_against_published_logs():
@@ -343,3 +348,78 @@ def test_attention_scales_are_counted_whatever_the_kv_dtype():
     # set_default_quant_scales registers the buffers on every attention layer, also with the auto (model) dtype
     plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
     assert int(next(t for t in plan.terms if t.key == "attention_scales").expr) == 32 * 4 * 4
+
+
+# CUDA graphs (vLLM 0.34.0, commit 62d4bc3c7): gpu_worker.py:772-779 subtracts profile_cudagraph_memory's estimate
+# from the KV memory. vLLM measures the pool; published figures vary too widely to check (the module docstring
+# cites them), so these tests check the source's arithmetic: the sizes of config/vllm.py _set_cudagraph_sizes and
+# cudagraph_utils.py _extrapolate_full_graph_memory, with the pool approximated from the model's shapes.
+MIB = 1 << 20  # cudagraph_utils.py _MIN_PER_GRAPH_BYTES
+
+
+def _default_sizes(seqs: int, tokens: int) -> list[int]:
+    # config/vllm.py _set_cudagraph_sizes off SM100: 1, 2, 4, every 8 below 256, every 16 from 256 to the ceiling
+    # min(2 · max_num_seqs, 512, max_num_batched_tokens), plus max_num_batched_tokens and max_num_seqs within it
+    top = min(2 * seqs, 512, tokens)
+    sizes = {1, 2, 4, *range(8, min(top + 1, 256), 8), *range(256, top + 1, 16), tokens, seqs}
+    return sorted(s for s in sizes if s <= top)
+
+
+def _pool(tokens: int, hidden: int, heads: int, kv_heads: int, head: int, ffn: int, e: int = 2) -> int:
+    # the largest graph's live intermediates: residual, qkv, attention output, MLP gate·up (2·ffn) and act (ffn)
+    return tokens * (hidden + (heads + 2 * kv_heads) * head + heads * head + 3 * ffn) * e
+
+
+def test_cuda_graphs_are_the_largest_graphs_pool_and_a_mib_per_further_full_graph():
+    # llama-3-8b on an H100, vllm serve's defaults (8192 tokens, 1,024 sequences): graphs up to 512 tokens
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
+    sizes = _default_sizes(1024, 8192)
+    assert sizes[-1] == 512 and len(sizes) == 51  # 3 + 31 + 17, as the source's docstring lists them
+    full = len({min(s, 1024) for s in sizes})  # decode request counts: the shared sizes at one token a request
+    expected = _pool(512, 4096, 32, 8, 128, 14336) + (full - 1) * MIB
+    assert plan.figures["cuda_graph_bytes"] == expected
+    found = plan.term_bytes()
+    assert sum(v for k, v in found.items() if k.startswith("cuda_graph")) == expected
+
+
+def test_cuda_graphs_come_out_of_the_kv_memory_and_enforce_eager_has_none():
+    graphs = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
+    eager = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192, enforce_eager=True)
+    assert eager.figures["cuda_graph_bytes"] == 0
+    assert not any(t.key.startswith("cuda_graph") for t in eager.terms)
+    assert graphs.figures["cuda_graph_bytes"] > 0
+    gap = eager.figures["available_kv_cache_bytes"] - graphs.figures["available_kv_cache_bytes"]
+    assert gap == graphs.figures["cuda_graph_bytes"]
+    rows = graphs.as_dict()["terms"]
+    assert all(r["in_budget"] for r in rows if r["key"].startswith("cuda_graph"))
+
+
+@pytest.mark.parametrize("seqs, tokens", [(64, 8192), (1024, 300), (5, 2048)])
+def test_cuda_graph_sizes_follow_max_num_seqs_and_batched_tokens(seqs, tokens):
+    # the ceiling min(2 · seqs, 512, tokens) sets the pool's tokens; the decode graphs are min(size, seqs)
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192, max_num_seqs=seqs,
+                 max_num_batched_tokens=tokens)
+    sizes = _default_sizes(seqs, tokens)
+    full = len({min(s, seqs) for s in sizes})
+    assert plan.figures["cuda_graph_bytes"] == _pool(sizes[-1], 4096, 32, 8, 128, 14336) + (full - 1) * MIB
+
+
+def test_cuda_graph_pool_is_per_tp_rank():
+    # heads, kv heads and the MLP are sharded over tp; the residual is not
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192, tp=2)
+    full = len(_default_sizes(1024, 8192))
+    assert plan.figures["cuda_graph_bytes"] == _pool(512, 4096, 16, 4, 128, 14336 // 2) + (full - 1) * MIB
+
+
+def test_sm100_takes_the_wide_prefill_grid():
+    # config/vllm.py _split_cudagraph_capture_sizes: on SM100 the prefill graphs go up to min(8192, batched tokens)
+    # and the decode graphs follow decode_cudagraph_capture_grid up to max_num_seqs
+    plan = serve("llama-3-8b", engine="vllm", gpu="b200", max_model_len=8192, max_num_batched_tokens=8192)
+    decode, n = [], 1
+    while n < 1024:  # _walk_grid with step 0.65 · n^(2/3): every count to 6, then strides of powers of two
+        decode.append(n)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, 0.65 * n ** (2 / 3)))))
+        n = (n // stride + 1) * stride
+    decode.append(1024)
+    assert len(decode) == 64  # "64 sizes at 1024" (compilation.py decode_cudagraph_capture_grid's docstring)
+    assert plan.figures["cuda_graph_bytes"] == _pool(8192, 4096, 32, 8, 128, 14336) + 63 * MIB

@@ -72,10 +72,33 @@ NCCL, the custom all-reduce buffers and the cuBLAS handles are made (``gpu_worke
 those are outside the budget; what grows at tp 2 after it is NCCL's, not in vLLM's source, and tp > 2
 reuses tp 2's figure (an assumption). The 1.79 / 3.58 GiB of PR #10511 came from a measure PR #11809
 corrected (PyTorch's reserved cache counted as non-torch). The SM count for Triton's buffer comes from
-a table (``SMS``; an H100's for a GPU given by size). CUDA-graph memory is measured by vLLM with a
-throwaway capture and is not modelled here (``cuda_graph_bytes`` 0, said in a note). Mamba-2, GDN and
+a table (``SMS``; an H100's for a GPU given by size). Mamba-2, GDN and
 other SSM mixers have no table entry here (their configs are refused when loaded); a conv hybrid with
 latent attention is refused in one line (no table family has it).
+
+CUDA graphs (``cuda_graph_bytes``), inside the budget: ``gpu_worker.py``:734-779 runs
+``profile_cudagraph_memory`` (``v1/worker/gpu/cudagraph_utils.py``:989) after the profile run unless
+``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0`` (``envs.py``:2352, default 1) and subtracts its estimate from the KV
+memory; ``--enforce-eager`` sets no capture sizes (``config/vllm.py``:2551), so 0. The mode is
+FULL_AND_PIECEWISE (``config/vllm.py``:339): PIECEWISE graphs for mixed batches at every shared capture size,
+FULL graphs for uniform decode batches of n requests. Sizes (``config/vllm.py`` ``_set_cudagraph_sizes``:2322
+and ``_split_cudagraph_capture_sizes``): the largest is min(2 · max_num_seqs, 512, max_num_batched_tokens)
+tokens (1,024 is SM100's ceiling, whose wide defaults instead take the prefill grid up to min(8192,
+max_num_batched_tokens), ``config/compilation.py`` ``prefill_cudagraph_capture_grid``), the shared sizes are
+1, 2, 4, every 8 below 256 and every 16 from 256 up to it, plus max_num_batched_tokens and max_num_seqs when
+within it; the decode request counts are min(size, max_num_seqs) of those (SM100: the request grid
+``decode_cudagraph_capture_grid`` up to max_num_seqs). The estimate (``cudagraph_utils.py``:1066-1091) is one
+throwaway capture: PIECEWISE graphs first, largest first, measured whole, then the two largest FULL graphs, and
+the FULL total extrapolated as the first sample + (N_FULL − 1) · max(second sample, 1 MiB)
+(``_MIN_PER_GRAPH_BYTES``). All graphs share one pool, so what is held is the pool, sized by the largest
+graph, plus what each graph keeps. vLLM measures this (free memory before and after); we approximate the
+measurement from the shapes: the largest graph's live intermediates (residual, qkv, attention output, MLP
+gate·up and activation at that many tokens, per tp rank; MoE: top_k experts' intermediates, as in the
+profile run), the first FULL graph fitting in the pool the PIECEWISE graphs already hold (the source's
+comment, :479-481), and the 1 MiB floor for each further FULL graph. Published captures vary too widely to
+check against (vLLM PR #11349: Llama-3.2-1B, 0.21 GiB, an older release; gpustack/runner PR #251, 0.27.1,
+"Estimated CUDA graph memory: 0.36 GiB"; vLLM PR #51590: gpt-oss-120b MXFP4, tp 8, RTX PRO 4500, 0.28.0, a
+62 MiB pool; issue #53013: 118.65 GiB, a profiler bug), so the tests check the arithmetic of the source.
 """
 
 from __future__ import annotations
@@ -138,6 +161,12 @@ DEFAULT_SMS = 132  # a GPU given by its size only: an H100's (said in a note)
 GUMBEL_BLOCK = 1024  # gumbel.py:441, vocab entries per program of the Gumbel kernel
 INT64 = 8
 INT32 = 4
+# CUDA graphs: config/vllm.py _set_cudagraph_sizes (default ceiling 512 tokens, SM100's wide defaults up to 8192
+# prefill tokens) and cudagraph_utils.py _MIN_PER_GRAPH_BYTES (the extrapolated FULL graph's floor)
+GRAPH_CEILING = 512
+SM100_PREFILL_CEILING = 8192
+SM100 = frozenset({"b200"})
+MIN_PER_GRAPH_BYTES = 1 << 20
 
 
 def _term(key: str, title: str, value: object, source: str = SOURCE, note: str = "") -> Term:
@@ -330,6 +359,63 @@ def sampler_note(flashinfer: bool, setup: ServeSetup) -> str:
             f"its buffer has one vocab row per program, {sms} SMs{assumed}")
 
 
+def _walk_grid(limit: int, step) -> list[int]:
+    """Sizes 1 … ``limit``, each the next multiple of the largest power of two not above step(size) (compilation.py)."""
+    grid, size = [], 1
+    while size < limit:
+        grid.append(size)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, step(size)))))
+        size = (size // stride + 1) * stride
+    return [*grid, limit] if limit else []
+
+
+def shared_capture_sizes(seqs: int, tokens: int) -> list[int]:
+    """The shared capture sizes in tokens off SM100 (config/vllm.py _set_cudagraph_sizes, one token a decode)."""
+    ceiling = min(min(2 * seqs, GRAPH_CEILING), tokens)
+    sizes = [i for i in (1, 2, 4) if i <= ceiling] + list(range(8, min(ceiling + 1, 256), 8))
+    sizes += list(range(256, ceiling + 1, 16)) if ceiling >= 256 else []
+    sizes += [n for n in (tokens, seqs) if n <= ceiling]
+    return sorted(set(sizes))
+
+
+def capture_plan(setup: ServeSetup, seqs: int, tokens: int) -> tuple[int, int]:
+    """(tokens of the largest graph, FULL decode graphs) vLLM 0.34 captures by default (FULL_AND_PIECEWISE)."""
+    if setup.budget.gpu.name in SM100:
+        prefill = min(SM100_PREFILL_CEILING, tokens)
+        grid = _walk_grid(seqs, lambda n: 0.65 * n ** (2 / 3))  # decode_cudagraph_capture_grid
+        limit = min(seqs, prefill)
+        decode = {min(n, limit) for n in grid[:next((i for i, n in enumerate(grid) if n >= limit), len(grid)) + 1]}
+        return max(prefill, max(decode, default=0)), len(decode)
+    shared = shared_capture_sizes(seqs, tokens)
+    return shared[-1], len({min(s, seqs) for s in shared})
+
+
+def cuda_graph_terms(setup: ServeSetup, seqs: int, tokens: int, element: float) -> list[Term]:
+    """The graph pool (the largest graph's intermediates) and each further FULL graph's floor, per GPU."""
+    net, tp = setup.network, setup.tp
+    spec = net.spec
+    largest, full = capture_plan(setup, seqs, tokens)
+    head = int(net.value(net.head_dim))
+    q_heads = max(spec.heads // tp, 1)
+    kv_heads = max(net.kv_head_count // tp, 1)
+    where = "approximation of cudagraph_utils.py profile_cudagraph_memory's measured pool, from the shapes"
+    t = f"T = {largest} tokens, the largest graph"
+    terms = [
+        _term("cuda_graph_residual", f"CUDA graph pool: residual stream, {t} × hidden",
+              int(largest * spec.hidden * element), note=where),
+        _term("cuda_graph_qkv", "CUDA graph pool: qkv projection, T × (q + 2·kv heads)/tp × head_dim",
+              int(largest * (q_heads + 2 * kv_heads) * head * element), note=where),
+        _term("cuda_graph_attention", "CUDA graph pool: attention output, T × q heads/tp × head_dim",
+              int(largest * q_heads * head * element), note=where),
+        _term("cuda_graph_mlp", "CUDA graph pool: MLP gate·up and activation, T × 3·ffn/tp",
+              mlp_stage(setup, largest, element), note=where),
+        _term("cuda_graph_per_graph", f"CUDA graphs: {full} FULL decode graphs, 1 MiB each after the first",
+              (full - 1) * MIN_PER_GRAPH_BYTES if full else 0,
+              note="cudagraph_utils.py _extrapolate_full_graph_memory: (N − 1) · max(second sample, "
+                   "_MIN_PER_GRAPH_BYTES); the first FULL graph fits in the pool the PIECEWISE graphs hold")]
+    return terms
+
+
 def non_torch_bytes(tp: int) -> int:
     """Non-torch growth during the profile run: llm-d's measurement at tp 1 and 2 (tp > 2 reuses tp 2's)."""
     return int(NON_TORCH_MEASURED[1 if tp == 1 else 2] * GIB)
@@ -368,15 +454,16 @@ def serve(setup: ServeSetup) -> ServePlan:
                        "measured by llm-d on an H100 (vLLM release not stated): 0.13 GiB at tp 1 (vLLM PR #12126: "
                        "0.16), 0.55 GiB at tp 2; NCCL and custom all-reduce buffers are made before 0.34's start "
                        "snapshot (gpu_worker.py:502-549), outside the budget; tp > 2 reuses tp 2's (an assumption)"))
-    terms.append(_term("cuda_graphs", "CUDA graphs (not modelled)", 0))
+    graphs = [] if eager else cuda_graph_terms(setup, seqs, tokens, element)
+    terms += graphs
+    cuda_graph = sum(t_bytes(t) for t in graphs)
     weights = sum(t_bytes(t) for t in terms[:weight_count])
-    non_kv = weights + activation + t_bytes(state) + non_torch
+    non_kv = weights + activation + t_bytes(state) + non_torch + cuda_graph
     available = int(requested - non_kv)
     groups = layer_groups(net, setup.pp)
     size = group_size(groups)
     slots = {k: math.ceil(v / size) for k, v in groups.items()}  # groups per kind, padding included
-    notes = [f"vLLM 0.34 subtracts its CUDA-graph estimate from the budget (measured by a throwaway capture); "
-             f"not modelled here: cuda_graph_bytes is 0{' (--enforce-eager: none)' if eager else ''}",
+    notes = [graph_note(eager, cuda_graph),
              sampler_note(flashinfer, setup),
              f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
              f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
@@ -391,7 +478,7 @@ def serve(setup: ServeSetup) -> ServePlan:
     page = page_bytes(net, "full", block, setup.tp, kv_fmt, choice)
     if available <= 0:
         raise ServeError(f"vLLM would stop: no memory for the KV cache ({available / GIB:.2f} GiB available after "
-                         f"weights, activations and non-torch memory); raise --gpu-memory-utilization or --tp")
+                         f"weights, activations, non-torch memory and CUDA graphs); raise --gpu-memory-utilization or --tp")
     blocks = available // (page * size)
     window = net.spec.window
     per_request = sum(n * pages_per_request(k, window, max_len, tokens, block) for k, n in slots.items())
@@ -406,15 +493,24 @@ def serve(setup: ServeSetup) -> ServePlan:
     fit = blocks // sum(n * pages_per_request(k, window, seq, tokens, block) for k, n in slots.items())
     context = _max_context(setup.batch, blocks, slots, window, tokens, block, max_len)
     figures = {"num_gpu_blocks": blocks, "activation_peak_bytes": activation, "non_torch_bytes": non_torch,
-               "cuda_graph_bytes": 0, "requested_memory_bytes": requested, "available_kv_cache_bytes": available,
+               "cuda_graph_bytes": cuda_graph, "requested_memory_bytes": requested, "available_kv_cache_bytes": available,
                "block_size": block, "max_model_len": max_len, "max_num_seqs": seqs,
                "max_num_batched_tokens": tokens, "gpu_memory_utilization": float(fraction),
                "max_concurrency_at_max_model_len": concurrency_text(concurrency), "flashinfer_sampler": flashinfer,
                "sampler_state_bytes": t_bytes(state)}
     return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
                      requested, weights, kv_bytes, kv_tokens, non_kv, seq, fit, setup.batch, context,
-                     terms=tuple(terms), outside=("cuda_graphs",), figures=figures,
+                     terms=tuple(terms), figures=figures,
                      log_lines=(log_line(kv_tokens, max_len, concurrency),), notes=tuple(notes))
+
+
+def graph_note(eager: bool, cuda_graph: int) -> str:
+    """What the CUDA-graph figure is: none with --enforce-eager, else an approximation of vLLM's measurement."""
+    if eager:
+        return "--enforce-eager: no CUDA graphs, cuda_graph_bytes 0"
+    return (f"CUDA graphs: {cuda_graph / GIB:.2f} GiB subtracted from the KV memory as vLLM 0.34 does; vLLM measures "
+            f"it with a throwaway capture, approximated here from the largest graph's intermediates and 1 MiB for "
+            f"each further FULL graph (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 or --enforce-eager: none)")
 
 
 def t_bytes(term: Term) -> int:
