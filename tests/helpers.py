@@ -29,3 +29,17 @@ def torch_child(script, request=None, timeout=900):
         pytest.skip(proc.stderr.strip())
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
+
+
+def cli_json(argv):
+    """Run the command line in-process with ``--json`` among ``argv``: its parsed output (a child script's planner)."""
+    import contextlib
+    import io
+    import json
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(list(argv))
+    if code != 0:
+        raise RuntimeError(f"symbolic {' '.join(argv)} exited {code}")
+    return json.loads(out.getvalue())

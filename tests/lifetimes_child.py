@@ -40,19 +40,11 @@ OFFLOAD = {"model": "llama-3-8b", "batch": 2, "seq": 16, "hidden": 4096, "layers
 
 def planner(model: str, precision: str, attn: str, optimizer: str, extra: list[str]) -> dict:
     """``symbolic memory ... --json`` for one case (the CLI, in this process)."""
-    import contextlib
-    import io
-
-    from symbolic.cli import main
+    from helpers import cli_json
 
     argv = ["memory", model, "--activations", "pytorch", "--device", "cpu", "--batch", str(BATCH), "--seq", str(SEQ),
             "--precision", precision, "--attn", attn, "--optimizer", optimizer, "--no-use-cache", "--json", *extra]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(argv)
-    if code != 0:
-        raise RuntimeError(f"symbolic {' '.join(argv)} exited {code}")
-    return json.loads(out.getvalue())
+    return cli_json(argv)
 
 
 def steps(folder: Path) -> list[dict]:

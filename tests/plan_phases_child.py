@@ -14,9 +14,7 @@ one JSON object on stdout; exits with ``SKIP`` when torch or transformers cannot
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import sys
 import tempfile
@@ -50,7 +48,7 @@ LORA_CASES = ("llama-bf16-sdpa", "gpt2-fp32-eager", "llama-qlora")
 def planner(model: str, batch: int, seq: int, precision: str, attn: str, optimizer: str, masks: str,
             loss: str, extra: tuple[str, ...] = ()) -> dict:
     """What ``symbolic memory ... --json`` prints for the case (the CLI, in this process)."""
-    from symbolic.cli import main
+    from helpers import cli_json
 
     argv = ["memory", model, "--mode", "train", "--activations", "pytorch", "--device", "cpu", "--batch",
             str(batch), "--precision", precision, "--optimizer", optimizer, "--json", *extra]
@@ -60,12 +58,7 @@ def planner(model: str, batch: int, seq: int, precision: str, attn: str, optimiz
         argv += ["--dropout-masks", masks]
     if loss != "cross-entropy":
         argv += ["--loss", loss]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(argv)
-    if code != 0:
-        raise RuntimeError(f"symbolic {' '.join(argv)} exited {code}")
-    return json.loads(out.getvalue())
+    return cli_json(argv)
 
 
 def cases(folder: Path) -> list[dict]:
