@@ -44,6 +44,7 @@ CASES: dict[str, tuple[str, str, str, str, dict]] = {
     "gpt2-fp32-frozen-embeddings": ("gpt2", "fp32", "eager", "off", {"freeze_embeddings": True}),
     "llama-bf16-frozen-embeddings": ("llama-3-8b", "bf16", "eager", "off", {"freeze_embeddings": True}),
     "llama-qlora": ("llama-3-8b", "bf16", "sdpa", "off", {"qlora": True}),
+    "llama-qlora-all-linear": ("llama-3-8b", "bf16", "sdpa", "off", {"qlora": True, "lora_targets": "all-linear"}),
 }
 # gradient checkpointing (model.gradient_checkpointing_enable()), full training or LoRA; WIDE: layers dominate
 CHECKPOINTED: dict[str, tuple[str, str, str, bool, dict]] = {

@@ -25,6 +25,8 @@ def _flags(lay: dict) -> dict:
            "zero": lay["zero"], "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
     if lay["sequence_parallel"]:
         out["sequence_parallel"] = True
+    if lay.get("fsdp"):
+        out["fsdp"] = True
     return out
 
 
@@ -118,3 +120,19 @@ def test_offload_only_where_nothing_fits_without_it() -> None:
     # with room to spare, no offload is searched
     assert not any(lay["offload"] for lay in search.search("gpt2", "a100-80gb", gpus=8, seq=1024, global_batch=64,
                                                            mfu=0.4, top=3).layouts)
+
+
+def test_fsdp_is_searched_beside_the_zero_stages(result) -> None:
+    """FSDP2 is a sharding choice where dp > 1 (pp 1, tp 1); each such layout's memory is `memory --fsdp`'s total."""
+    sharded = [lay for lay in result.layouts if lay["fsdp"]]
+    assert sharded and all(lay["dp"] > 1 and lay["pp"] == 1 and lay["zero"] == 0 for lay in sharded)
+    for lay in random.Random(28).sample(sharded, 3):
+        assert lay["memory_bytes"] == planning.plan("llama-3-8b", "train", **_flags(lay)).total
+
+
+def test_fsdp_pinned_and_refused() -> None:
+    """--fsdp pins FSDP2; a pinned ZeRO stage rules it out (the planner refuses the two together)."""
+    pinned = search.search("llama-3-8b", "h100-80gb", gpus=16, top=None, fsdp=True, **KW)
+    assert pinned.layouts and all(lay["fsdp"] for lay in pinned.layouts)
+    staged = search.search("llama-3-8b", "h100-80gb", gpus=16, top=None, zero=1, **KW)
+    assert not any(lay["fsdp"] for lay in staged.layouts)

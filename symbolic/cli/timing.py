@@ -198,7 +198,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from ..core.units import format_bytes
 
     for lay in result.layouts:
-        row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), str(lay["recompute"]),
+        row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), search.sharding(lay), str(lay["recompute"]),
                str(lay["micro_batch"]), str(lay["grad_accum"]), format_bytes(int(lay["memory_bytes"])),  # type: ignore[call-overload]
                _fmt(float(lay["step_seconds"]))]  # type: ignore[arg-type]
         if "train_seconds" in lay:
@@ -224,6 +224,6 @@ def _best_line(result: object) -> str:
         return f"{head}: nothing fits"
     lay = result.layouts[0]  # type: ignore[attr-defined]
     return (f"{head}: best by {result.objective}: gpus {lay['gpus']} (dp {lay['dp']} × tp {lay['tp']} × "  # type: ignore[attr-defined]
-            f"pp {lay['pp']}), zero {lay['zero']}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "
+            f"pp {lay['pp']}), {'fsdp' if lay.get('fsdp') else 'zero ' + str(lay['zero'])}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "
             f"accum {lay['grad_accum']}: step {_fmt(float(lay['step_seconds']))} s, "  # type: ignore[arg-type]
             f"memory {format_bytes(int(lay['memory_bytes']))}")  # type: ignore[call-overload]

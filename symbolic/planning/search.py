@@ -16,8 +16,11 @@ total for the same flags. Step time is float64.
 
 Search space and its limits (stated): tp divides the attention heads and the key/value heads
 and stays within one node (gpus_per_node); pp divides the layers; ZeRO 2 and 3 only without
-pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; recompute none or full (selective
-too when flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
+pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
+stages) only with dp > 1, pp 1 and tp 1, unless a ZeRO stage, offload, LoRA, experts or activations
+pytorch rule it out (``regime`` refuses those with it); recompute none, full and, with flash on a
+dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
+flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Options given by
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
@@ -53,8 +56,8 @@ MAX_MICRO_BATCH = 64
 # Sequences per optimizer step: published global batches are thousands of sequences, tens of
 # thousands at most (BERT with LAMB: 65,536); 2**24 leaves ample room and bounds the divisor walk.
 MAX_GLOBAL_BATCH = 2**24
-LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "recompute", "sequence_parallel", "micro_batch", "grad_accum",
-               "offload")
+LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "fsdp", "recompute", "sequence_parallel", "micro_batch",
+               "grad_accum", "offload")
 _COMPILED: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
 
 
@@ -128,20 +131,43 @@ def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: in
     return [(n, dp, tp, pp) for _, tp, pp, n, dp in sorted(found)]
 
 
+def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
+    """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies."""
+    if not flash:
+        return ("none", "selective", "full")
+    return ("none", "ops", "full") if ops else ("none", "full")
+
+
+def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None) -> tuple[tuple[int, bool], ...]:
+    """(ZeRO stage, FSDP2) pairs searched for one split; ``fsdp`` None: FSDP2 beside the stages where it applies
+    (dp > 1, pp 1, tp 1: with tp > 1 the FSDP2 plan's peak keeps the symbol N, which the search cannot compile)."""
+    sharded = dp > 1 and pp == 1 and tp == 1
+    if fsdp:
+        return ((0, True),) if sharded else ()
+    zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
+    out = tuple((zero, False) for zero in zeros)
+    return out + ((0, True),) if fsdp is None and sharded else out
+
+
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
-                      pins: dict[str, object] | None = None) -> list[dict[str, object]]:
-    """Every layout in the search space (see the module docstring), as plain dicts."""
+                      pins: dict[str, object] | None = None, ops: bool = False,
+                      fsdp: bool | None = False) -> list[dict[str, object]]:
+    """Every layout in the search space (see the module docstring), as plain dicts.
+
+    ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
+    stages, False the ZeRO stages alone.
+    """
     shape = load_shape(model)
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = ("none", "full") if flash else ("none", "selective", "full")
+    recomputes = _recomputes(flash, ops)
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     splits = divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
     for n, dp, tp, pp in _splits(counts, global_batch, tps, shape.layers, pins):
         per_rank = global_batch // dp
-        for zero in ((0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)):
+        for zero, sharded in _shardings(dp, tp, pp, fsdp):
             if pins.get("zero", zero) != zero or (offload and zero == 0):
                 continue
             for recompute in recomputes:
@@ -153,7 +179,8 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                     m = per_rank // mb
                     if pins.get("microbatches", m) != m:
                         continue
-                    out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "recompute": recompute,
+                    out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "fsdp": sharded,
+                                "recompute": recompute,
                                 "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
                                 "micro_batch": mb, "grad_accum": m, "offload": offload})
     return out
@@ -162,10 +189,11 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
 def _structure(layout: dict[str, object]) -> tuple[object, ...]:
     tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
     # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage), and
-    # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation)
+    # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation); FSDP2's
+    # shard group n_s is a number of the plan (dp / hsdp), so each dp is a structure of its own
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
             pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
-            pp == 1 and m > 1, _nccl(dp, tp, pp))  # type: ignore[arg-type, operator]
+            pp == 1 and m > 1, dp if layout["fsdp"] else 0, _nccl(dp, tp, pp))  # type: ignore[arg-type, operator]
 
 
 def _nccl(dp: int, tp: int, pp: int) -> tuple[tuple[str, int], ...]:
@@ -181,6 +209,8 @@ def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> d
             "microbatches": layout["grad_accum"]}
     if layout["sequence_parallel"]:
         opts["sequence_parallel"] = True
+    if layout["fsdp"]:
+        opts["fsdp"] = True
     return opts
 
 
@@ -261,7 +291,8 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
 
 
 def _describe(layout: dict[str, object]) -> str:
-    return ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "zero", "recompute"))
+    text = ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "zero", "recompute"))
+    return text + ", fsdp" if layout.get("fsdp") else text
 
 
 @dataclass(frozen=True)
@@ -387,8 +418,10 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
     if "seq" in options:
         raise UserError("seq is given once (the search's seq)")
     shape = load_shape(model)
+    fsdp = _fsdp_choice(shape, options, pins)
     layouts = enumerate_layouts(shape, gpu, counts=_gpu_counts(gpus, max_gpus, gpu.gpus_per_node),
-                                global_batch=global_batch, flash=bool(options.get("flash", True)), pins=pins)
+                                global_batch=global_batch, flash=bool(options.get("flash", True)), pins=pins,
+                                ops=_ops_apply(shape, options), fsdp=fsdp)
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
@@ -426,7 +459,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
         rows.append(row)
     notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {budget.label} ({budget.bytes:,} bytes)")
     notes += ptime.budget_notes(budget)
-    if not idx and "offload" not in options:  # offload where it matters: only when nothing fits without it
+    if not idx and "offload" not in options and not fsdp:  # offload where it matters: only when nothing fits without it
         again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
                        mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
                        compute=compute, **pins, **options, offload=True)
@@ -437,6 +470,31 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
             return again
     return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes,
                         budget)
+
+
+def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
+    """Whether ``recompute ops`` is a candidate: torchtitan's dense layer, flash, Korthikanti's activations, and
+    a step time for it (``library.flops.RECOMPUTE``: its recomputed matmuls are not counted yet, so not now)."""
+    from ..library import flops
+
+    return ("ops" in flops.RECOMPUTE and bool(options.get("flash", True)) and not getattr(shape, "moe", False)
+            and options.get("activations", "korthikanti") == "korthikanti")
+
+
+def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, object]) -> bool | None:
+    """FSDP2 in the search (popped from ``options``): True pinned by --fsdp, None searched beside the ZeRO
+    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch)."""
+    if options.pop("fsdp", False):
+        return True
+    refused = ("zero" in pins or "offload" in pins or getattr(shape, "moe", False)
+               or options.get("activations") == "pytorch" or bool(options.get("lora_rank"))
+               or int(options.get("ep", 1) or 1) > 1)  # type: ignore[call-overload]
+    return False if refused else None
+
+
+def sharding(layout: Mapping[str, object]) -> str:
+    """How a layout shards its states, for a table cell: 'fsdp' (FSDP2) or the ZeRO stage."""
+    return "fsdp" if layout.get("fsdp") else str(layout["zero"])
 
 
 def frontier(layouts: list[dict[str, object]], x: str = "train_seconds", y: str = "cost") -> list[int]:

@@ -93,12 +93,17 @@ def _duration(seconds: float, unit: tuple[str, int]) -> str:
     return f"{seconds / unit[1]:,.1f} {unit[0]}"
 
 
+def _sharding_words(layout: dict[str, Any]) -> str:
+    """'ZeRO 1' or 'FSDP2': how the chosen layout shards its states, in the summary sentence."""
+    return "FSDP2" if layout.get("fsdp") else f"ZeRO {layout['zero']}"
+
+
 def _summary(best: dict[str, Any], gpu: str, tokens: int, unit: tuple[str, int], result: Any) -> str:
     """The plan in one sentence for the first page: the chosen layout, time to train, GPU-hours and cost."""
     cost = f", {best['cost']:,.0f} USD" if "cost" in best else ""
     ranked = "fastest" if result.objective == "time" else "cheapest"
     return (f"Capacity plan: training on {tokens:,} tokens takes {_duration(best['train_seconds'], unit)} on "
-            f"{best['gpus']} × {gpu} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']}, ZeRO {best['zero']}), "
+            f"{best['gpus']} × {gpu} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']}, {_sharding_words(best)}), "
             f"{best['gpu_hours']:,.0f} GPU-hours{cost}: the {ranked} of {result.fitting:,} layouts that fit "
             f"(see “{TITLE}”).")
 
@@ -162,7 +167,7 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     best = result.layouts[0]
     unit = time_unit(best["train_seconds"])  # one unit for the chosen layout, the alternatives and the chart
     pairs = [("GPUs", f"{best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']})"),
-             ("ZeRO stage", str(best["zero"])), ("recompute", str(best["recompute"])),
+             ("ZeRO stage", search.sharding(best)), ("recompute", str(best["recompute"])),
              ("sequence parallel", "on" if best["sequence_parallel"] else "off"),
              ("micro-batch × accumulation", f"{best['micro_batch']} × {best['grad_accum']}"),
              ("memory per GPU", f"{best['memory_bytes']:,} bytes = {format_bytes(best['memory_bytes'])}"),
@@ -179,7 +184,7 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
         columns.append(("cost (USD)", "right"))
     rows = []
     for lay in result.layouts[: plan.get("top", 8)]:
-        cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), str(lay["zero"]), lay["recompute"],
+        cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), search.sharding(lay), lay["recompute"],
                  f"{lay['micro_batch']} × {lay['grad_accum']}", format_bytes(lay["memory_bytes"]),
                  _duration(lay["train_seconds"], unit)]
         if price is not None:
