@@ -231,7 +231,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         if data["fsdp"] and ep > 1:
             raise PlanOptionError(f"--fsdp is not modelled with expert parallelism (ep {ep})")
         chunks = 2 * int(data["cp"])  # type: ignore[call-overload]
-        if seq % chunks:
+        if chunks > 2 and seq % chunks:
             raise PlanOptionError(f"seq {seq} must be divisible by 2·cp = {chunks} (PyTorch's context parallelism "
                                   "cuts each sequence into 2·cp load-balanced chunks)")
     return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
