@@ -90,10 +90,10 @@ def test_each_concern_record_has_its_options_as_fields() -> None:
 
 
 def test_a_new_option_becomes_a_field_of_its_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    extra = opts.Option("cp", "train", "degree", 1, "context-parallel degree (default 1)", concern="parallel")
+    extra = opts.Option("xp", "train", "degree", 1, "an example degree (default 1)", concern="parallel")
     monkeypatch.setattr(opts, "OPTIONS", opts.OPTIONS + (extra,))
     record = records.make_record("parallel", "ProbeParallel")
-    assert [f.name for f in dataclasses.fields(record)][-1] == "cp" and record().cp == 1
+    assert [f.name for f in dataclasses.fields(record)][-1] == "xp" and record().xp == 1
 
 
 @pytest.mark.parametrize("mode", ["train", "infer"])

@@ -152,3 +152,17 @@ register("cuda-lazy-loading", "NVIDIA CUDA Programming Guide, Lazy Loading (CUDA
          "287,047,680 bytes used with it, 666,632,192 without, after one small tensor); ptrblck in "
          "pytorch/pytorch#107667 (\"Before CUDA 11.7, *all* kernels were loaded into the context ... which took "
          ">1000MB\")", "https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html")
+# --- issue 28: context parallelism (ring attention) --------------------------------------------------
+register("torchtitan-cp", "pytorch/torchtitan at 9dec370: torchtitan/parallelisms/parallel_dims.py (mesh pp, "
+         "dp_replicate, dp_shard, cp, tp; FSDP over the flattened dp_shard_cp mesh), parallelize_llama.py (FSDP "
+         "applied whenever cp > 1), utils.py create_context_parallel_ctx and get_train_context (SDPA flash or "
+         "efficient only), config_manager.py (context_parallel_rotate_method default 'allgather'), train.py "
+         "(input_ids, labels and freqs_cis sharded on the sequence), models/llama/model.py (repeat_kv before SDPA)",
+         "https://github.com/pytorch/torchtitan/tree/9dec370ad26b5f8e9a7333a0e36165018262644b")
+register("pytorch-context-parallel", "PyTorch 2.13.0, torch/distributed/tensor/experimental/_context_parallel/"
+         "_attention.py: _templated_ring_attention (K/V concatenated and rotated; _AllGatherRotater gathers every "
+         "rank's block once), _SDPAMerger (fp32 output and logsumexp, convert_to_f32), "
+         "_templated_ring_attention_backward (fp32 dq, dk, dv; dK/dV rotated all-to-all), _context_parallel_buffers "
+         "(the sequence in 2·cp chunks, round-robin load balance)",
+         "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/experimental/_context_parallel/"
+         "_attention.py")

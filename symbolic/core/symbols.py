@@ -229,6 +229,7 @@ t = declare("t", "t", "tensor-parallel degree")
 p = declare("p", "p", "pipeline-parallel degree")
 n_d = declare("n_d", r"N_{d}", "data-parallel degree (ZeRO shards over it)")
 n_s = declare("n_s", r"N_{s}", "FSDP shard group: the data-parallel ranks one parameter is sharded over (dp/R with HSDP)")
+c_p = declare("c_p", r"c_{p}", "context-parallel degree: each rank holds S/c_p tokens of every sequence")
 
 # --- real architectures: extra sizes (issue 3: Hugging Face configs and presets) -----------
 n_type = declare("n_type", r"n_{\mathrm{type}}", "rows of a token-type (segment) embedding table (BERT)")

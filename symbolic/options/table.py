@@ -245,6 +245,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("hsdp", "train", "degree", 1, "with --fsdp: HSDP, R replicas of a shard group: parameters shard "
            "over dp/R ranks and gradients are all-reduced over R (must divide dp; default 1)",
            concern="parallel"),
+    # --- issue 28: context parallelism (torchtitan's ring attention) -----------------
+    Option("cp", "train", "degree", 1, "context-parallel degree: each rank holds S/cp tokens (2·cp load-balanced "
+           "chunks; cp·2 must divide the sequence), attention runs as PyTorch's ring (K/V all-gathered, as "
+           "torchtitan's default), and --fsdp shards over dp × cp ranks; needs --fsdp (default 1)",
+           concern="parallel"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

@@ -47,10 +47,11 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import H, L, N, N_gpu, UnknownSymbolError, e_p, n_d, n_mb, n_s, p, t, v_pp
+from ..core.symbols import H, L, N, N_gpu, S, UnknownSymbolError, a, e_p, n_d, n_mb, n_s, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
+from ..library import context_parallel as cpar
 from ..library import fsdp, offload, registry, runtime
 from ..library import inference as infer
 from ..library import parallel as par
@@ -461,6 +462,11 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     for extra in (_fsdp_phase_terms(model, r, tp_s), _fp8_terms(model, r, tp_s)):
         forward += extra[0]
         backward += extra[1]
+    if r.cp > 1:  # every token-sized term at the rank's shard, then the ring's own buffers
+        forward, backward, rebuilt = _per_rank(forward), _per_rank(backward), _per_rank(rebuilt)
+        ring = _ring_terms(model, r, tp_s, values)
+        forward += ring[0]
+        backward += ring[1]
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
                                     "optimizer": tuple(optimizer)}), definitions, host
 
@@ -500,7 +506,7 @@ def _states(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Ex
                          "approximation: a column-split matrix keeps all its rows)")
         states = prec.state_terms(r.precision, r.optimizer, r.grads, params=params, factored_entries=factored)
     if r.fsdp:
-        values["n_s"] = r.dp // r.hsdp
+        values["n_s"] = r.dp // r.hsdp * r.cp  # torchtitan's dp_shard_cp mesh: FSDP shards over dp × cp
         return _fsdp_states(r, states, params), []
     if r.zero:
         values["n_d"] = r.dp
@@ -540,6 +546,21 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> t
     buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, int(formats.nbytes(r.fsdp_reduce_dtype)),
                                          r.fsdp_reduce_dtype)
     return [blocks, root], [blocks, root, buffers]
+
+
+def _per_rank(terms: list[Term]) -> list[Term]:
+    """Context parallelism: each activation-side term at the rank's S/c_p tokens (``context_parallel.per_rank``)."""
+    return [term.replace(expr=cpar.per_rank(term.expr), title=f"{term.title} (S/c_p tokens per rank)")
+            if S in term.expr.free_symbols else term for term in terms]
+
+
+def _ring_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
+                values: dict[str, object]) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) buffers of ring attention under context parallelism."""
+    values["c_p"] = r.cp
+    act_bytes = prec.get(r.precision).activation_bytes
+    width, heads = a * model.head_dim / tp_s, a / tp_s
+    return [cpar.ring_forward_term(width, heads, act_bytes)], [cpar.ring_backward_term(width, act_bytes)]
 
 
 def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:

@@ -90,8 +90,8 @@ class Regime:
 
     @property
     def gpus(self) -> int:
-        """GPUs in the job: dp · tp · pp."""
-        return self.dp * self.tp * self.pp
+        """GPUs in the job: dp · tp · pp · cp."""
+        return self.dp * self.tp * self.pp * self.cp
 
     @property
     def train(self) -> bool:
@@ -150,6 +150,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (FSDP_ONLY, lambda r: not r.fsdp),
     (("fp8_all_gather",), lambda r: not r.fp8_all_gather),
     (("cuda_module_loading",), lambda r: r.cuda_module_loading == "lazy"),
+    (("cp",), lambda r: r.cp == 1),
 )
 
 
@@ -229,6 +230,10 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
         if data["fsdp"] and ep > 1:
             raise PlanOptionError(f"--fsdp is not modelled with expert parallelism (ep {ep})")
+        chunks = 2 * int(data["cp"])  # type: ignore[call-overload]
+        if chunks > 2 and seq % chunks:
+            raise PlanOptionError(f"seq {seq} must be divisible by 2·cp = {chunks} (PyTorch's context parallelism "
+                                  "cuts each sequence into 2·cp load-balanced chunks)")
     return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                      notes=tuple(notes))
 
@@ -352,6 +357,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                            activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
                              pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
+    context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), pp=pp, flash=flash, activations=activations)
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
@@ -360,7 +366,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, **tuning, **lifetimes, **sharding}
+            "grad_accum": grad_accum, **tuning, **lifetimes, **sharding, **context}
 
 
 def _accumulation(pick: Callable[[str, object], object], given: Collection[str], pp: int) -> tuple[int, int]:
@@ -461,11 +467,30 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
         raise PlanOptionError(f"--fsdp is not modelled with {', '.join(refused)}")
     if dp % hsdp:
         raise PlanOptionError(f"hsdp {hsdp} must divide dp {dp} (R replicas of a shard group of dp/R ranks)")
-    if dp // hsdp == 1:
+    if dp // hsdp == 1 and pick("cp", 1) == 1:
         notes.append(f"fsdp: a shard group of one rank (dp {dp}, hsdp {hsdp}) shards nothing")
     if "grads" in given:
         notes.append("fsdp: gradients are sharded in the sharded parameters' dtype; --grads changes nothing")
     return out
+
+
+def _cp_options(model: ModelShape, pick: Callable[[str, object], object], *, fsdp: bool, pp: int, flash: bool,
+                activations: str) -> dict[str, object]:
+    """Context parallelism (issue 28): torchtitan's ring attention, refused where torchtitan or this model cannot."""
+    cp = _checked("cp", pick("cp", _default("cp")))
+    if cp == 1:
+        return {"cp": cp}
+    refused = [what for what, on in ((f"pipeline parallelism (pp {pp})", pp > 1), ("--no-flash (the ring needs "
+                                     "SDPA's flash or efficient kernel)", not flash),
+                                     (f"activations {activations}", activations != "korthikanti"),
+                                     (f"{model.name} ({_what(model)}): no attention over a sequence",
+                                      not (model.sequence and model.has_attention))) if on]
+    if refused:
+        raise PlanOptionError(f"--cp is not modelled with {', '.join(refused)}")
+    if not fsdp:
+        raise PlanOptionError(f"--cp {cp} needs --fsdp (torchtitan applies FSDP over the dp × cp ranks whenever "
+                              "cp > 1)")
+    return {"cp": cp}
 
 
 def _what(model: ModelShape) -> str:

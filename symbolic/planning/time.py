@@ -372,6 +372,9 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 
     memory = memory_plan(model, "train", **options)
     r = memory.regime
+    if r.cp > 1:  # the ring's K/V all-gathers and dK/dV all-to-alls overlap attention: no time term for them yet
+        raise UserError(f"time does not model context parallelism (cp {r.cp}): the ring's communication is not "
+                        "counted; use memory --cp")
     if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
