@@ -22,9 +22,9 @@ from dataclasses import dataclass, field, fields
 
 from .. import formats
 from ..library import activations_pytorch as pyacts
-from ..library import pipeline
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
+from ..library import pipeline
 from ..library import precision as prec
 from ..networks.quantization import shipped_format
 from ..networks.shape import ModelShape
