@@ -53,12 +53,9 @@ def test_one_f_one_b_in_flight_is_min_of_m_and_p_minus_rank(rank: int) -> None:
         assert pl.peak_layers("gpipe", rank, 4, m, [1] * 4) == m  # ScheduleGPipe: all forwards first
 
 
-torch = pytest.importorskip("torch")
-
-
 def _torch_ops(name: str, rank: int, pp: int, m: int, v: int) -> list[tuple[str, int, int]]:
     """The rank's actions from PyTorch's own ``_calculate_single_rank_operations`` (no process group needed)."""
-    from torch.distributed.pipelining import schedules
+    schedules = pytest.importorskip("torch.distributed.pipelining.schedules")
 
     cls = getattr(schedules, name)
     schedule = cls.__new__(cls)
