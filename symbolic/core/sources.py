@@ -96,6 +96,15 @@ register("sglang", "SGLang 0.5.23 (the PyPI wheel; its sglang/_version.py names 
          "https://github.com/sgl-project/sglang/tree/v0.5.23")
 
 # --- issue 28 (what is saved for backward): per-op checkpointing, layer frequency, chunked loss ---------------
+register("torchtitan-pp", "torchtitan, torchtitan/distributed/pipeline_parallel.py at commit b5bcd76: "
+         "_generate_llm_fqn_per_model_part (the embeddings and the norm + head count as one layer each; the L + 2 "
+         "layer-equivalents split evenly, the first stages one more) and _get_pipeline_metadata (2 stages per rank "
+         "for multi-stage schedules); torchtitan/parallelisms/pipelining_utils.py at 9dec370: generate_split_points",
+         "https://github.com/pytorch/torchtitan/blob/b5bcd76c6/torchtitan/distributed/pipeline_parallel.py")
+register("pytorch-pipelining", "PyTorch 2.13, torch/distributed/pipelining/schedules.py: ScheduleGPipe, "
+         "Schedule1F1B (warmup_chunks = min(m, p − rank)), ScheduleInterleaved1F1B (_get_warmup_ops, "
+         "_get_1f1b_rank_ops) and ScheduleZBVZeroBubble (backward split into input and weight gradients)",
+         "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/pipelining/schedules.py")
 register("torchtitan-ac", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370 (the "
          "2024-12 benchmark's): _save_list (aten.mm, the efficient and flash SDPA kernels, reduce_scatter_tensor, "
          "abs, max), the 'op' policy that recomputes every second mm, and selective_ac_option N (layers N, 2N, ... "

@@ -30,6 +30,7 @@ from ..library import activations_pytorch as _pyacts
 from ..library import fsdp as _fsdp
 from ..library import inference as _infer
 from ..library import optimizers as _optim
+from ..library import pipeline as _pipeline
 from ..library import precision as _prec
 from ..library import runtime as _runtime
 
@@ -131,7 +132,8 @@ OPTIONS: tuple[Option, ...] = (
                                                f"learned positions if fewer; at most {MAX_SEQ:,})", concern="shape"),
     Option("dp", "both", "degree", 1, "data-parallel degree (default 1)", concern="parallel"),
     Option("tp", "both", "degree", 1, "tensor-parallel degree (must divide the heads; default 1)", concern="parallel"),
-    Option("pp", "both", "degree", 1, "pipeline-parallel degree (must divide the layers; default 1)",
+    Option("pp", "both", "degree", 1, "pipeline-parallel degree (serving: must divide the layers; training: "
+           "uneven stages as torchtitan splits them; default 1)",
            concern="parallel"),
     Option("ep", "both", "degree", 1, "expert-parallel degree: a mixture of experts' routed experts split over ep "
                                       "of the dp·tp GPUs (must divide the experts and dp·tp; default 1)",
@@ -250,6 +252,11 @@ OPTIONS: tuple[Option, ...] = (
            "chunks; cp·2 must divide the sequence), attention runs as PyTorch's ring (K/V all-gathered, as "
            "torchtitan's default), and --fsdp shards over dp × cp ranks; needs --fsdp (default 1)",
            concern="parallel"),
+    # issue 28 (pipeline schedules): torch.distributed.pipelining's schedules, torchtitan's uneven stages
+    Option("pp_schedule", "train", "choice", None, "pipeline schedule (torch.distributed.pipelining): gpipe, "
+           "1f1b, interleaved (--interleave v stages per GPU, default 2) or zbv (zero-bubble V, 2 stages per GPU); "
+           "stages split as torchtitan splits them (default: 1F1B, interleaved with --interleave, as Megatron "
+           "counts them)", _pipeline.SCHEDULES, concern="parallel", fallback=""),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

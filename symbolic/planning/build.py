@@ -56,6 +56,7 @@ from ..library import fsdp, offload, registry, runtime
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
+from ..library import pipeline as pipe
 from ..library import precision as prec
 from ..math.algebra import Solution
 from ..math.formula import Evaluation, Formula, to_plain
@@ -334,8 +335,67 @@ def _all_definitions(formula: Formula) -> dict[sympy.Symbol, Formula]:
 
 
 # --- building ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stage:
+    """One pipeline rank as torchtitan splits the layers and PyTorch's schedule runs them (``library.pipeline``)."""
+
+    schedule: str
+    rank: int
+    layers: tuple[int, ...]  # transformer layers per stage, all stages
+    held: tuple[int, ...]  # the stages this rank holds
+    peak: int  # the most layer-micro-batches of activations held at once
+    in_flight: int  # the most micro-batches in flight on this rank's first stage (its inputs)
+
+    @property
+    def own_layers(self) -> int:
+        return sum(self.layers[i] for i in self.held)
+
+    @property
+    def embeddings(self) -> bool:
+        return 0 in self.held
+
+    @property
+    def head(self) -> bool:
+        return len(self.layers) - 1 in self.held
+
+
+def pipeline_stage(model: ModelShape, r: Regime, rank: int) -> Stage:
+    """Pipeline rank ``rank``: its layers and its schedule's peak in flight (torchtitan's split, PyTorch's order)."""
+    schedule = r.pp_schedule or ("interleaved" if r.interleave > 1 else "1f1b")
+    layers = pipe.stage_layers(model.layers, r.pp * r.interleave)
+    held = pipe.rank_stages(rank, r.pp, r.interleave, pipe.style(schedule))
+    peak = pipe.peak_layers(schedule, rank, r.pp, r.microbatches, layers, r.interleave)
+    in_flight = pipe.peak_microbatches(schedule, rank, r.pp, r.microbatches, min(held), r.interleave)
+    return Stage(schedule, rank, layers, held, peak, in_flight)
+
+
+def framework_pipeline(model: ModelShape, r: Regime) -> bool:
+    """Whether the plan splits stages as torchtitan does: ``--pp-schedule`` given, or pp·v not dividing the layers."""
+    return (r.train and r.pp > 1 and r.sequence and r.activations == "korthikanti"
+            and bool(r.pp_schedule or model.layers % (r.pp * r.interleave)))
+
+
 def build(model: ModelShape, regime: Regime) -> Plan:
-    """The plan of ``model`` under an already resolved ``regime``."""
+    """The plan of ``model`` under an already resolved ``regime`` (the busiest pipeline rank when split unevenly)."""
+    if not framework_pipeline(model, regime):
+        return _build(model, regime)
+    first, last = (_build(model, regime, pipeline_stage(model, regime, rank)) for rank in (0, regime.pp - 1))
+    busiest, other = (last, first) if last.total > first.total else (first, last)
+    which = "the last rank (the norm, head and loss)" if busiest is last else "the first rank (the embeddings)"
+    stage = pipeline_stage(model, regime, busiest.regime.pp - 1 if busiest is last else 0)
+    busiest.notes.append(f"pipeline: {stage.schedule} (PyTorch's schedule), stages of {_layers_text(stage.layers)} "
+                         f"layers (torchtitan's split); this plan is {which}, {stage.own_layers} layers, "
+                         f"{stage.peak} layer-micro-batches of activations at once; the other end holds "
+                         f"{format_bytes(other.total)}")
+    return busiest
+
+
+def _layers_text(layers: tuple[int, ...]) -> str:
+    return "/".join(str(n) for n in layers)
+
+
+def _build(model: ModelShape, regime: Regime, stage: Stage | None = None) -> Plan:
+    """The plan of one GPU: the first pipeline rank, or ``stage``'s rank."""
     values: dict[str, object] = {**model.numbers, "B": regime.batch, "S": regime.seq}
     tp_s: sympy.Expr | int = t if regime.tp > 1 else 1
     pp_s: sympy.Expr | int = p if regime.pp > 1 else 1
@@ -351,7 +411,7 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     if saved is not None:
         notes += pytorch.notes(regime, saved)
     if regime.train:
-        layout, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes, saved)
+        layout, definitions, host = _train_terms(model, regime, tp_s, pp_s, values, notes, saved, stage)
         title = f"Peak training memory per GPU of {model.name}"
     else:
         layout, definitions, host = _infer_terms(model, regime, tp_s, pp_s, values, notes)
@@ -394,9 +454,13 @@ def _with_runtime(layout: Layout, r: Regime, notes: list[str]) -> Layout:
 RUNTIME_KEYS = ("cuda_context", "cublas_workspace", "allocator", "nccl")
 
 
-def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int,
-            pp_s: sympy.Expr | int) -> tuple[sympy.Expr, dict[sympy.Symbol, Formula]]:
+def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
+            stage: Stage | None = None) -> tuple[sympy.Expr, dict[sympy.Symbol, Formula]]:
     """The parameter count on this GPU and the definitions behind it (N, and N_gpu when split)."""
+    if stage is not None:
+        shard = pipe.stage_params(model.first_stage, model.head, stage.own_layers, stage.embeddings, stage.head,
+                                  N, tp_s, {N: model.params})
+        return N_gpu, {N_gpu: shard}
     if regime.tp == 1 and regime.pp == 1 and regime.ep == 1:
         return N, {N: model.params}
     if regime.ep == 1:
@@ -415,8 +479,9 @@ GRADIENT_KEYS = ("gradients", "fp32_gradients")  # model-state terms that exist 
 
 def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                  values: dict[str, object], notes: list[str],
-                 saved: pytorch.SavedActivations | None = None) -> tuple[Layout, dict, list[Term]]:
-    params, definitions = _params(model, r, tp_s, pp_s)
+                 saved: pytorch.SavedActivations | None = None,
+                 stage: Stage | None = None) -> tuple[Layout, dict, list[Term]]:
+    params, definitions = _params(model, r, tp_s, pp_s, stage)
     gathered: list[Term] = []
     if r.zero == 3 and r.dp > 1:  # with one data-parallel rank nothing is partitioned or gathered
         name, size = model.largest_matrix()
@@ -446,11 +511,11 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         return Layout(tuple(resident), {"forward": (*gathered, *kept), "backward": (*gathered, *kept, transient),
                                         "optimizer": tuple(optimizer)}), definitions, host
     act_bytes = prec.get(r.precision).activation_bytes
-    kept, rebuilt = _korthikanti_terms(model, r, tp_s, pp_s, values, notes, act_bytes)
+    kept, rebuilt = _korthikanti_terms(model, r, tp_s, pp_s, values, notes, act_bytes, stage)
     if r.offload_activations:
         kept, host = _offloaded(model, kept, host, notes)
     forward, backward = list(kept), list(kept)
-    if r.pp == 1:
+    if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks)
         forward += during_loss
         backward += loss_grads
@@ -601,7 +666,8 @@ def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
 
 
 def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                       values: dict[str, object], notes: list[str], act_bytes: int) -> tuple[list[Term], list[Term]]:
+                       values: dict[str, object], notes: list[str], act_bytes: int,
+                       stage: Stage | None = None) -> tuple[list[Term], list[Term]]:
     """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
                                 act_bytes=act_bytes)
@@ -626,6 +692,10 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                  f"One layer keeps {printing.text(per)} bytes per micro-batch; see act.layer.* for its tensors.")]
     if r.recompute_every > 1:  # regime: recompute full, pp 1
         kept = [_every_nth(model, variant, r, tp_s, sp, per)]
+    if stage is not None:
+        in_flight = stage.in_flight
+        kept = [pipe.stage_activations_term(stage.schedule, stage.rank, stage.peak, stage.own_layers, per,
+                                            model.activations_label(variant), r.recompute)]
     rebuilt: list[Term] = []
     if r.recompute == "full":
         again = model.layer_activations(variant, "none", tp_s, sp)
@@ -638,14 +708,14 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                             "bytes", "torchtitan-ac", "_save_list", "The tensors the policy did not save (the "
                             "layer's activations without recompute, less what ops keeps), for one layer at a time."))
     kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
-    if r.pp == 1:
+    if r.pp == 1 or (stage is not None and stage.head):
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")
         kept.append(Term("logits", f"output layer and loss: what is saved for backward ({r.logits} accounting)",
                          expr, "bytes", source, "", detail))
-    else:
+    elif stage is None:
         notes.append("the last pipeline stage holds the logits instead; this plan is the first stage, which holds "
                      "L layers' worth of activations")
     return kept, rebuilt

@@ -24,6 +24,7 @@ from .. import formats
 from ..library import activations_pytorch as pyacts
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
+from ..library import pipeline
 from ..library import precision as prec
 from ..networks.quantization import shipped_format
 from ..networks.shape import ModelShape
@@ -151,6 +152,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("fp8_all_gather",), lambda r: not r.fp8_all_gather),
     (("cuda_module_loading",), lambda r: r.cuda_module_loading == "lazy"),
     (("cp",), lambda r: r.cp == 1),
+    (("pp_schedule",), lambda r: not r.pp_schedule),  # listed when asked for
 )
 
 
@@ -202,7 +204,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             raise PlanOptionError(f"{model.name} ({_what(model)}) is planned for training only (--mode train)")
     else:
         _check_tp(model, tp)
-        if model.layers % pp:
+        if model.layers % pp and mode != "train":
             raise PlanOptionError(f"pp {pp} must divide the {model.layers} layers of {model.name}")
     ep = _checked("ep", pick("ep", _default("ep")))
     _check_ep(model, ep, dp, tp)
@@ -228,6 +230,9 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
         data.update(_train_options(model, pick, notes, dp, tp, pp, flash, given))
+        if ep > 1 and (data["pp_schedule"] or model.layers % (pp * int(data["interleave"]))):  # type: ignore[call-overload]
+            raise PlanOptionError(f"uneven pipeline stages and pp_schedule are not modelled with expert parallelism "
+                                  f"(ep {ep}); use a pp × interleave that divides the {model.layers} layers")
         if data["fsdp"] and ep > 1:
             raise PlanOptionError(f"--fsdp is not modelled with expert parallelism (ep {ep})")
         chunks = 2 * int(data["cp"])  # type: ignore[call-overload]
@@ -312,11 +317,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                          "allows only stages 0 and 1 with pipelines")
     if offload and zero == 0:
         raise PlanOptionError("optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed ZeRO-Offload)")
-    if interleave > 1:
-        if pp == 1:
-            raise PlanOptionError("interleave (virtual pipeline stages) needs pp > 1")
-        if model.layers % (pp * interleave):
-            raise PlanOptionError(f"pp × interleave = {pp * interleave} must divide the {model.layers} layers")
+    schedule, interleave = _schedule(model, given, pick, pp, interleave, microbatches)
     if activations == "article-b" and "a" not in model.numbers:
         raise PlanOptionError(f"article B's activation formula needs the attention heads a, which {model.name} "
                               f"({_what(model)}) does not give; use korthikanti")
@@ -363,10 +364,41 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                      f"activations {activations} they change nothing")
     return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
             "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
-            "interleave": interleave, "offload": offload, "logits": logits, "activations": activations,
+            "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
             "grad_accum": grad_accum, **tuning, **lifetimes, **sharding, **context}
+
+
+def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
+              interleave: int, microbatches: int) -> tuple[str, int]:
+    """(pp_schedule, v): the schedule asked for ("" when not: Megatron's count) and its stages per GPU."""
+    schedule = str(_checked("pp_schedule", pick("pp_schedule", None))) if "pp_schedule" in given else ""
+    if interleave > 1 and pp == 1:
+        raise PlanOptionError("interleave (virtual pipeline stages) needs pp > 1")
+    if schedule and pp == 1:
+        raise PlanOptionError(f"pp_schedule {schedule} needs pp > 1")
+    if schedule in pipeline.SINGLE_STAGE and interleave > 1:
+        raise PlanOptionError(f"pp_schedule {schedule} runs one stage per GPU; interleave {interleave} needs "
+                              "interleaved or zbv")
+    if schedule == "zbv" and interleave not in (1, 2):
+        raise PlanOptionError(f"pp_schedule zbv runs exactly 2 stages per GPU (PyTorch's ScheduleZBVZeroBubble), "
+                              f"not interleave {interleave}")
+    if schedule in ("interleaved", "zbv") and interleave == 1:
+        interleave = pipeline.DEFAULT_STAGES_PER_RANK  # torchtitan's default for multi-stage schedules
+    if schedule == "interleaved":
+        rounds = max(1, microbatches // pp)
+        if microbatches % rounds:
+            raise PlanOptionError(f"pp_schedule interleaved needs the {microbatches} micro-batches to be a multiple of "
+                                  f"the rounds ({rounds}: PyTorch's ScheduleInterleaved1F1B)")
+    if pp == 1 or not model.sequence:
+        return schedule, interleave
+    if model.layers % (pp * interleave) or schedule:
+        try:
+            pipeline.stage_layers(model.layers, pp * interleave)
+        except ValueError as err:
+            raise PlanOptionError(str(err)) from None
+    return schedule, interleave
 
 
 def _accumulation(pick: Callable[[str, object], object], given: Collection[str], pp: int) -> tuple[int, int]:

@@ -1,0 +1,207 @@
+"""Pipeline stages as the frameworks build them: the layer split and each schedule's micro-batches in flight.
+
+- ``stage_layers``: torchtitan's split (``_generate_llm_fqn_per_model_part``,
+  torchtitan/distributed/pipeline_parallel.py at b5bcd76): the embeddings and the norm + head
+  count as one layer each (``pipeline_parallel_first_stage_less_layers`` and
+  ``..._last_stage_less_layers``, default 1), the L + 2 layer-equivalents are split evenly and the
+  first ``(L + 2) mod stages`` stages take one more. torchtitan's December 2024 rule
+  (``generate_split_points``, 9dec370, the benchmark's commit) gives the same split for Llama 3.1
+  405B (126 layers) over 8 and 16 stages.
+- ``rank_stages``: which stages a rank holds: ``loop`` (rank, rank + p, ...) or ``v``
+  (rank and 2p − 1 − rank), torch.distributed.pipelining's ``generate_stage_to_rank_mapping``.
+- ``rank_ops``: each schedule's order of forwards and backwards on one rank, ported from
+  torch/distributed/pipelining/schedules.py (PyTorch 2.13): ``ScheduleGPipe`` (all forwards,
+  then all backwards), ``Schedule1F1B`` (min(m, p − rank) warm-up forwards, then one backward
+  and one forward), ``ScheduleInterleaved1F1B`` (``_get_warmup_ops``, ``_get_1f1b_rank_ops``)
+  and ``ScheduleZBVZeroBubble`` (backward split into input (I) and weight (W) gradients).
+- ``peak_layers``: the most layer-micro-batches whose activations a rank holds at once: a
+  forward adds its stage's layers, a backward (ZBV: the weight-gradient step W, until which the
+  linear layers' inputs are kept) frees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+from ..core.symbols import L, N
+from ..core.term import Term
+from ..math.formula import Formula
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zbv")
+SINGLE_STAGE = ("gpipe", "1f1b")  # PipelineScheduleSingle: one stage per rank
+DEFAULT_STAGES_PER_RANK = 2  # torchtitan's default for multi-stage schedules (_get_pipeline_metadata)
+INPUT_WEIGHT = 1  # torchtitan: pipeline_parallel_first_stage_less_layers (config/configs.py)
+OUTPUT_WEIGHT = 1  # torchtitan: pipeline_parallel_last_stage_less_layers
+
+Op = tuple[str, int, int]  # ("F" | "B" | "I" | "W", stage index, micro-batch)
+
+
+def stage_layers(layers: int, stages: int, input_weight: int = INPUT_WEIGHT,
+                 output_weight: int = OUTPUT_WEIGHT) -> tuple[int, ...]:
+    """Transformer layers per pipeline stage, as torchtitan splits them (``_generate_llm_fqn_per_model_part``)."""
+    if stages == 1:
+        return (layers,)
+    effective = layers + input_weight + output_weight
+    base, extra = divmod(effective, stages)
+    if base == 0 or input_weight > base or output_weight > base:
+        raise ValueError(f"{stages} pipeline stages leave a stage without a layer ({layers} layers + the embeddings "
+                         "and head as one layer each)")
+    out, left = [], layers
+    for stage in range(stages):
+        share = base + (1 if stage < extra else 0)
+        share -= input_weight if stage == 0 else output_weight if stage == stages - 1 else 0
+        share = min(share, left)
+        out.append(share)
+        left -= share
+    return tuple(out)
+
+
+def style(schedule: str) -> str:
+    """The stage-to-rank layout of a schedule: ``v`` for ZBV, else ``loop``."""
+    return "v" if schedule == "zbv" else "loop"
+
+
+def rank_stages(rank: int, pp: int, v: int, layout: str = "loop") -> tuple[int, ...]:
+    """The stage indices rank ``rank`` holds (torch.distributed.pipelining's ``generate_stage_to_rank_mapping``)."""
+    if layout == "v":
+        return (rank, 2 * pp - 1 - rank)
+    return tuple(rank + s * pp for s in range(v))
+
+
+def rank_ops(schedule: str, rank: int, pp: int, m: int, v: int = 1) -> list[Op]:
+    """The forwards and backwards of rank ``rank`` in the order PyTorch 2.13's schedule runs them."""
+    if schedule == "gpipe":
+        return [("F", rank, i) for i in range(m)] + [("B", rank, i) for i in range(m)]
+    if schedule == "1f1b":
+        warm = min(m, pp - rank)
+        ops: list[Op] = [("F", rank, i) for i in range(warm)]
+        for i in range(m - warm):  # 1B1F
+            ops += [("B", rank, i), ("F", rank, warm + i)]
+        return ops + [("B", rank, i) for i in range(m - warm, m)]
+    if schedule == "interleaved":
+        return _interleaved(rank, pp, m, v)
+    if schedule == "zbv":
+        return _zbv(rank, pp, m)
+    raise ValueError(f"unknown pipeline schedule {schedule!r}")
+
+
+def _interleaved(rank: int, pp: int, m: int, v: int) -> list[Op]:
+    """``ScheduleInterleaved1F1B._calculate_single_rank_operations`` and ``_get_1f1b_rank_ops`` (no idle slots)."""
+    rounds = max(1, m // pp)
+    per_round = m // rounds
+    warmup = min((v - 1) * per_round + 2 * (pp - 1 - rank), m * v)  # _get_warmup_ops, multiply_factor 2
+    total = m * v
+
+    def forward_stage(step: int) -> int:
+        return (step // per_round) % v * pp + rank
+
+    def backward_stage(step: int) -> int:
+        return (v - 1 - ((step - warmup) // per_round) % v) * pp + rank
+
+    counts: dict[tuple[str, int], int] = {}
+
+    def op(kind: str, stage: int) -> Op:
+        index = counts.get((kind, stage), 0)
+        counts[(kind, stage)] = index + 1
+        return (kind, stage, index)
+
+    ops = [op("F", forward_stage(step)) for step in range(warmup)]
+    for step in range(warmup, total):
+        ops += [op("F", forward_stage(step)), op("B", backward_stage(step))]
+    for step in range(total, total + warmup):
+        ops.append(op("B", backward_stage(step)))
+    return ops
+
+
+def _zbv(rank: int, pp: int, m: int) -> list[Op]:
+    """``ScheduleZBVZeroBubble._calculate_single_rank_operations``: two stages per rank in a V."""
+    n_micro = max(2 * pp - 1, m)
+    first, second = rank, 2 * pp - 1 - rank
+    f0 = f1 = b0 = b1 = 0
+    ops: list[Op] = []
+    for _ in range(2 * (pp - rank) - 1):
+        ops.append(("F", first, f0))
+        f0 += 1
+    for _ in range(rank):
+        ops += [("F", second, f1), ("F", first, f0)]
+        f1, f0 = f1 + 1, f0 + 1
+    for _ in range(pp - rank):
+        ops += [("F", second, f1), ("I", second, b1), ("W", second, b1)]
+        f1, b1 = f1 + 1, b1 + 1
+    while f1 < f0 or f0 < n_micro:
+        if f0 < n_micro:
+            ops.append(("F", first, f0))
+            f0 += 1
+        ops += [("I", first, b0), ("W", first, b0), ("F", second, f1), ("I", second, b1), ("W", second, b1)]
+        b0, f1, b1 = b0 + 1, f1 + 1, b1 + 1
+    w0, w1 = b0, b1
+    for _ in range(rank):
+        ops += [("I", first, b0), ("I", second, b1)]
+        b0, b1 = b0 + 1, b1 + 1
+    for _ in range(pp - rank):
+        ops += [("I", first, b0), ("W", first, w0)]
+        b0, w0 = b0 + 1, w0 + 1
+    ops += [("W", second, i) for i in range(w1, b1)] + [("W", first, i) for i in range(w0, b0)]
+    return [o for o in ops if o[2] < m]  # the source drops the micro-batches beyond m the same way
+
+
+def peak_layers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> int:
+    """The most layer-micro-batches of activations rank ``rank`` holds at once (``layers``: per stage)."""
+    frees = "W" if schedule == "zbv" else "B"
+    held = peak = 0
+    for kind, stage, _ in rank_ops(schedule, rank, pp, m, v):
+        if kind == "F":
+            held += layers[stage]
+            peak = max(peak, held)
+        elif kind == frees:
+            held -= layers[stage]
+    return peak
+
+
+def peak_microbatches(schedule: str, rank: int, pp: int, m: int, stage: int, v: int = 1) -> int:
+    """The most micro-batches in flight at once on one ``stage`` of rank ``rank`` (its inputs, its labels)."""
+    ones = [0] * (pp * v)
+    ones[stage] = 1
+    return peak_layers(schedule, rank, pp, m, ones, v)
+
+
+def bubble_fraction_text(schedule: str) -> str:
+    """How the schedule's idle time is counted in ``time`` (the bubble term's divisor)."""
+    return {"gpipe": "(p − 1)/m", "1f1b": "(p − 1)/m", "interleaved": "(p − 1)/(v·m)",
+            "zbv": "(p − 1)/(v·m), v = 2 (an upper bound: W fills the bubble)"}[schedule]
+
+
+def stage_params(first_stage: sympy.Expr, head: sympy.Expr, layers: int, embeddings: bool, has_head: bool,
+                 total: sympy.Expr = N, tp_sym: sympy.Expr | int = 1,
+                 definitions: dict | None = None) -> Formula:
+    """N_gpu of one pipeline rank: its own layers' share of the layer parameters, the embeddings, the head."""
+    terms = [Term("layers", f"transformer layers: the {layers} of this rank's stages, split over t ranks",
+                  (total - first_stage - head) * layers / (L * tp_sym), "params", "torchtitan-pp",
+                  "_generate_llm_fqn_per_model_part", "Every layer holds (N − embeddings − head)/L parameters.")]
+    if embeddings:
+        terms.append(Term("embedding", "embeddings on the first stage, split over t (vocab-parallel)",
+                          first_stage / tp_sym, "params", "torchtitan-pp", "tok_embeddings on stage 0"))
+    if has_head and head != 0:
+        terms.append(Term("head", "untied output head on the last stage, split over t", head / tp_sym, "params",
+                          "torchtitan-pp", "norm and output on the last stage"))
+    return Formula("plan.params_per_gpu", "Parameters held by this pipeline rank", terms, source="torchtitan-pp",
+                   name="N_gpu", definitions=definitions,
+                   note="torchtitan's split: the embeddings on the first stage, the norm and head on the last.")
+
+
+def stage_activations_term(schedule: str, rank: int, peak: int, layers: int, per: sympy.Expr, label: str,
+                           recompute: str) -> Term:
+    """The activations one pipeline rank holds at its schedule's peak: ``peak`` layer-micro-batches × one layer."""
+    how = ("from a forward to its weight-gradient step W (the linear layers' inputs stay until W)"
+           if schedule == "zbv" else "from a forward to its backward")
+    return Term("activations", f"activations: {peak} layer-micro-batches in flight on rank {rank} ({schedule}, "
+                f"{layers} layers here) × one layer ({label}, recompute {recompute})", peak * per, "bytes",
+                "pytorch-pipelining", f"{_SOURCE_NAMES[schedule]}",
+                f"Each micro-batch's activations are held {how}; the peak of the sum over the rank's stages in "
+                "PyTorch's order of operations.")
+
+
+_SOURCE_NAMES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B", "interleaved": "ScheduleInterleaved1F1B",
+                 "zbv": "ScheduleZBVZeroBubble"}
