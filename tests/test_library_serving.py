@@ -41,3 +41,14 @@ def test_the_planner_trains_with_the_library_transients():
     temporaries = terms["optimizer_temporaries"]
     assert temporaries == pypeak.adamw_temporaries_term(temporaries.expr)
     assert pypeak.logits_forward_term(4).expr == 4 * S * B * V  # in fp32 the upcast is the logits themselves
+
+
+def test_an_fp8_cache_counts_its_per_layer_scales_once_per_layer():
+    # fp8 KV (formats.FORMATS["fp8"].layer_bytes): one fp32 k_scale and v_scale per attention layer, whatever B and S
+    from symbolic import planning
+    from symbolic.formats import FORMATS
+
+    fp8 = planning.plan("llama-3-8b", mode="infer", kv_dtype="fp8", batch=4, seq=2048).terms()
+    assert fp8["kv_scales"] == 32 * FORMATS["fp8"].layer_bytes == 32 * 8
+    assert planning.plan("llama-3-8b", mode="infer", kv_dtype="fp8", batch=1, seq=128).terms()["kv_scales"] == 256
+    assert "kv_scales" not in planning.plan("llama-3-8b", mode="infer", kv_dtype="bf16").terms()

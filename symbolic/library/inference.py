@@ -180,8 +180,17 @@ def cache_kind_term(kind: CacheKind, tp: sympy.Expr | int = 1, element: sympy.Ex
 
 def cache_terms(kinds: tuple[CacheKind, ...], tp: sympy.Expr | int = 1, element: sympy.Expr = b_kv,
                 dtype: str = "", pp: sympy.Expr | int = 1) -> list[Term]:
-    """One cache term per attention kind of the model."""
-    return [cache_kind_term(k, tp, element, dtype, pp) for k in kinds]
+    """One cache term per attention kind of the model, and the cache type's per-layer scales (fp8's k/v scales)."""
+    out = [cache_kind_term(k, tp, element, dtype, pp) for k in kinds]
+    fmt = formats.FORMATS.get(dtype)
+    if fmt is not None and fmt.layer_bytes:
+        layers = sum((k.count for k in kinds if k.kind != "conv"), sympy.Integer(0)) / pp
+        out.append(Term("kv_scales", f"KV-cache scales ({dtype}): k_scale and v_scale per attention layer",
+                        layers * fmt.layer_bytes, "bytes", "vllm",
+                        "model_executor/layers/attention/attention.py (the layer's k/v scales)",
+                        "An fp8 cache stores each layer's keys and values with one fp32 scale each (per tensor); "
+                        "they belong to the layer, not to a sequence."))
+    return out
 
 
 def default_kinds(sliding: bool = False, latent: bool = False, all_sliding: bool = False,
