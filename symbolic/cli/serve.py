@@ -1,7 +1,8 @@
 """``symbolic serve``: a model on an engine (torch, vLLM, SGLang, llama.cpp): weights, KV pool, concurrency.
 
 The common flags (model, GPU, formats, layout, context and concurrency) are this module's; each
-engine's own flags come from its module's ``FLAGS`` (``symbolic.engines``), added here with no
+engine's own flags come from ``engines.flag_table`` (data: no engine is imported to build the parser),
+added here with no
 default, so that one given to another engine is refused in one line rather than ignored.
 """
 

@@ -77,6 +77,11 @@ register("shazeer2020", "N. Shazeer, \"GLU Variants Improve Transformer\" (gated
 register("user", "Defined by the user (command line --term or a report specification)")
 
 # --- issue 27: serving engines' memory rules -----------------------------------------------------
+register("llamacpp", "llama.cpp (ggml-org/llama.cpp at 0c1e57098bba43ac29e6e3b677cdceebdd22334f, as "
+         "llama-cpp-python 0.3.36 vendors it): src/llama-context.cpp, src/llama-kv-cache.cpp, "
+         "src/llama-kv-cache-iswa.cpp, src/llama-model.cpp load_tensors, src/llama-hparams.cpp, common/arg.cpp, "
+         "ggml/src/ggml-alloc.c",
+         "https://github.com/ggml-org/llama.cpp/blob/0c1e57098bba43ac29e6e3b677cdceebdd22334f/src/llama-context.cpp")
 register("vllm", "vLLM 0.34.0 (commit 62d4bc3c7, the PyPI wheel's vllm/_version.py): "
          "vllm/v1/worker/gpu_worker.py (determine_available_memory), vllm/v1/worker/utils.py (request_memory), "
          "vllm/utils/mem_utils.py (memory_profiling), vllm/v1/kv_cache_interface.py (page sizes), "

@@ -2,7 +2,9 @@
 
 Each engine is one module with ``NAME``, ``VERSION`` (the release and commit whose source its rules
 are read from), ``FLAGS`` (its own flags, as its CLI names them) and ``serve(setup) -> ServePlan``.
-``serve`` here resolves the question once (``setup.make_setup``) and dispatches::
+``serve`` here resolves the question once (``setup.make_setup``) and dispatches. Importing this package
+is light (the command line does it for every command): the flags are data (``flag_table``), and the
+engines' rules, the planner and the networks are imported when a question is asked::
 
     from symbolic.engines import serve
     plan = serve("gpt-oss-120b", engine="vllm", gpu="h200", seq=32768, gpu_memory_utilization=0.9)
@@ -13,11 +15,15 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..core.errors import UnknownNameError
+from .flag_table import TABLES
 from .flags import EngineFlagError, Flag, check_flags
-from .result import ServePlan
-from .setup import ServeSetup, make_setup
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .result import ServePlan
+    from .setup import ServeSetup
 
 ENGINES = ("torch", "vllm", "sglang", "llamacpp")
 _MODULES = {"torch": "pytorch", "vllm": "vllm", "sglang": "sglang", "llamacpp": "llamacpp"}
@@ -33,8 +39,21 @@ def engine_module(name: str) -> ModuleType:
 
 
 def flag_tables() -> dict[str, tuple[Flag, ...]]:
-    """Every engine's own flags: engine name -> its FLAGS."""
-    return {name: engine_module(name).FLAGS for name in ENGINES}
+    """Every engine's own flags: engine name -> its FLAGS (data only: no engine module is imported)."""
+    return {name: TABLES[name] for name in ENGINES}
+
+
+def __getattr__(name: str) -> object:
+    """``ServePlan`` and ``ServeSetup``, imported when first asked for (they import the networks)."""
+    if name == "ServePlan":
+        from .result import ServePlan
+
+        return ServePlan
+    if name == "ServeSetup":
+        from .setup import ServeSetup
+
+        return ServeSetup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # the fraction of the GPU each engine takes by its own flag (the torch engine takes gpu_fraction)
@@ -51,6 +70,8 @@ def serve(model: object, engine: str = "torch", gpu: object = "h100-80gb", *, we
     and ``reserve`` (``catalogs.budget.make_budget``'s) shape the torch engine's budget; the other
     engines size theirs by their own flags.
     """
+    from .setup import make_setup
+
     module = engine_module(engine)
     given = {k: v for k, v in options.items() if v is not None}
     check_flags(engine, given, flag_tables())

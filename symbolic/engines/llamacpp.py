@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 import sympy
 
 from .. import formats
-from ..core import sources
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..formats.ggml import row_bytes
 from ..formats.gguf_ftypes import FILE_TYPES, typed_tensors
 from ..networks.gguf_tensors import gguf_options, gguf_tensors
 from ..networks.stored import weight_bytes
+from .flag_table import TABLES
 from .flags import EngineFlagError, Flag
 from .ggml_graph import Shape, compute_buffer
 from .result import ServePlan
@@ -63,34 +63,8 @@ NAME = "llamacpp"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
 VERSION = f"llama.cpp {COMMIT[:12]} (as llama-cpp-python 0.3.36 vendors it; measured)"
 SOURCE = "llamacpp"
-if SOURCE not in sources.SOURCES:
-    sources.register(SOURCE, f"llama.cpp (ggml-org/llama.cpp at {COMMIT}): src/llama-context.cpp, "
-                             "src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, src/llama-model.cpp "
-                             "load_tensors, src/llama-hparams.cpp, common/arg.cpp, ggml/src/ggml-alloc.c",
-                     f"https://github.com/ggml-org/llama.cpp/blob/{COMMIT}/src/llama-context.cpp")
 
-_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
-FIT_TARGETS = ("gpu-layers", "context", "file-type")
-FLAGS: tuple[Flag, ...] = (
-    Flag("--ctx-size", "ctx_size", "count", "context size in tokens, all sequences together (0: the model's)",
-         "TOKENS"),
-    Flag("--parallel", "parallel", "whole", "sequences decoded at once (llama-server's -np; default auto: 4, "
-         "unified)", "N"),
-    Flag("--n-gpu-layers", "n_gpu_layers", "count", "layers on the GPU(s); 0 keeps everything on the CPU", "N"),
-    Flag("--tensor-split", "tensor_split", "list", "the share of layers on each GPU, e.g. 3,1", "F,F,..."),
-    Flag("--n-cpu-moe", "n_cpu_moe", "count", "keep the MoE experts of the first N layers on the CPU", "N"),
-    Flag("--swa-full", "swa_full", "switch", "a full-size cache for sliding-window layers (llama-server: off)"),
-    Flag("--cache-type-k", "cache_type_k", "choice", "the K cache's type", "TYPE", _CACHE_TYPES),
-    Flag("--cache-type-v", "cache_type_v", "choice", "the V cache's type (quantized needs flash attention)", "TYPE",
-         _CACHE_TYPES),
-    Flag("--batch-size", "batch_size", "whole", "logical batch in tokens (llama.cpp's -b, default 2048)", "N"),
-    Flag("--ubatch-size", "ubatch_size", "whole", "physical batch in tokens (llama.cpp's -ub, default 512)", "N"),
-    Flag("--flash-attn", "flash_attn", "choice", "flash attention (llama.cpp's default auto)", "on|off|auto",
-         ("on", "off", "auto")),
-    Flag("--kv-unified", "kv_unified", "switch", "one KV stream shared by all sequences (llama-server: on unless --parallel is given)"),
-    Flag("--fit", "fit", "choice", "find the most GPU layers, the longest context or the best file type that fits "
-         "the GPU(s)", "WHAT", FIT_TARGETS),
-)
+FLAGS: tuple[Flag, ...] = TABLES[NAME]
 N_PAD = 256  # n_ctx and the SWA cache size are padded to this (measured: 1000 -> 1024)
 DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
 LOGIT_BYTES = 4  # f32 logits

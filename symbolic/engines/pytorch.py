@@ -20,18 +20,14 @@ import sympy
 
 from ..library.inference import prefill_text
 from ..planning import Plan, fit_batch, fit_seq, plan
+from .flag_table import DEFAULT_PREFILL_CHUNK, TABLES
 from .flags import Flag
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
 
 NAME = "torch"
 VERSION = "PyTorch eager (the planner's serving model)"
-DEFAULT_PREFILL_CHUNK = 8192
-FLAGS: tuple[Flag, ...] = (
-    Flag("--prefill-chunk", "prefill_chunk", "count",
-         f"tokens one step prefills at most (default {DEFAULT_PREFILL_CHUNK}, as vLLM's max_num_batched_tokens; "
-         "0: whole prompts at once)", "TOKENS"),
-)
+FLAGS: tuple[Flag, ...] = TABLES[NAME]
 DEFAULT_SEQ = 4096
 _WEIGHT_KEYS = ("weights", "weight_scales", "embeddings")
 

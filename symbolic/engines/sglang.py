@@ -46,6 +46,7 @@ from ..catalogs.budget import as_fraction
 from ..core.term import Term
 from ..library.runtime import CONTEXT_BYTES
 from ..networks.stored import stored_weights
+from .flag_table import SGLANG_KV_CHOICES, TABLES
 from .flags import Flag
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
@@ -74,23 +75,10 @@ RUNNING_PER_CONTEXT, RUNNING_MIN, RUNNING_MAX = 512, 2048, 4096
 HYBRID_SWA_ARCHS = frozenset({"GptOssForCausalLM", "Llama4ForConditionalGeneration", "Gemma4ForCausalLM",
                               "Gemma4ForConditionalGeneration", "GraniteSWAForCausalLM", "GraniteMoeSWAForCausalLM",
                               "Step3p5ForCausalLM", "MiMoV2FlashForCausalLM"})
-KV_CHOICES = ("auto", "fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16")
+KV_CHOICES = SGLANG_KV_CHOICES
 TORCH_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32",
                "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
-FLAGS: tuple[Flag, ...] = (
-    Flag("--mem-fraction-static", "mem_fraction_static", "fraction",
-         "the fraction of GPU memory for weights and the KV pool (default: SGLang's own rule from the GPU)", "F"),
-    Flag("--chunked-prefill-size", "chunked_prefill_size", "whole", "tokens per prefill chunk (SGLang's default "
-         "by GPU)", "TOKENS"),
-    Flag("--context-length", "context_length", "whole", "the longest request (default: the model's context)",
-         "TOKENS"),
-    Flag("--kv-cache-dtype", "kv_cache_dtype", "choice", "the KV cache's element type, as SGLang names it",
-         "DTYPE", KV_CHOICES),
-    Flag("--cuda-graph-max-bs", "cuda_graph_max_bs", "whole", "the largest batch captured in a CUDA graph", "N"),
-    Flag("--max-running-requests", "max_running_requests", "whole",
-         "requests running at once at most (SGLang's default from the pool: 2048 to 4096, at most tokens / 2)", "N"),
-    Flag("--page-size", "page_size", "whole", "tokens per KV page (SGLang's default 1)", "TOKENS"),
-)
+FLAGS: tuple[Flag, ...] = TABLES[NAME]
 
 
 def _term(key: str, title: str, value: int, note: str = "") -> Term:

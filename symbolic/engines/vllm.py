@@ -111,6 +111,7 @@ from .. import formats
 from ..catalogs.budget import as_fraction
 from ..core.term import Term
 from ..networks.stored import stored_weights
+from .flag_table import TABLES
 from .flags import Flag
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
@@ -134,24 +135,7 @@ FP8_DS_MLA_TOKEN_BYTES = 656  # kv_cache_interface.py: 512 fp8 latent + 4 fp32 s
 NON_TORCH_MEASURED = {1: 0.13, 2: 0.55}
 FP32 = 4
 FLASHINFER = "flashinfer"
-FLAGS: tuple[Flag, ...] = (
-    Flag("--gpu-memory-utilization", "gpu_memory_utilization", "fraction",
-         "the fraction of the GPU's total memory vLLM may use (vLLM 0.34's default 0.92)", "F"),
-    Flag("--max-model-len", "max_model_len", "whole", "the longest request in tokens (default: the model's context)",
-         "TOKENS"),
-    Flag("--max-num-seqs", "max_num_seqs", "whole", "requests in one batch at most (vLLM's default 1024 on GPUs "
-         "of 70 GiB and more, else 256)", "N"),
-    Flag("--max-num-batched-tokens", "max_num_batched_tokens", "whole",
-         "tokens in one step at most: the profile run's size (vLLM's default 16384, 8192 or 2048 by GPU memory)",
-         "TOKENS"),
-    Flag("--block-size", "block_size", "whole", "tokens per KV page (vLLM 0.34's default 64)", "TOKENS"),
-    Flag("--kv-cache-dtype", "kv_cache_dtype", "choice", "the KV cache's element type, as vLLM names it",
-         "DTYPE", ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")),
-    Flag("--enforce-eager", "enforce_eager", "switch", "no CUDA graphs (vLLM's default: graphs captured)"),
-    Flag("--flashinfer-sampler", "flashinfer_sampler", "switch",
-         "VLLM_USE_FLASHINFER_SAMPLER, vLLM's environment variable: FlashInfer's top-k/top-p sampler (0.34's "
-         "default: on); off, vLLM's Triton top-k/top-p masking and Gumbel draw"),
-)
+FLAGS: tuple[Flag, ...] = TABLES[NAME]
 # Streaming multiprocessors per GPU (NVIDIA's architecture whitepapers; AMD's CDNA 3 whitepaper: compute units):
 # vLLM's Triton top-k/top-p keeps one vocab row per program, min(SMs, rows) programs
 SMS = {"v100-16gb": 80, "v100-32gb": 80, "t4": 40, "a10g": 80, "l4": 58, "l40s": 142, "rtx-3090": 82,
