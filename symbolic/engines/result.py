@@ -87,14 +87,6 @@ class ServePlan:
         data["notes"] = list(self.notes)
         return data
 
-    def summary(self) -> str:
-        """One line: engine, model, GPUs, the pool and the concurrency."""
-        out = (f"{self.engine}: {self.model} on {self.gpus} × {self.gpu}, weights {format_bytes(self.weights_bytes)}, "
-               f"KV pool {format_bytes(self.kv_cache_bytes)} ({self.kv_cache_tokens:,} tokens) per GPU")
-        if self.max_concurrency is not None:
-            out += f", {self.max_concurrency} × {self.seq:,} tokens"
-        return out
-
     def __repr__(self) -> str:  # display methods: symbolic.text.display renders
         asked = f"{self.max_concurrency} × {self.seq:,} tokens" if self.fits and self.seq is not None else ""
         return display.short("ServePlan", f"{self.model} on {self.gpus} × {self.gpu} with {self.engine}",
