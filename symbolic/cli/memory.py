@@ -55,8 +55,8 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to below 1, got {quote(text)}") from None
 
 
-def _gpu_fraction(text: str) -> object:
-    """--gpu-fraction: 0 < F ≤ 1 (a decimal such as 0.9), refused in one line otherwise."""
+def gpu_fraction(text: str) -> object:
+    """A fraction flag (--gpu-fraction, vLLM's and SGLang's): 0 < F ≤ 1 (a decimal such as 0.9), refused in one line."""
     from ..catalogs.budget import as_fraction
 
     try:
@@ -67,7 +67,7 @@ def _gpu_fraction(text: str) -> object:
 
 def add_budget_options(p: argparse.ArgumentParser) -> None:
     """--gpu-fraction and --reserve: what of --gpu's memory a plan may use (``catalogs.budget``)."""
-    p.add_argument("--gpu-fraction", dest="gpu_fraction", type=_gpu_fraction, metavar="F",
+    p.add_argument("--gpu-fraction", dest="gpu_fraction", type=gpu_fraction, metavar="F",
                    help="use this fraction of --gpu's memory, 0 < F ≤ 1 (as vLLM's gpu_memory_utilization; "
                         "default 1, all of it)")
     p.add_argument("--reserve", action="append", metavar="NAME=SIZE",

@@ -13,6 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..core.units import format_bytes
+from ..engines import ENGINES
 from ..engines.flags import Flag
 from .common import (
     CliError,
@@ -25,21 +26,11 @@ from .common import (
     whole,
     whole_type,
 )
-from .memory import add_budget_options
+from .memory import add_budget_options, gpu_fraction
 
 if TYPE_CHECKING:
     from ..engines import ServePlan
 
-ENGINE_NAMES = ("torch", "vllm", "sglang", "llamacpp")
-
-
-def _fraction(text: str) -> object:
-    from ..catalogs.budget import as_fraction
-
-    try:
-        return as_fraction(text, "F")
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _count(text: str) -> int:
@@ -56,7 +47,7 @@ def _numbers(text: str) -> tuple[float, ...]:
     return out
 
 
-_PARSERS = {"whole": whole, "count": _count, "fraction": _fraction, "text": str, "list": _numbers}
+_PARSERS = {"whole": whole, "count": _count, "fraction": gpu_fraction, "text": str, "list": _numbers}
 
 
 def _add_flag(group: argparse._ArgumentGroup, flag: Flag, engines: tuple[str, ...]) -> None:
@@ -82,7 +73,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        description="What an engine holds per GPU serving a model: the weights, the KV pool in bytes and "
                                    "tokens, the largest concurrency at --seq and the longest context at --batch.")
     p.add_argument("model", metavar="MODEL", help="preset name, config.json path, GGUF file or model type")
-    p.add_argument("--engine", choices=ENGINE_NAMES, default="torch",
+    p.add_argument("--engine", choices=ENGINES, default="torch",
                    help="the serving engine whose memory rules apply (default torch: a plain PyTorch loop)")
     p.add_argument("--gpu", default="h100-80gb", help="GPU name, capacity (80GiB) or custom GPU .toml (default "
                    "h100-80gb)")
