@@ -142,7 +142,6 @@ def check(value: Any, fail: Fail) -> dict[str, Any] | None:
 
 def _own(engine: str, key: str, fail: Fail) -> None:
     """Refuse a setting of another engine in one line (``engines.flags.check_flags``' words)."""
-    from ..core.errors import UserError
     from ..engines import flag_tables
     from ..engines.flags import check_flags
 
