@@ -30,7 +30,9 @@ setup: $(STAMP)
 # modules and the measurement tests; without them those tests are skipped. The pins are the
 # versions the cross-checks were written against (transformers 5 counts BERT's untied MLM
 # bias differently from 4.x). peft and bitsandbytes (LoRA/QLoRA cross-checks) install with
-# constraints-torch.txt pinning torch and transformers, so that pip leaves those two alone.
+# constraints-torch.txt pinning torch and transformers, so that pip leaves those two alone; so do
+# torchvision, timm and diffusers (library models by name, issue 29; the index's torchvision is a CUDA
+# build whose operators do not load beside the CPU torch: networks/torch_env.py makes it importable).
 TORCH_STAMP := $(VENV)/.torch
 setup-torch: $(TORCH_STAMP)
 
@@ -38,6 +40,7 @@ $(TORCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q transformers==5.24.0
 	$(BIN)/python -m pip install -q -c constraints-torch.txt peft==0.21.2 bitsandbytes==0.50.2
+	$(BIN)/python -m pip install -q -c constraints-torch.txt torchvision==0.28.0 timm==1.0.31 diffusers==0.42.1
 	touch $(TORCH_STAMP)
 
 system-deps:

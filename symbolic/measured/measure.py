@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import formats
 from ..core.errors import UnknownNameError, UserError
+from ..networks import torch_env
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     import torch
@@ -83,6 +84,7 @@ def require_torch() -> Any:
         import torch
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise TorchMissing("measuring needs torch: pip install 'symbolic-memory[torch]'") from err
+    torch_env.ready()  # an installed torchvision importable before transformers imports it
     return torch
 
 

@@ -40,6 +40,7 @@ from ...core.errors import UserError
 from ...core.symbols import H, L, V, a, a_kv, d_exp, d_ff, d_head, d_shared, k_exp, n_exp, n_pos, n_shared, n_type
 from ...core.term import Term
 from ...math.formula import Formula
+from .. import torch_env
 from ..transformer.spec import too_many_layers
 
 SOURCE = "transformers"
@@ -83,6 +84,7 @@ def torch_available() -> bool:
 @lru_cache(maxsize=1)
 def transformers_types() -> tuple[str, ...]:
     """Every model_type transformers knows (its CONFIG_MAPPING), sorted; imports transformers."""
+    torch_env.ready()
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     return tuple(sorted(CONFIG_MAPPING_NAMES))
@@ -200,6 +202,7 @@ def _quiet() -> Any:
     if depth:
         yield
         return
+    torch_env.ready()
     import transformers
 
     level = transformers.logging.get_verbosity()

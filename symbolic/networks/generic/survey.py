@@ -8,6 +8,7 @@ term is written in fields, and whether the formula held at an independent point.
 from __future__ import annotations
 
 from ...core import collector
+from .. import torch_env
 from .probes import GenericError, _first_line, _quiet, default_model
 
 
@@ -33,6 +34,7 @@ def survey_type(model_type: str) -> dict[str, object]:
 
 def plain_count(model_type: str) -> int:
     """Parameters of the type's default config built the plain way on the meta device (raises if it cannot)."""
+    torch_env.ready()
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
