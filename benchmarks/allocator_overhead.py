@@ -20,6 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
 
 GPT2 = {"vocab_size": 50257, "n_positions": 1024, "attn_implementation": "eager"}
 TINYLLAMA = {"num_hidden_layers": 22, "hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,

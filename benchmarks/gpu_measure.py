@@ -32,6 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
 
 # (name, config overrides, dropout, grid) — real GPT-2 and article A sizes; a shrunk Llama-3-8B
 # (same 4:1 grouped-query ratio, head size 64) and Qwen2-0.5B's own config with fewer layers.

@@ -35,6 +35,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
 
 MIB = 2**20
 

@@ -39,6 +39,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PRESET_DIR = REPO_ROOT / "symbolic" / "presets"
 DEFAULT_OUTPUT = PRESET_DIR / "reference_counts.json"

@@ -12,6 +12,8 @@
   pytest-xdist 3.8's ``xdist_group`` marks do not reach its scheduler under pytest 9 (it renames
   ``item._nodeid``, which pytest 9 no longer reads); explicit ``xdist_group`` marks still count
   where they do.
+- ``torch_env.install()``: an installed torchvision imports beside the CPU torch (the child scripts
+  that import transformers call it too).
 """
 
 from __future__ import annotations
@@ -24,8 +26,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from symbolic.networks import torch_env
+
 settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
 settings.load_profile("deterministic")
+# An installed torchvision (the index's is a CUDA build) imports beside the CPU torch once anything looks
+# for it: transformers does, even for text models; this imports nothing now (networks/torch_env.py).
+torch_env.install()
 
 HAVE_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
 SHARED_SCOPES = ("module", "package", "session")

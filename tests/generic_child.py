@@ -29,6 +29,10 @@ import sys
 from multiprocessing import Pool
 from pathlib import Path
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 SKIP = 77
 HERE = Path(__file__).resolve().parent
 

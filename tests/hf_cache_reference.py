@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import sys
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 IGNORED = ("_source", "auto_map", "_name_or_path")
 
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 import json
 import sys
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 SKIP = 77
 IGNORED = ("_source", "auto_map", "_name_or_path")
 

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import sys
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 
 def work(case: dict) -> dict:
     """One case of any kind: counts, cache, or config (a type's default config, ``to_dict()``)."""

@@ -23,6 +23,10 @@ from pathlib import Path
 
 from tiny_models import GPT2, LLAMA  # this folder: sys.path[0] of a child script and of the tests
 
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
+
 SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 

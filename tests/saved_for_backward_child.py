@@ -27,6 +27,9 @@ from pathlib import Path
 
 SKIP = 77
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from symbolic.networks import torch_env  # noqa: E402  (torchvision importable: issue 29)
+
+torch_env.install()
 
 from tiny_models import LLAMA  # noqa: E402
 

@@ -37,3 +37,15 @@ def test_ready_is_false_or_true_without_raising_and_only_once() -> None:
                 "a = torch_env.ready(); b = torch_env.ready(); print(a == b, len(torch_env._LIBRARIES) <= 1)")
     assert done.returncode == 0, done.stderr[-800:]
     assert done.stdout.split() == ["True", "True"]
+
+
+def test_install_imports_nothing_until_torchvision_is_imported() -> None:
+    """install() and looking for torchvision import no torch; importing transformers' models then works."""
+    done = _run("import sys, importlib.util\n"
+                "from symbolic.networks import torch_env; torch_env.install(); torch_env.install()\n"
+                "importlib.util.find_spec('torchvision')\n"
+                "print('torch' in sys.modules)\n"
+                "from transformers import BertForMaskedLM\n"
+                "print(BertForMaskedLM.__name__)\n")
+    assert done.returncode == 0, done.stderr[-800:]
+    assert done.stdout.split() == ["False", "BertForMaskedLM"]
