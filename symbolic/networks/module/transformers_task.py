@@ -188,7 +188,8 @@ def task_inputs(task: str, config_obj: Any, class_name: str) -> Inputs:
         return _tokens(text, vocab) + (pixels,), {"S": _positions(text, TEXT_TOKENS), **sizes}, \
             {"return_loss": True}, ("both towers with return_loss=True: the contrastive loss of B pairs",)
     if task == "image-text-to-text":
-        raise ModuleError("image-text-to-text inputs need the image-token rules (not yet wired here)")
+        raise ModuleError(f"the inputs of a vision-language model ({class_name}: image placeholder tokens and "
+                          "pixel values) are not built yet; its image tokens: symbolic.library.vision")
     return _base(config_obj, text, vocab)
 
 
