@@ -180,3 +180,19 @@ register("pytorch-context-parallel", "PyTorch 2.13.0, torch/distributed/tensor/e
          "(the sequence in 2·cp chunks, round-robin load balance)",
          "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/experimental/_context_parallel/"
          "_attention.py")
+
+# --- issue 29: image tokens of vision-language models ----------------------------------------------
+register("qwen2-vl-processor", "Hugging Face transformers 5.24.0, models/qwen2_vl/image_processing_qwen2_vl.py: "
+         "smart_resize (factor patch_size·merge_size = 28, min_pixels 56·56, max_pixels 28·28·1280), 14-pixel "
+         "patches, 2×2 merged into one token (Qwen2-VL and Qwen2.5-VL)")
+register("llava-processor", "Hugging Face transformers 5.24.0, models/llava/processing_llava.py: "
+         "(height // patch_size)·(width // patch_size) + num_additional_image_tokens, less 1 for the "
+         "\"default\" feature strategy (LLaVA-1.5: 336-pixel images, 14-pixel patches, 576 tokens)")
+register("llava-next-processor", "Hugging Face transformers 5.24.0, models/llava_next/processing_llava_next.py "
+         "_get_number_of_features and _get_unpadded_features, image_processing_utils.select_best_resolution "
+         "(anyres: the best grid of tiles, unpadded, one newline per row, plus the base image)")
+register("gemma3-processor", "Hugging Face transformers 5.24.0, models/gemma3/processing_gemma3.py and "
+         "configuration_gemma3.py: image_seq_length = mm_tokens_per_image (256) per 896-pixel image")
+register("mllama-processor", "Hugging Face transformers 5.24.0, models/mllama/image_processing_mllama.py "
+         "get_optimal_tiled_canvas (560-pixel tiles, up to max_image_tiles 4) and modeling_mllama.py "
+         "(each tile (560/14)² patches + 1 class token)")

@@ -267,6 +267,12 @@ N_gpu = declare("N_gpu", r"N_{\mathrm{gpu}}", "parameters held by one GPU: the m
 n_mb = declare("n_mb", "m", "micro-batches per optimizer step (the pipeline's in-flight limit)")
 v_pp = declare("v_pp", "v", "model chunks per GPU in the interleaved pipeline schedule")
 
+# --- images of vision-language models (issue 29) ---------------------------------------------------
+H_img = declare("H_img", r"H_{\mathrm{img}}", "image height in pixels as the vision tower sees it (after the processor's resize)")
+W_img = declare("W_img", r"W_{\mathrm{img}}", "image width in pixels as the vision tower sees it (after the processor's resize)")
+n_img = declare("n_img", r"n_{\mathrm{img}}", "images per sequence (--images)")
+n_tile = declare("n_tile", r"n_{\mathrm{tile}}", "tiles one image is cut into (LLaVA-NeXT's grid, Llama-3.2-Vision's canvas)")
+
 # --- compute and time (issue 15: time beside memory) ------------------------------------------
 T = declare("T", "T", "tokens trained on in the whole run")
 F_fwd = declare("F_fwd", r"F_{\mathrm{fwd}}", "forward FLOPs per token", "flops", integer=False)

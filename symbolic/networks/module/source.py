@@ -82,7 +82,10 @@ class ModuleSource:
     - ``fingerprint``: what a cached probe is keyed by besides the arguments (a hash of the source
       file, the library and its version);
     - ``task``: the model class or task said in the output (transformers' ``--task``), or None;
-    - ``notes``: lines the output shows (the class chosen, defaults taken from the config).
+    - ``notes``: lines the output shows (the class chosen, defaults taken from the config);
+    - ``extra``: (batch, sizes, device) -> keyword arguments besides ``inputs``: constants (CLIP's
+      ``return_loss=True``) and values the forward reads (a VLM's token ids with its image
+      placeholders, Qwen2-VL's ``image_grid_thw`` as a CPU tensor); None for none.
     """
 
     label: str
@@ -95,6 +98,7 @@ class ModuleSource:
     fingerprint: tuple[str, ...] = ()
     task: str | None = None
     notes: tuple[str, ...] = ()
+    extra: Callable[[int, Mapping[str, int], str], Mapping[str, Any]] | None = None
 
     @property
     def size_names(self) -> tuple[str, ...]:
@@ -125,6 +129,8 @@ def make_inputs(source: ModuleSource, batch: int, sizes: Mapping[str, int] | Non
         else:
             high = item.high if item.high else 2
             out[item.name] = torch.randint(0, high, shape, dtype=dtype, device=device)
+    if source.extra is not None:
+        out.update(source.extra(batch, values, device))
     return out
 
 
