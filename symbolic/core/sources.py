@@ -180,3 +180,13 @@ register("pytorch-context-parallel", "PyTorch 2.13.0, torch/distributed/tensor/e
          "(the sequence in 2·cp chunks, round-robin load balance)",
          "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/experimental/_context_parallel/"
          "_attention.py")
+
+# --- issue 28: torch.compile ----------------------------------------------------------------------------------
+register("torch-partitioner", "PyTorch 2.13.0, torch/_functorch/partitioners.py: min_cut_rematerialization_partition "
+         "(the compiled forward saves what the min cut keeps: matmul and attention outputs and inputs; pointwise ops, "
+         "norms and activations are recomputed in the compiled backward); measured with inductor on the CPU "
+         "(tests/compile_child.py)", "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/_functorch/partitioners.py")
+register("torchtitan-compile", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370: "
+         "apply_compile (torch.compile per TransformerBlock, after apply_ac, before FSDP); train.py leaves the loss "
+         "uncompiled at that commit", "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"
+         "torchtitan/parallelisms/parallelize_llama.py")
