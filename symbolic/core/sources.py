@@ -196,3 +196,12 @@ register("gemma3-processor", "Hugging Face transformers 5.24.0, models/gemma3/pr
 register("mllama-processor", "Hugging Face transformers 5.24.0, models/mllama/image_processing_mllama.py "
          "get_optimal_tiled_canvas (560-pixel tiles, up to max_image_tiles 4) and modeling_mllama.py "
          "(each tile (560/14)² patches + 1 class token)")
+# --- issue 28: torch.compile ----------------------------------------------------------------------------------
+register("torch-partitioner", "PyTorch 2.13.0, torch/_functorch/partitioners.py: min_cut_rematerialization_partition "
+         "(the compiled forward saves what the min cut keeps: matmul and attention outputs and inputs; pointwise ops, "
+         "norms and activations are recomputed in the compiled backward); measured with inductor on the CPU "
+         "(tests/compile_child.py)", "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/_functorch/partitioners.py")
+register("torchtitan-compile", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370: "
+         "apply_compile (torch.compile per TransformerBlock, after apply_ac, before FSDP); train.py leaves the loss "
+         "uncompiled at that commit", "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"
+         "torchtitan/parallelisms/parallelize_llama.py")

@@ -74,7 +74,7 @@ Outputs (``logits_terms``), three named byte accountings:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 
@@ -87,6 +87,7 @@ from .registry import register
 SRC = "korthikanti2022"
 RECOMPUTE = ("none", "selective", "full", "ops")
 OPS_SRC = "torchtitan-ac"
+COMPILE_SRC = "torch-partitioner"
 LOGITS = ("hf", "megatron", "fused", "chunked")
 
 # --- Korthikanti et al. 2022, Table 2, verbatim ------------------------------------------------
@@ -130,6 +131,7 @@ class LayerVariant:
     dropout: bool = True
     moe: bool = False
     act_bytes: int = 2
+    compiled: bool = False  # issue 28: the layer compiled (torch.compile's min-cut partitioner decides what is saved)
 
     @property
     def name(self) -> str:
@@ -141,6 +143,8 @@ class LayerVariant:
             parts.append("nodropout")
         if self.act_bytes != 2:
             parts.append(f"{self.act_bytes}byte")
+        if self.compiled:
+            parts.append("compiled")
         return ".".join(parts)
 
 
@@ -162,6 +166,8 @@ class Part:
 
 def layer_parts(v: LayerVariant) -> list[Part]:
     """Every tensor one layer keeps for backward, for one micro-batch, in bytes."""
+    if v.compiled:
+        return compiled_parts(v)
     b = v.act_bytes
     sbh = S * B * H
     parts = [
@@ -209,6 +215,33 @@ def layer_parts(v: LayerVariant) -> list[Part]:
     if v.dropout:
         parts.append(Part("mlp_dropout_mask", "MLP dropout mask (1 byte)", sbh, "sp"))
     return parts
+
+
+def compiled_parts(v: LayerVariant) -> list[Part]:
+    """What one compiled layer keeps (torch.compile per block, inductor's min-cut partitioner, measured on the CPU).
+
+    The eager layer's tensors less what the partitioner recomputes in the compiled backward: the
+    activation's output (SiLU/GeLU of a saved matmul output), and the second norm's input, which
+    is rebuilt from the layer input and the attention's output projection (kept instead: the
+    same bytes). It keeps each norm's per-token statistics: 1/rms (RMSNorm) or mean and 1/std
+    (LayerNorm), fp32.
+    """
+    if not v.flash or v.moe or v.dropout:
+        raise UnknownNameError("compile is modelled (measured) for a dense layer with a fused attention kernel and no "
+                               "dropout")
+    eager = layer_parts(replace(v, compiled=False))
+    b, stats = v.act_bytes, 1 if v.gated else 2
+    out = []
+    for part in eager:
+        if part.key == "act_output" and v.gated:
+            continue  # SiLU(gate) recomputed; a GeLU MLP keeps the activation's output for its second linear
+        if part.key == "ln2_input":
+            part = Part("attn_proj_output", "attention output projection's output (the second norm's input is "
+                        "rebuilt from it)", b * S * B * H, "sp", source=COMPILE_SRC)
+        out.append(part)
+    out.append(Part("norm_stats", f"both norms' per-token {'1/rms' if v.gated else 'mean and 1/std'} (fp32)",
+                    2 * stats * 4 * S * B, "sp", source=COMPILE_SRC))
+    return out
 
 
 def _check(recompute: str) -> None:
@@ -301,8 +334,14 @@ def inputs_term(dropout: bool, hidden_tp: sympy.Expr | int = 1, in_flight: int =
                 expr * in_flight, "bytes", "megatron", "compute_activation_memory")
 
 
-def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bool = False) -> list[Term]:
-    """Output-layer and loss activations for one micro-batch (bytes), under a named accounting."""
+def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bool = False,
+                 compiled: bool = False) -> list[Term]:
+    """Output-layer and loss activations for one micro-batch (bytes), under a named accounting.
+
+    ``compiled`` (with ``hf``): the loss compiled (torchtune's ``compile_loss``): the partitioner
+    keeps the logits in their dtype and the per-token max and log-sum-exp, and recomputes the fp32
+    upcast and log-softmax in backward (measured, ``activations_pytorch.compiled_loss_terms``).
+    """
     if kind not in LOGITS:
         raise UnknownNameError(f"unknown logits accounting {kind!r}; choose from {', '.join(LOGITS)}")
     b = act_bytes
@@ -319,6 +358,13 @@ def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bo
     if kind == "fused":
         return [head_input.replace(note="A fused linear + cross-entropy kernel never stores the s × V logits "
                                         "(its chunk workspace is ignored).")]
+    if compiled and kind == "hf":
+        return [head_input,
+                Term("logits_compiled", f"logits in the training dtype ({b} bytes), kept by the compiled loss",
+                     b * S * B * V / tp, "bytes", COMPILE_SRC, "min_cut_rematerialization_partition",
+                     "The fp32 upcast and log-softmax are recomputed from them in the compiled backward (measured)."),
+                Term("loss_stats", "fp32 max and log-sum-exp per token, kept by the compiled loss", 8 * S * B / tp,
+                     "bytes", COMPILE_SRC, "min_cut_rematerialization_partition")]
     if kind == "chunked":
         return [head_input,
                 Term("log_softmax_fp32", "fp32 log-softmax saved by cross-entropy, every chunk's", 4 * S * B * V / tp,

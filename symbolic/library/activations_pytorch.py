@@ -139,6 +139,7 @@ class Setup:
     activation: str = ""
     dropout_masks: str = ""
     use_cache: bool = False
+    compile: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -155,6 +156,7 @@ class Setup:
                                    f"{', '.join(DROPOUT_MASKS)}")
         object.__setattr__(self, "dropout", frozenset(self.dropout))
         object.__setattr__(self, "use_cache", bool(self.use_cache))
+        object.__setattr__(self, "compile", bool(self.compile))
 
     @property
     def b(self) -> int:
@@ -205,7 +207,7 @@ class Setup:
         if family == "mlp":
             return f"{self.precision}, {self.device}"
         drop = "+".join(sorted(self.dropout)) or "none"
-        return f"{self.precision}, {self.attn}, {self.device}, dropout {drop}"
+        return f"{self.precision}, {self.attn}, {self.device}, dropout {drop}" + (", compiled" if self.compile else "")
 
 
 @dataclass(frozen=True)
@@ -419,7 +421,97 @@ def _llama(s: Setup) -> _Terms:
     return t
 
 
-_BUILDERS = {"mlp": _mlp, "gpt2": _gpt2, "llama": _llama}
+# --- torch.compile (issue 28): what the min-cut partitioner saves ---------------------------------
+COMPILE_SRC = "torch-partitioner"
+
+
+def _check_compiled(s: Setup) -> None:
+    """The setups whose compiled step was measured: a fused attention kernel, no dropout, no autocast, no cache."""
+    if s.kernel != "fused" or s.dropout or s.mixed or s.use_cache:
+        raise UnknownNameError("compile is modelled (measured) with sdpa's fused attention, no dropout, pure fp32/bf16 "
+                               "and no KV cache; this setup has "
+                               f"{s.label()}{', autocast' if s.mixed else ''}{', use_cache' if s.use_cache else ''}")
+
+
+def _llama_block_compiled(t: _Terms, s: Setup) -> None:
+    """One compiled LlamaDecoderLayer: the partitioner keeps mm and SDPA outputs and inputs, recomputes the rest."""
+    b, bsh, block = s.b, B * S * H, "LlamaDecoderLayer"
+    note = "Norms, rotary, SiLU and the residual sums are recomputed in the compiled backward."
+    t.add("layer.input", "layer input, kept by the compiled block (its norm is recomputed from it)", L * b * bsh, block,
+          note)
+    t.add("input_norm.rstd", "input_norm: 1/rms per token (fp32)", L * 4 * B * S, block)
+    t.add("attn.proj.input", "input_norm output: input of q/k/v_proj", L * b * bsh, block)
+    t.add("attn.query", "rotated Q kept by SDPA", L * b * B * S * a * d_head, block)
+    t.add("attn.key", "rotated K, a_kv heads (enable_gqa)", L * b * B * S * a_kv * d_head, block)
+    t.add("attn.value", "V, a_kv heads (enable_gqa)", L * b * B * S * a_kv * d_head, block)
+    t.add("attn.output", "SDPA output, also the input of o_proj", L * b * B * S * a * d_head, block)
+    t.add("attn.logsumexp", "SDPA log-sum-exp per row (fp32)", L * 4 * B * a * S, block)
+    t.add("attn.o_proj.output", "o_proj output: the residual sum post_norm needs is rebuilt from it", L * b * bsh, block)
+    t.add("post_norm.rstd", "post_norm: 1/rms per token (fp32)", L * 4 * B * S, block)
+    t.add("mlp.input", "post_norm output: input of gate_proj and up_proj", L * b * bsh, block)
+    t.add("mlp.gate_up", "gate_proj and up_proj outputs (the SiLU and the product are recomputed)",
+          L * 2 * b * B * S * d_ff, block)
+    t.add("mlp.down.input", "their product: input of down_proj", L * b * B * S * d_ff, block)
+
+
+def _gpt2_block_compiled(t: _Terms, s: Setup) -> None:
+    """One compiled GPT2Block: LayerNorms and the GELU recomputed from the saved matmul inputs and outputs."""
+    b, st, bsh, block = s.b, s.norm_stat_bytes, B * S * H, "GPT2Block"
+    t.add("layer.input", "layer input, kept by the compiled block (ln_1 input)", L * s.residual_bytes * bsh, block,
+          "LayerNorm outputs, the GELU and the residual sums are recomputed in the compiled backward.")
+    for ln in ("ln_1", "ln_2"):
+        t.add(f"{ln}.stats", f"{ln} mean and 1/std per token", L * 2 * st * B * S, block)
+    t.add("attn.c_attn.input", "ln_1 output: input of c_attn", L * b * bsh, block)
+    t.add("attn.qkv", "c_attn output: Q, K, V views kept by SDPA", L * 3 * b * bsh, block)
+    t.add("attn.output", "SDPA output, also the input of c_proj", L * b * bsh, block)
+    t.add("attn.logsumexp", "SDPA log-sum-exp per row (fp32)", L * 4 * B * a * S, block)
+    t.add("attn.c_proj.output", "the attention's c_proj output: ln_2's input is rebuilt from it", L * b * bsh, block)
+    t.add("mlp.c_fc.input", "ln_2 output: input of c_fc", L * b * bsh, block)
+    t.add("mlp.c_fc.output", "c_fc output: the activation's input (the activation is recomputed)",
+          L * b * B * S * d_ff, block)
+    t.add("mlp.c_proj.input", "activation output: input of the MLP's c_proj (kept transposed for its weight gradient)",
+          L * b * B * S * d_ff, block)
+
+
+def compiled_loss_terms(act_bytes: int) -> list[tuple[str, str, sympy.Expr, str]]:
+    """What a compiled ``F.cross_entropy(logits.float(), labels)`` saves: (key, title, bytes, note).
+
+    The partitioner keeps the logits in their dtype and recomputes the fp32 upcast and softmax
+    from them with the per-token max and log-sum-exp (measured: no B·S·V fp32 tensor is saved).
+    """
+    return [("loss.logits", f"logits in the dtype ({act_bytes} bytes): the compiled loss's input", act_bytes * B * S * V,
+             "The fp32 upcast and the log-softmax are recomputed in the compiled backward."),
+            ("loss.targets", "int64 targets", 8 * B * S, ""),
+            ("loss.stats", "fp32 max and log-sum-exp per token", 2 * 4 * B * S, ""),
+            ("loss.weight", "the total weight (fp32 scalar)", 4, "")]
+
+
+def _compiled(t: _Terms, s: Setup, block: Any, top: str) -> _Terms:
+    """The eager model's once-terms (embeddings, final norm, head) with compiled blocks and a compiled loss."""
+    _check_compiled(s)
+    out = _Terms()
+    tail = [term for term in t.terms if not term.expr.has(L) and not term.key.startswith("loss.")]
+    head = [term for term in tail if term.key in ("embedding.ids", "embedding.positions", "rotary")]
+    for term in head:
+        out.add(term.key, term.title, term.expr, t.saved_by[term.key], term.note)
+    block(out, s)
+    for term in tail:
+        if term not in head:
+            out.add(term.key, term.title, term.expr, t.saved_by[term.key], term.note)
+    for key, title, expr, note in compiled_loss_terms(s.b):
+        out.add(key, title, expr, top, note)
+    return out
+
+
+def _llama_any(s: Setup) -> _Terms:
+    return _compiled(_llama(s), s, _llama_block_compiled, "LlamaForCausalLM") if s.compile else _llama(s)
+
+
+def _gpt2_any(s: Setup) -> _Terms:
+    return _compiled(_gpt2(s), s, _gpt2_block_compiled, "GPT2LMHeadModel") if s.compile else _gpt2(s)
+
+
+_BUILDERS = {"mlp": _mlp, "gpt2": _gpt2_any, "llama": _llama_any}
 TITLES = {"mlp": "article A's network", "gpt2": "Hugging Face GPT-2", "llama": "Hugging Face Llama"}
 
 
@@ -436,7 +528,9 @@ def saved(family: str, setup: Setup | None = None, *, loss: str = "cross-entropy
         raise UnknownNameError(f"unknown loss {loss!r} for {family}; choose from "
                                f"{', '.join(LOSSES if family == 'mlp' else LOSSES[:1])}")
     s = replace(setup or Setup(), **options) if options else (setup or Setup())
-    if family == "mlp" and (s.dropout or s.attn != "sdpa" or s.use_cache):
+    if family == "mlp" and (s.dropout or s.attn != "sdpa" or s.use_cache or s.compile):
+        if s.compile:
+            raise UnknownNameError("compile is modelled for the gpt2 and llama implementations, not article A's network")
         s = replace(s, dropout=frozenset(), attn="sdpa", use_cache=False)  # the network has none of these
     t = _mlp(s, loss) if family == "mlp" else _BUILDERS[family](s)
     key = f"pytorch.saved.{family}"

@@ -436,6 +436,15 @@ def chunked_loss_gradients_term(chunks: int, tp: sympy.Expr | int = 1) -> Term:
                 "Backward runs the chunks' loss branches one after another: one chunk's gradients at a time.")
 
 
+def compiled_loss_gradient_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
+    """The compiled loss's backward: the logits' gradient in their dtype, written by one fused kernel."""
+    return Term("loss_gradients", f"the logits' gradient ({act_bytes} bytes) from the compiled loss's backward",
+                act_bytes * S * B * V / tp, "bytes", "torch-partitioner", "min_cut_rematerialization_partition",
+                "The compiled backward recomputes the softmax from the saved logits and statistics and writes the "
+                "gradient in the logits' dtype: no fp32 B·S·V tensor (read from the backward graph; not measured "
+                "on a GPU).")
+
+
 def loss_gradients_term(tp: sympy.Expr | int = 1) -> Term:
     """The fp32 gradients of nll_loss and log_softmax alive when backward starts, on one GPU (measured)."""
     return Term("loss_gradients", "fp32 gradients of nll_loss and log_softmax at the start of backward (8·B·S·V)",

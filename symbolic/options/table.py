@@ -257,6 +257,10 @@ OPTIONS: tuple[Option, ...] = (
            "1f1b, interleaved (--interleave v stages per GPU, default 2) or zbv (zero-bubble V, 2 stages per GPU); "
            "stages split as torchtitan splits them (default: 1F1B, interleaved with --interleave, as Megatron "
            "counts them)", _pipeline.SCHEDULES, concern="parallel", fallback=""),
+    # issue 28: torch.compile per block (torchtitan's apply_compile) and of the loss (torchtune's compile_loss)
+    Option("compile", "train", "flag", False, "torch.compile each layer and the loss: what the min-cut partitioner "
+           "saves (norms, activations and the fp32 loss recomputed in backward; measured with inductor, torch "
+           "2.13.0 on the CPU); needs a fused attention kernel and no dropout (default off)", concern="training"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

@@ -516,7 +516,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         kept, host = _offloaded(model, kept, host, notes)
     forward, backward = list(kept), list(kept)
     if r.pp == 1 or (stage is not None and stage.head):
-        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks)
+        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks, r.compile)
         forward += during_loss
         backward += loss_grads
     if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
@@ -655,8 +655,10 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
 
 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
-                     chunks: int = 1) -> tuple[list[Term], list[Term]]:
+                     chunks: int = 1, compiled: bool = False) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
+    if compiled and kind == "hf":  # the compiled loss saves the logits; its backward writes their gradient
+        return [], [pypeak.compiled_loss_gradient_term(act_bytes, tp_s)]
     if kind == "chunked":  # torchtune's CEWithChunkedOutputLoss: one fp32 chunk at a time
         return ([pypeak.chunked_logits_forward_term(act_bytes, chunks, tp_s)],
                 [pypeak.chunked_loss_gradients_term(chunks, tp_s)])
@@ -670,7 +672,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                        stage: Stage | None = None) -> tuple[list[Term], list[Term]]:
     """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
-                                act_bytes=act_bytes)
+                                act_bytes=act_bytes, compiled=r.compile)
     sp = r.sequence_parallel and r.tp > 1
     per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)
@@ -709,7 +711,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                             "layer's activations without recompute, less what ops keeps), for one layer at a time."))
     kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
     if r.pp == 1 or (stage is not None and stage.head):
-        parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp) if part.key in SAVED_LOGITS]
+        parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp, r.compile)
+                 if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")
@@ -734,7 +737,7 @@ def _every_nth(model: ModelShape, variant: acts.LayerVariant, r: Regime, tp_s: s
 
 
 # the parts of ``acts.logits_terms`` that are saved for backward (the others are transient: _loss_transients)
-SAVED_LOGITS = ("output_inputs", "logits_fp32", "lm_head_input", "log_softmax_fp32")
+SAVED_LOGITS = ("output_inputs", "logits_fp32", "lm_head_input", "log_softmax_fp32", "logits_compiled", "loss_stats")
 
 
 def _by_tensor(model: ModelShape, fmt: str) -> bool:

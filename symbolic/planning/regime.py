@@ -153,6 +153,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("cuda_module_loading",), lambda r: r.cuda_module_loading == "lazy"),
     (("cp",), lambda r: r.cp == 1),
     (("pp_schedule",), lambda r: not r.pp_schedule),  # listed when asked for
+    (("compile",), lambda r: not r.compile),  # issue 28: listed when on
 )
 
 
@@ -308,6 +309,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     recompute_every = _checked("recompute_every", pick("recompute_every", _default("recompute_every")))
     logit_chunks = _checked("logit_chunks", pick("logit_chunks", _default("logit_chunks")))
     _check_saved(model, activations, recompute, recompute_every, logits, "logit_chunks" in given, flash=flash, pp=pp)
+    compiled = bool(_checked("compile", pick("compile", _default("compile"))))
     attn = _checked("attn", pick("attn", _default("attn")))
     device = _checked("device", pick("device", _default("device")))
     if zero not in par.ZERO_STAGES:
@@ -345,7 +347,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         notes.append("flash does not apply to activations pytorch: attn (eager or sdpa) and device decide what "
                      "attention keeps")
     use_cache = _checked("use_cache", pick("use_cache", bool(model.config.get("use_cache", True))
-                                        and recompute != "full" and not mlp))
+                                        and recompute != "full" and not mlp and not compiled))
     if use_cache and mlp:
         raise PlanOptionError(f"{model.name} ({_what(model)}) has no KV cache: use_cache does not apply")
     dropout_masks = _checked("dropout_masks", pick("dropout_masks", "bool" if device == "cuda" else "dtype"))
@@ -353,6 +355,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if loss != "cross-entropy" and not mlp:
         raise PlanOptionError(f"loss {loss} applies to article A's network (mlp, mlp-nobias); language models use "
                               "Hugging Face's cross-entropy")
+    if compiled:
+        _check_compile(model, activations, logits, dropout=bool(dropout), flash=flash, use_cache=bool(use_cache),
+                       attn=str(attn), precision=str(precision))
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
                            activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
@@ -367,7 +372,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, **tuning, **lifetimes, **sharding, **context}
+            "grad_accum": grad_accum, "compile": compiled, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
@@ -523,6 +528,29 @@ def _cp_options(model: ModelShape, pick: Callable[[str, object], object], *, fsd
         raise PlanOptionError(f"--cp {cp} needs --fsdp (torchtitan applies FSDP over the dp × cp ranks whenever "
                               "cp > 1)")
     return {"cp": cp}
+
+
+def _check_compile(model: ModelShape, activations: str, logits: str, *, dropout: bool, flash: bool, use_cache: bool,
+                   attn: str, precision: str) -> None:
+    """The rules of --compile (issue 28): what was measured under inductor, each a one-line refusal."""
+    if activations not in ("korthikanti", "pytorch"):
+        raise PlanOptionError(f"compile is modelled with activations korthikanti or pytorch, not {activations}")
+    if model.kind == "generic" or not model.sequence or model.moe:
+        raise PlanOptionError(f"compile is modelled for the dense transformer families (llama, gpt2 and their "
+                              f"tables), not {model.name} ({_what(model)})")
+    if dropout:
+        raise PlanOptionError("compile is modelled without dropout (inductor replaces the masks by recomputed "
+                              "random numbers, not measured): add --no-dropout")
+    fused = attn == "sdpa" if activations == "pytorch" else flash
+    if not fused:
+        raise PlanOptionError("compile is modelled with a fused attention kernel (flash, or attn sdpa with "
+                              "activations pytorch)")
+    if activations == "pytorch" and (use_cache or precision.endswith("-mixed")):
+        raise PlanOptionError("compile with activations pytorch is measured without a KV cache and autocast: use "
+                              "--no-use-cache and fp32 or bf16")
+    if logits not in ("hf", "fused"):
+        raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf) or a fused kernel "
+                              f"(logits fused), not logits {logits}")
 
 
 def _what(model: ModelShape) -> str:
