@@ -87,7 +87,13 @@ def _config(data: Mapping[str, Any]) -> Any:
 # --- the model class ------------------------------------------------------------------------------
 def task_classes(task: str) -> dict[str, str]:
     """model_type -> class name of a task's auto mapping, read from transformers' source."""
-    return probes._auto_names("modeling_auto.py", TASKS[task])
+    return dict(_task_table(task))
+
+
+@functools.cache
+def _task_table(task: str) -> tuple[tuple[str, str], ...]:
+    """A task's mapping read once per process (each read parses modeling_auto.py's table)."""
+    return tuple(probes._auto_names("modeling_auto.py", TASKS[task]).items())
 
 
 def choose_class(data: Mapping[str, Any], config_obj: Any, task: str | None) -> tuple[str, str, str]:
