@@ -3,7 +3,8 @@
 ``transformers_source(name, config, task, sizes)`` chooses the model class (``--task``, else the
 config's ``architectures`` entry when it names a class, else the first auto mapping in ``ORDER``
 that has the config's type) and the forward's inputs with size names and defaults from the
-config: tokens ``S`` (and a decoder's ``T``), an image's ``H``, ``W``, Whisper's fixed frames.
+config: tokens ``S`` (and a decoder's ``T``), an image's ``H``, ``W``, Whisper's fixed frames, a
+vision-language model's text with image placeholders and images in its own form (``vlm.py``).
 Every input set includes the labels, so the model returns its own loss. The model is built with
 ``_from_config`` under the caller's device (the meta device for the probes); what a forward
 cannot do on the meta device is worked around only inside that forward (``_meta_forward``).
