@@ -134,13 +134,19 @@ def gemma3_term(tokens_per_image: int = GEMMA3_TOKENS) -> Term:
 
 # --- Llama-3.2-Vision -------------------------------------------------------------------------------
 def mllama_tiles(height: int, width: int, tile: int = MLLAMA["tile"], max_tiles: int = MLLAMA["max_tiles"]) -> int:
-    """Tiles of the canvas ``get_optimal_tiled_canvas`` picks: the least upscale, else the least downscale, then least area."""
+    """Tiles of the canvas ``get_optimal_tiled_canvas`` picks (``mllama_canvas``)."""
+    rows, cols = mllama_canvas(height, width, tile, max_tiles)
+    return rows * cols
+
+
+def mllama_canvas(height: int, width: int, tile: int = MLLAMA["tile"], max_tiles: int = MLLAMA["max_tiles"]) -> tuple[int, int]:
+    """(rows, columns) of tiles ``get_optimal_tiled_canvas`` picks: the least upscale, else the least downscale, then least area."""
     canvases = [(h * tile, w * tile) for w in range(1, max_tiles + 1) for h in range(1, max_tiles + 1) if w * h <= max_tiles]
     scales = [min(ch / height, cw / width) for ch, cw in canvases]
     up = [s for s in scales if s >= 1]
     chosen = min(up) if up else max(scales)
     ch, cw = min((c for c, s in zip(canvases, scales, strict=True) if s == chosen), key=lambda c: c[0] * c[1])
-    return (ch // tile) * (cw // tile)
+    return ch // tile, cw // tile
 
 
 def mllama_term(tile: int = MLLAMA["tile"], patch_size: int = MLLAMA["patch_size"]) -> Term:

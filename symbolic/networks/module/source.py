@@ -85,7 +85,9 @@ class ModuleSource:
     - ``notes``: lines the output shows (the class chosen, defaults taken from the config);
     - ``extra``: (batch, sizes, device) -> keyword arguments besides ``inputs``: constants (CLIP's
       ``return_loss=True``) and values the forward reads (a VLM's token ids with its image
-      placeholders, Qwen2-VL's ``image_grid_thw`` as a CPU tensor); None for none.
+      placeholders, Qwen2-VL's ``image_grid_thw`` as a CPU tensor); None for none;
+    - ``extra_sizes``: size names the ``extra`` inputs read besides those of ``inputs`` (a VLM's
+      ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``).
     """
 
     label: str
@@ -99,6 +101,7 @@ class ModuleSource:
     task: str | None = None
     notes: tuple[str, ...] = ()
     extra: Callable[[int, Mapping[str, int], str], Mapping[str, Any]] | None = None
+    extra_sizes: tuple[str, ...] = ()
 
     @property
     def size_names(self) -> tuple[str, ...]:
@@ -107,6 +110,8 @@ class ModuleSource:
         for item in self.inputs:
             for name in item.size_names:
                 seen.setdefault(name, None)
+        for name in self.extra_sizes:
+            seen.setdefault(name, None)
         return tuple(seen)
 
 

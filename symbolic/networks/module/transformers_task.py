@@ -3,7 +3,8 @@
 ``transformers_source(name, config, task, sizes)`` chooses the model class (``--task``, else the
 config's ``architectures`` entry when it names a class, else the first auto mapping in ``ORDER``
 that has the config's type) and the forward's inputs with size names and defaults from the
-config: tokens ``S`` (and a decoder's ``T``), an image's ``H``, ``W``, Whisper's fixed frames.
+config: tokens ``S`` (and a decoder's ``T``), an image's ``H``, ``W``, Whisper's fixed frames, a
+vision-language model's text with image placeholders and images in its own form (``vlm.py``).
 Every input set includes the labels, so the model returns its own loss. The model is built with
 ``_from_config`` under the caller's device (the meta device for the probes); what a forward
 cannot do on the meta device is worked around only inside that forward (``_meta_forward``).
@@ -19,6 +20,7 @@ from typing import Any
 
 from .. import torch_env
 from ..generic import probes
+from . import vlm
 from .source import BATCH, Input, ModuleError, ModuleSource
 
 # --task value -> transformers' auto mapping (modeling_auto.py) whose class that task builds
@@ -52,7 +54,12 @@ def transformers_source(name: str, config: Mapping[str, Any], task: str | None =
     data = dict(config)
     config_obj = _config(data)
     class_name, chosen, why = choose_class(data, config_obj, task)
-    inputs, defaults, keywords, notes = task_inputs(chosen, config_obj, class_name)
+    if chosen == "image-text-to-text":
+        model = vlm.vlm_inputs(config_obj, class_name, _positions(config_obj.get_text_config(), TEXT_TOKENS))
+        inputs, defaults, extra, notes = (), model.sizes, model.extra, model.notes
+    else:
+        inputs, defaults, keywords, notes = task_inputs(chosen, config_obj, class_name)
+        extra = functools.partial(_constants, keywords) if keywords else None
     values = _sizes(defaults, sizes)
     import transformers
 
@@ -62,7 +69,7 @@ def transformers_source(name: str, config: Mapping[str, Any], task: str | None =
         inputs=inputs, sizes=values, loss=None,
         fingerprint=("transformers", transformers.__version__, class_name),
         task=class_name, notes=(f"model class {class_name} ({why})", *notes),
-        extra=functools.partial(_constants, keywords) if keywords else None,
+        extra=extra, extra_sizes=tuple(values) if not inputs else (),
     )
 
 
@@ -81,7 +88,13 @@ def _config(data: Mapping[str, Any]) -> Any:
 # --- the model class ------------------------------------------------------------------------------
 def task_classes(task: str) -> dict[str, str]:
     """model_type -> class name of a task's auto mapping, read from transformers' source."""
-    return probes._auto_names("modeling_auto.py", TASKS[task])
+    return dict(_task_table(task))
+
+
+@functools.cache
+def _task_table(task: str) -> tuple[tuple[str, str], ...]:
+    """A task's mapping read once per process (each read parses modeling_auto.py's table)."""
+    return tuple(probes._auto_names("modeling_auto.py", TASKS[task]).items())
 
 
 def choose_class(data: Mapping[str, Any], config_obj: Any, task: str | None) -> tuple[str, str, str]:
@@ -126,15 +139,15 @@ def _build(arguments: Mapping[str, Any], *, class_name: str) -> Any:
             model = cls._from_config(config_obj)
     except Exception as err:  # transformers raises many kinds while building
         raise ModuleError(f"transformers cannot build {class_name} from this config: {probes._first_line(err)}") from None
-    model.forward = _meta_forward(model.forward)
+    model.forward = _meta_forward(model.forward, type(model).__module__)
     return model
 
 
-def _meta_forward(forward: Callable[..., Any]) -> Callable[..., Any]:
+def _meta_forward(forward: Callable[..., Any], module: str) -> Callable[..., Any]:
     """The model's forward with what needs tensor values answered for meta tensors, inside the call only."""
     @functools.wraps(forward)
     def wrapped(*args: Any, **kwargs: Any) -> Any:
-        with _meta_masks():
+        with _meta_masks(), _meta_checks(module):
             return forward(*args, **kwargs)
     return wrapped
 
@@ -155,6 +168,34 @@ def _meta_masks() -> Iterator[None]:
         return True if tensor.device.type == "meta" else real(tensor)
 
     with probes._swapped(masking_utils, {"fast_all": fast_all}):
+        yield
+
+
+@contextlib.contextmanager
+def _meta_checks(module: str) -> Iterator[None]:
+    """The model module's ``torch_compilable_check`` passed for a meta tensor condition.
+
+    A VLM checks that its image placeholder tokens match its image features by counting them
+    (a value a meta tensor lacks). The inputs place exactly that many (``vlm.token_ids``, the
+    count from ``symbolic.library.vision``; on the CPU the real check runs and passes).
+    """
+    import sys
+
+    import torch
+
+    namespace = sys.modules.get(module)
+    real = getattr(namespace, "torch_compilable_check", None)
+    if real is None:
+        yield
+        return
+
+    def check(cond: Any, msg: Any, error_type: type[Exception] = ValueError) -> None:
+        value = cond() if callable(cond) else cond
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            return
+        real(value, msg, error_type)
+
+    with probes._swapped(namespace, {"torch_compilable_check": check}):
         yield
 
 
@@ -187,9 +228,6 @@ def task_inputs(task: str, config_obj: Any, class_name: str) -> Inputs:
         pixels, sizes = _pixels(config_obj)
         return _tokens(text, vocab) + (pixels,), {"S": _positions(text, TEXT_TOKENS), **sizes}, \
             {"return_loss": True}, ("both towers with return_loss=True: the contrastive loss of B pairs",)
-    if task == "image-text-to-text":
-        raise ModuleError(f"the inputs of a vision-language model ({class_name}: image placeholder tokens and "
-                          "pixel values) are not built yet; its image tokens: symbolic.library.vision")
     return _base(config_obj, text, vocab)
 
 
