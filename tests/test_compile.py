@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from helpers import torch_child
@@ -109,20 +110,49 @@ def test_compile_is_listed_in_the_regime_only_when_on():
 # --- published GPU rows ------------------------------------------------------------------------------
 # torchtitan benchmarks/llama3_h100_202412_torchtitan.md (b5bcd76), Tables 1 and 3, row "FSDP + torch.compile":
 # Llama 3.1 8B, local batch 2 × 8192, selective op AC, bf16; max reserved (GiB). At 9dec370 torchtitan compiles
-# each TransformerBlock but not the loss (train.py: "compiling loss function causes CUDA errors, turning off"),
-# which --compile (blocks and loss, as torchtune and later torchtitan do) also compiles: the stated gap.
-TORCHTITAN_COMPILE_ROWS = [(8, 77.0, -0.223), (128, 62.0, -0.215)]
+# each TransformerBlock but not the loss (train.py: "compiling loss function causes CUDA errors, turning off"):
+# --compile --no-compile-loss, as it ran. The 128-GPU row is 6 % over, as the eager FSDP row is (test_fsdp.py).
+TORCHTITAN_COMPILE_ROWS = [(8, 77.0, -0.008), (128, 62.0, 0.053)]
+
+
+def _reserved(gpus: int, **options: object) -> float:
+    """The plan of torchtitan's row less the CUDA context and NCCL (max reserved holds neither), GiB."""
+    plan = planning.plan("llama-3-8b", "train", batch=2, seq=8192, dp=gpus, fsdp=True, recompute="ops", **options)
+    terms = plan.as_dict()["terms"]
+    return (plan.as_dict()["total_bytes"] - terms["cuda_context"] - terms["nccl"]) / 2**30
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_COMPILE_ROWS)
 def test_torchtitan_compile_rows(gpus, published, stated):
-    GIB = 2**30
+    error = _reserved(gpus, compile=True, compile_loss=False) / published - 1
+    assert abs(error - stated) < 0.005 and abs(error) < 0.10, error
 
-    def reserved(compiled: bool) -> float:
-        plan = planning.plan("llama-3-8b", "train", batch=2, seq=8192, dp=gpus, fsdp=True, recompute="ops",
-                             compile=compiled)
-        terms = plan.as_dict()["terms"]
-        return (plan.as_dict()["total_bytes"] - terms["cuda_context"] - terms["nccl"]) / GIB
 
-    assert abs(reserved(True) / published - 1 - stated) < 0.02  # the loss compiled too: its fp32 B·S·V gone
-    assert abs(reserved(False) / published - 1) < 0.10  # per-op AC under compile saves what the policy saves
+def test_the_compiled_loss_drops_the_eager_losss_fp32_tensors():
+    """The same row with the loss compiled too (torchtune's compile_loss): the fp32 B·S·V tensors gone."""
+    eager_loss, compiled_loss = _reserved(8, compile=True, compile_loss=False), _reserved(8, compile=True)
+    assert eager_loss - compiled_loss > 4 * 2 * 8192 * 128256 / 2**30  # at least the fp32 logits
+
+
+def test_no_compile_loss_keeps_the_eager_loss_terms():
+    eager = planning.plan("llama-3-8b", "train", batch=1, seq=4096)
+    blocks = planning.plan("llama-3-8b", "train", batch=1, seq=4096, compile=True, compile_loss=False)
+    for key in ("logits", "logits_forward", "loss_gradients"):
+        assert _term(eager, key) == _term(blocks, key), key
+    assert blocks.regime.options()["compile_loss"] is False
+    assert "compile_loss" not in planning.plan("llama-3-8b", "train", compile=True).regime.options()
+
+
+def test_compiled_blocks_with_an_eager_loss_keep_the_eager_losss_tensors():
+    setup = pyacts.Setup(precision="bf16", device="cpu", attn="sdpa")
+    blocks = pyacts.saved("llama", replace(setup, compile=True, compile_loss=False))
+    eager = pyacts.saved("llama", setup)
+    loss = {t.key: t.expr for t in eager.formula.terms if t.key.startswith("loss.")}
+    assert {t.key: t.expr for t in blocks.formula.terms if t.key.startswith("loss.")} == loss
+    assert replace(setup, compile=True, compile_loss=False).label("llama").endswith(", compiled blocks")
+
+
+def test_compile_loss_without_compile_is_refused_in_one_line():
+    proc = subprocess.run([sys.executable, "-m", "symbolic", "memory", "llama-3-8b", "--no-compile-loss"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "compile" in proc.stderr, proc.stderr
