@@ -657,7 +657,7 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
                      chunks: int = 1, compiled: bool = False) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
-    if compiled and kind == "hf":  # the compiled loss saves the logits; its backward writes their gradient
+    if compiled and kind in ("hf", "chunked"):  # the compiled loss saves the logits; its backward writes their gradient
         return [], [pypeak.compiled_loss_gradient_term(act_bytes, tp_s)]
     if kind == "chunked":  # torchtune's CEWithChunkedOutputLoss: one fp32 chunk at a time
         return ([pypeak.chunked_logits_forward_term(act_bytes, chunks, tp_s)],

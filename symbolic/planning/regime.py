@@ -552,9 +552,9 @@ def _check_compile(model: ModelShape, activations: str, logits: str, *, dropout:
     if activations == "pytorch" and (use_cache or precision.endswith("-mixed")):
         raise PlanOptionError("compile with activations pytorch is measured without a KV cache and autocast: use "
                               "--no-use-cache and fp32 or bf16")
-    if logits not in ("hf", "fused"):
-        raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf) or a fused kernel "
-                              f"(logits fused), not logits {logits}")
+    if logits not in ("hf", "fused", "chunked"):
+        raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf), torchtune's chunked "
+                              f"one (logits chunked) or a fused kernel (logits fused), not logits {logits}")
 
 
 def _what(model: ModelShape) -> str:
