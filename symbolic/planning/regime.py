@@ -376,7 +376,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compiled and compile_loss, **tuning, **lifetimes, **sharding, **context}
+            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
