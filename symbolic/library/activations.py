@@ -269,13 +269,22 @@ def layer_matmuls(v: LayerVariant) -> list[tuple[str, str, sympy.Expr, str]]:
 
 
 def ops_parts(v: LayerVariant, sp: bool = False) -> list[Part]:
-    """What torchtitan's per-op policy keeps of one layer: its input, every other mm output, attention's outputs."""
+    """What torchtitan's per-op policy keeps of one layer: its input, every other mm output, attention's outputs.
+
+    ``v.compiled`` (the checkpointed block compiled, torchtitan's apply_ac then apply_compile): the
+    min-cut partitioner keeps a MUST_SAVE output only where the backward graph reads it, so the
+    layer's last matmul (w2, whose output only enters the residual sum) is not kept (measured on
+    the CPU, ``tests/compile_child.py``).
+    """
     if not v.flash or v.moe:
         raise UnknownNameError("recompute ops models torchtitan's dense layer with a fused attention kernel (its save "
                                "list has the flash and memory-efficient SDPA ops): use flash and a dense model")
     b = v.act_bytes
     parts = [Part("layer_input", "layer input (kept by the checkpoint)", b * S * B * H, "sp", source=OPS_SRC)]
-    for count, (key, title, expr, shard) in enumerate(layer_matmuls(v), start=1):
+    matmuls = layer_matmuls(v)
+    if v.compiled:  # the partitioner saves what backward reads: the last matmul's output feeds only the residual sum
+        matmuls = matmuls[:-1]
+    for count, (key, title, expr, shard) in enumerate(matmuls, start=1):
         if count % 2:  # torchtitan: "not (func == aten.mm and meta[mm_count_key] % 2 == 0)"
             parts.append(Part(f"{key}_output", title, expr, shard, source=OPS_SRC))
     parts += [Part("attn_output", "flash attention output (saved op output)", b * S * B * a * d_head, "tp",
@@ -338,7 +347,7 @@ def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bo
                  compiled: bool = False) -> list[Term]:
     """Output-layer and loss activations for one micro-batch (bytes), under a named accounting.
 
-    ``compiled`` (with ``hf``): the loss compiled (torchtune's ``compile_loss``): the partitioner
+    ``compiled`` (with ``hf`` or ``chunked``): the loss compiled (torchtune's ``compile_loss``): the partitioner
     keeps the logits in their dtype and the per-token max and log-sum-exp, and recomputes the fp32
     upcast and log-softmax in backward (measured, ``activations_pytorch.compiled_loss_terms``).
     """
@@ -358,7 +367,7 @@ def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bo
     if kind == "fused":
         return [head_input.replace(note="A fused linear + cross-entropy kernel never stores the s × V logits "
                                         "(its chunk workspace is ignored).")]
-    if compiled and kind == "hf":
+    if compiled and kind in ("hf", "chunked"):  # torchtune compiles each chunk's compute_cross_entropy: the same
         return [head_input,
                 Term("logits_compiled", f"logits in the training dtype ({b} bytes), kept by the compiled loss",
                      b * S * B * V / tp, "bytes", COMPILE_SRC, "min_cut_rematerialization_partition",

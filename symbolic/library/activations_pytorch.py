@@ -140,6 +140,7 @@ class Setup:
     dropout_masks: str = ""
     use_cache: bool = False
     compile: bool = False
+    compile_loss: bool = True  # with compile: the loss compiled too (torchtune); False: eager (torchtitan 9dec370)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -157,6 +158,7 @@ class Setup:
         object.__setattr__(self, "dropout", frozenset(self.dropout))
         object.__setattr__(self, "use_cache", bool(self.use_cache))
         object.__setattr__(self, "compile", bool(self.compile))
+        object.__setattr__(self, "compile_loss", bool(self.compile_loss))
 
     @property
     def b(self) -> int:
@@ -207,7 +209,13 @@ class Setup:
         if family == "mlp":
             return f"{self.precision}, {self.device}"
         drop = "+".join(sorted(self.dropout)) or "none"
-        return f"{self.precision}, {self.attn}, {self.device}, dropout {drop}" + (", compiled" if self.compile else "")
+        return f"{self.precision}, {self.attn}, {self.device}, dropout {drop}" + self._compiled_label()
+
+    def _compiled_label(self) -> str:
+        """", compiled" (blocks and loss), ", compiled blocks" (the loss eager) or nothing."""
+        if not self.compile:
+            return ""
+        return ", compiled" if self.compile_loss else ", compiled blocks"
 
 
 @dataclass(frozen=True)
@@ -487,10 +495,11 @@ def compiled_loss_terms(act_bytes: int) -> list[tuple[str, str, sympy.Expr, str]
 
 
 def _compiled(t: _Terms, s: Setup, block: Any, top: str) -> _Terms:
-    """The eager model's once-terms (embeddings, final norm, head) with compiled blocks and a compiled loss."""
+    """The eager model's once-terms (embeddings, final norm, head) with compiled blocks and a compiled loss
+    (``s.compile_loss``; else the eager loss's terms)."""
     _check_compiled(s)
     out = _Terms()
-    tail = [term for term in t.terms if not term.expr.has(L) and not term.key.startswith("loss.")]
+    tail = [term for term in t.terms if not term.expr.has(L) and not (s.compile_loss and term.key.startswith("loss."))]
     head = [term for term in tail if term.key in ("embedding.ids", "embedding.positions", "rotary")]
     for term in head:
         out.add(term.key, term.title, term.expr, t.saved_by[term.key], term.note)
@@ -498,7 +507,7 @@ def _compiled(t: _Terms, s: Setup, block: Any, top: str) -> _Terms:
     for term in tail:
         if term not in head:
             out.add(term.key, term.title, term.expr, t.saved_by[term.key], term.note)
-    for key, title, expr, note in compiled_loss_terms(s.b):
+    for key, title, expr, note in compiled_loss_terms(s.b) if s.compile_loss else ():
         out.add(key, title, expr, top, note)
     return out
 

@@ -516,7 +516,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         kept, host = _offloaded(model, kept, host, notes)
     forward, backward = list(kept), list(kept)
     if r.pp == 1 or (stage is not None and stage.head):
-        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks, r.compile)
+        during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
+                                                   r.compile and r.compile_loss)
         forward += during_loss
         backward += loss_grads
     if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
@@ -657,7 +658,7 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
                      chunks: int = 1, compiled: bool = False) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
-    if compiled and kind == "hf":  # the compiled loss saves the logits; its backward writes their gradient
+    if compiled and kind in ("hf", "chunked"):  # the compiled loss saves the logits; its backward writes their gradient
         return [], [pypeak.compiled_loss_gradient_term(act_bytes, tp_s)]
     if kind == "chunked":  # torchtune's CEWithChunkedOutputLoss: one fp32 chunk at a time
         return ([pypeak.chunked_logits_forward_term(act_bytes, chunks, tp_s)],
@@ -711,7 +712,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                             "layer's activations without recompute, less what ops keeps), for one layer at a time."))
     kept.append(acts.inputs_term(r.dropout, tp_s if sp else 1, in_flight, pipelined=r.pp > 1))
     if r.pp == 1 or (stage is not None and stage.head):
-        parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp, r.compile)
+        parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp, r.compile and r.compile_loss)
                  if part.key in SAVED_LOGITS]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)

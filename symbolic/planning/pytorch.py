@@ -97,7 +97,7 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     if not regime.dropout:
         setup = replace(setup, dropout=frozenset())
     if regime.compile:  # issue 28: compiled blocks and loss (the regime checked the setup)
-        setup = replace(setup, compile=True)
+        setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
     model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
         model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))

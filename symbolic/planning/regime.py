@@ -154,6 +154,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("cp",), lambda r: r.cp == 1),
     (("pp_schedule",), lambda r: not r.pp_schedule),  # listed when asked for
     (("compile",), lambda r: not r.compile),  # issue 28: listed when on
+    (("compile_loss",), lambda r: not r.compile or r.compile_loss),  # listed when the loss stays eager
 )
 
 
@@ -310,6 +311,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     logit_chunks = _checked("logit_chunks", pick("logit_chunks", _default("logit_chunks")))
     _check_saved(model, activations, recompute, recompute_every, logits, "logit_chunks" in given, flash=flash, pp=pp)
     compiled = bool(_checked("compile", pick("compile", _default("compile"))))
+    compile_loss = bool(_checked("compile_loss", pick("compile_loss", _default("compile_loss"))))
+    if "compile_loss" in given and not compiled:
+        raise PlanOptionError("compile_loss applies with compile (the layers compiled); add --compile")
     attn = _checked("attn", pick("attn", _default("attn")))
     device = _checked("device", pick("device", _default("device")))
     if zero not in par.ZERO_STAGES:
@@ -372,7 +376,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, "compile": compiled, **tuning, **lifetimes, **sharding, **context}
+            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
@@ -548,9 +552,9 @@ def _check_compile(model: ModelShape, activations: str, logits: str, *, dropout:
     if activations == "pytorch" and (use_cache or precision.endswith("-mixed")):
         raise PlanOptionError("compile with activations pytorch is measured without a KV cache and autocast: use "
                               "--no-use-cache and fp32 or bf16")
-    if logits not in ("hf", "fused"):
-        raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf) or a fused kernel "
-                              f"(logits fused), not logits {logits}")
+    if logits not in ("hf", "fused", "chunked"):
+        raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf), torchtune's chunked "
+                              f"one (logits chunked) or a fused kernel (logits fused), not logits {logits}")
 
 
 def _what(model: ModelShape) -> str:
