@@ -23,6 +23,7 @@ from symbolic.engines.llamacpp import (
     layer_devices,
     n_ctx_padded,
     pad,
+    rotation,
     sliding_layers,
 )
 from symbolic.formats.ggml import row_bytes
@@ -109,24 +110,24 @@ def _shape(spec: dict) -> Shape:
                  spec.get("experts", 0), spec.get("experts_used", 0), spec.get("expert_ffn", 0))
 
 
-# gemma3 with a 128-token micro-batch and flash attention: the logits (n_vocab · 128 f32) are the peak, and where
-# they land depends on gemma3's own node order (post-attention norm, output rows), which the graph here does not
-# follow: 10.4 % high (the module docstring of ggml_graph says so)
-GEMMA3_SMALL_UBATCH = {("gemma3-swa", i) for i, c in enumerate(TABLE["models"]["gemma3-swa"]["contexts"])
-                       if c["n_ubatch"] == 128 and c["flash_attn"]}
-
-
 @pytest.mark.parametrize(("model", "i"), CONTEXTS)
-def test_compute_buffer_within_ten_percent(model, i):
-    # the compute buffer from the graph's tensor shapes through ggml's allocator (no constant fitted to rows)
+def test_compute_buffer_within_four_percent(model, i):
+    # the compute buffer from the graph's tensor shapes through ggml's allocator (no constant fitted to rows); the
+    # rows with a quantized cache need its rotations (gemma3 at 128 tokens with a q8_0 cache was 10.4 % high without)
     entry = TABLE["models"][model]
     spec, ctx = entry["spec"], entry["contexts"][i]
     s = _settings(ctx)
     devs = {"cpu": Device("cpu", layers=list(range(spec["layers"])))}
     _compute(devs, ["cpu"] * (spec["layers"] + 1), _sliding(spec), spec["swa"], s, _shape(spec), spec["layers"])
     measured = ctx["buffers_mib"]["compute:CPU"] * MIB
-    tolerance = 0.11 if (model, i) in GEMMA3_SMALL_UBATCH else 0.10
-    assert devs["cpu"].compute == pytest.approx(measured, rel=tolerance)
+    assert devs["cpu"].compute == pytest.approx(measured, rel=0.04)
+
+
+def test_cache_rotation_follows_the_cache_type_and_head_size():
+    # llama-kv-cache.cpp:321-338, 1447-1480 at 0c1e57098: only a quantized cache with a head size a multiple of 64;
+    # K's matrix the largest power of two from 64 dividing the head size, V's 64
+    assert [rotation(t, 128, k=True) for t in ("f16", "bf16", "q8_0", "q4_0")] == [0, 0, 128, 128]
+    assert (rotation("q8_0", 192, k=True), rotation("q8_0", 128), rotation("q8_0", 80, k=True)) == (64, 64, 0)
 
 
 @pytest.mark.parametrize(("model", "i"), CONTEXTS)

@@ -55,7 +55,7 @@ from ..networks.gguf_tensors import gguf_options, gguf_tensors
 from ..networks.stored import weight_bytes
 from .flag_table import TABLES
 from .flags import EngineFlagError, Flag
-from .ggml_graph import Shape, compute_buffer
+from .ggml_graph import Reserve, Shape, compute_buffer
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
 
@@ -316,6 +316,7 @@ def _compute(devs: dict[str, Device], layer_dev: list[str], sliding: list[bool],
     n_tokens = min(s.n_ctx, s.n_ubatch)
     streams = 1 if s.unified else s.n_seq
     n_kv = (("full", _kv_cells(s, False, n_swa) // streams), ("swa", _kv_cells(s, True, n_swa) // streams))
+    reserve = Reserve(any(sliding), rotation(s.type_k, shape.head_dim, k=True), rotation(s.type_v, shape.head_dim))
     for dev in devs.values():
         kinds = tuple("swa" if sliding[il] else "full" for il in dev.layers)
         first = dev.name == "cpu"  # the input layer (token_embd) is always on the CPU
@@ -324,7 +325,23 @@ def _compute(devs: dict[str, Device], layer_dev: list[str], sliding: list[bool],
             continue
         alignment = 32 if dev.name == "cpu" else 128  # TENSOR_ALIGNMENT; the CUDA buffer type's alignment
         dev.compute = compute_buffer(shape, n_tokens, kinds, n_kv, s.flash_attn, first, (n_layer - 1) in dev.layers,
-                                     output, alignment)
+                                     output, alignment, reserve)
+
+
+# llama_kv_cache (src/llama-kv-cache.cpp:321-338, build_input_k_rot/v_rot 1447-1480 at 0c1e57098): a quantized
+# cache whose head size is a multiple of 64 stores K (V) rotated by a Hadamard matrix, an f32 graph input; K's side
+# is the largest power of two (from 64) dividing the head size, V's is 64
+UNQUANTIZED_CACHE = ("f32", "f16", "bf16")
+
+
+def rotation(cache_type: str, head_dim: int, *, k: bool = False) -> int:
+    """The side of the rotation matrix llama.cpp applies to a ``cache_type`` cache (0: none)."""
+    if cache_type in UNQUANTIZED_CACHE or head_dim % 64:
+        return 0
+    side = 64
+    while k and head_dim % (side * 2) == 0:
+        side *= 2
+    return side
 
 
 def graph_shape(net) -> Shape:
