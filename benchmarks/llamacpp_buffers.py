@@ -12,8 +12,8 @@ each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU in a
 (``n_gpu_layers=0``, no mmap), at several contexts, parallel sequences, micro-batches, cache types and flash
 attention on/off. From llama.cpp's log it keeps the lines ``load_tensors: CPU model buffer size``,
 ``llama_context: CPU output buffer size``, ``llama_kv_cache: CPU KV buffer size`` and ``sched_reserve: CPU compute
-buffer size`` (in MiB with 2 decimals, as printed). File types that need an importance matrix (IQ1/IQ2/IQ3_XXS) are
-left out. The JSON records the ggml commit the library reports (``ggml_commit``).
+buffer size`` (in MiB with 2 decimals, as printed). The file types llama.cpp refuses without an importance matrix
+(IQ1/IQ2/IQ3_XXS/IQ3_XS, Q2_K_S) get a uniform one (``NEEDS_IMATRIX``). The JSON records the ggml commit the library reports (``ggml_commit``).
 """
 
 from __future__ import annotations
@@ -41,11 +41,24 @@ MODELS = {
     # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
     "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
                       ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
-                      ftypes=["F16", "Q8_0", "Q4_K_M"]),
+                      ftypes=["F16", "Q8_0", "Q4_K_M", "IQ2_XXS", "IQ3_XXS"]),
+    # gpt-oss (LLM_ARCH_OPENAI_MOE, src/models/openai-moe.cpp: attention sinks, an output bias, expert biases,
+    # sliding window every other layer, no q/k norms), the file types its releases use
+    "gpt-oss-moe": dict(arch="gpt-oss", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=64, ffn=256,
+                        ctx_train=4096, qk_norm=False, swa=128, tied=False, experts=4, experts_used=2, expert_ffn=256,
+                        ftypes=["F16", "Q8_0", "MXFP4_MOE", "Q4_K_M"]),
 }
 FILE_TYPES = {"F16": 1, "BF16": 32, "Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
               "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17,
-              "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_S": 26, "IQ3_M": 27, "TQ2_0": 37}
+              "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_S": 26, "IQ3_M": 27, "TQ2_0": 37, "MXFP4_MOE": 38,
+              "Q2_K_S": 21, "IQ1_S": 24, "IQ1_M": 31, "IQ2_XXS": 19, "IQ2_XS": 20, "IQ2_S": 28, "IQ2_M": 29,
+              "IQ3_XXS": 23, "IQ3_XS": 22}
+# llama-quant.cpp tensor_requires_imatrix (856-875 at 0c1e57098): these file types' low-bit tensors are refused
+# without an importance matrix, so they are quantized with a uniform one (all ones; the tensor types do not depend
+# on its values, only on having one: quantize_state_impl::has_imatrix)
+NEEDS_IMATRIX = ("Q2_K_S", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS")
+# the file types every model is written in unless its spec names its own
+DEFAULT_FTYPES = [f for f in FILE_TYPES if f != "MXFP4_MOE"]
 GGML_TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 # (n_ctx, n_seq_max, n_batch, n_ubatch, flash_attn, type_k, type_v, swa_full, kv_unified)
 CONTEXTS = [
@@ -101,7 +114,7 @@ def write_model(path: str, spec: dict) -> None:
     rng = np.random.default_rng(0)
 
     def tensor(name: str, *shape: int) -> None:  # numpy order: (ne1, ne0)
-        dtype = np.float32 if len(shape) == 1 else np.float16
+        dtype = np.float32 if len(shape) == 1 or not name.endswith("weight") else np.float16
         w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(dtype))
 
     tensor("token_embd.weight", v, h)
@@ -113,8 +126,9 @@ def write_model(path: str, spec: dict) -> None:
         ffn = ((("ffn_gate_inp", (ne, h)), ("ffn_gate_exps", (ne, fe, h)), ("ffn_up_exps", (ne, fe, h)),
                 ("ffn_down_exps", (ne, h, fe))) if ne else
                (("ffn_gate", (ff, h)), ("ffn_up", (ff, h)), ("ffn_down", (h, ff))))
+        norms = (("attn_norm", (h,)),) if arch == "gpt-oss" else (("attn_norm", (h,)), ("ffn_norm", (h,)))
         for name, shape in (("attn_q", (a * d, h)), ("attn_k", (kv * d, h)), ("attn_v", (kv * d, h)),
-                            ("attn_output", (h, a * d)), *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,))):
+                            ("attn_output", (h, a * d)), *ffn, *norms):
             tensor(f"blk.{i}.{name}.weight", *shape)
         if spec["qk_norm"]:
             tensor(f"blk.{i}.attn_q_norm.weight", d)
@@ -122,19 +136,54 @@ def write_model(path: str, spec: dict) -> None:
         if arch == "gemma3":
             tensor(f"blk.{i}.post_attention_norm.weight", h)
             tensor(f"blk.{i}.post_ffw_norm.weight", h)
+        if arch == "gpt-oss":  # openai-moe.cpp load_arch_tensors: the post-attention norm, sinks and biases
+            tensor(f"blk.{i}.post_attention_norm.weight", h)
+            tensor(f"blk.{i}.attn_sinks.weight", a)
+            tensor(f"blk.{i}.attn_q.bias", a * d)
+            tensor(f"blk.{i}.attn_k.bias", kv * d)
+            tensor(f"blk.{i}.attn_v.bias", kv * d)
+            tensor(f"blk.{i}.attn_output.bias", h)
+            tensor(f"blk.{i}.ffn_gate_inp.bias", ne)
+            tensor(f"blk.{i}.ffn_gate_exps.bias", ne, fe)
+            tensor(f"blk.{i}.ffn_up_exps.bias", ne, fe)
+            tensor(f"blk.{i}.ffn_down_exps.bias", ne, h)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def quantize(src: str, dst: str, ftype: int) -> None:
+_QUANTIZE = r"""
+import ctypes, json, sys, llama_cpp
+p = llama_cpp.llama_model_quantize_default_params(); p.ftype = int(sys.argv[3]); p.nthread = 2
+entries = json.loads(sys.argv[4])
+if entries:  # llama.h llama_model_imatrix_data: {name, data, size}, ended by a null name; every weight all ones
+    arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+    keep = []
+    for i, (name, size) in enumerate(entries):
+        keep.append((ctypes.c_float * size)(*([1.0] * size)))
+        arr[i].name, arr[i].data, arr[i].size = name.encode(), ctypes.cast(keep[-1], ctypes.POINTER(ctypes.c_float)), size
+    p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+"""
+
+
+def uniform_imatrix(path: str) -> list[tuple[str, int]]:
+    """(name, ne0 · ne2) of every 2-D and 3-D weight: the sizes llama-quant.cpp:1281 expects of an imatrix entry."""
+    import gguf
+
+    out = []
+    for t in gguf.GGUFReader(path).tensors:
+        shape = [int(x) for x in t.shape]  # ne0 first
+        if len(shape) >= 2 and t.name.endswith("weight"):
+            out.append((t.name, shape[0] * (shape[2] if len(shape) > 2 else 1)))
+    return out
+
+
+def quantize(src: str, dst: str, ftype: int, imatrix: list[tuple[str, int]] | None = None) -> None:
     """llama_model_quantize(src -> dst) at the file type ``ftype``, in a child process (in-process it crashed here)."""
-    code = ("import sys, llama_cpp\n"
-            "p = llama_cpp.llama_model_quantize_default_params(); p.ftype = int(sys.argv[3]); p.nthread = 2\n"
-            "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n")
-    proc = subprocess.run([sys.executable, "-c", code, src, dst, str(ftype)], capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([sys.executable, "-c", _QUANTIZE, src, dst, str(ftype), json.dumps(imatrix or [])],
+                          capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}: {proc.stderr.strip()[-300:]}")
 
@@ -207,12 +256,13 @@ def main() -> int:
             write_model(src, spec)
             entry = {"spec": spec, "files": {}, "contexts": []}
             for ftype, fid in FILE_TYPES.items():
-                if ftype not in spec.get("ftypes", FILE_TYPES):
+                if ftype not in spec.get("ftypes", DEFAULT_FTYPES):
                     continue
                 dst = os.path.join(tmp, f"{name}-{ftype}.gguf")
-                quantize(src, dst, fid)
+                imatrix = ftype in NEEDS_IMATRIX
+                quantize(src, dst, fid, uniform_imatrix(src) if imatrix else None)
                 result = load(dst, CONTEXTS[0])
-                entry["files"][ftype] = {"tensors": tensors_of(dst), "load": result}
+                entry["files"][ftype] = {"tensors": tensors_of(dst), "load": result, "imatrix": imatrix}
                 print(name, ftype, result["buffers_mib"], result["error"], flush=True)
             for ctx in CONTEXTS:
                 result = load(src, ctx)

@@ -44,14 +44,22 @@ def _spec_tensors(spec: dict) -> list[tuple[str, tuple[int, ...]]]:
     ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
     ffn = ((("ffn_gate_inp", (h, ne)), ("ffn_gate_exps", (h, fe, ne)), ("ffn_up_exps", (h, fe, ne)),
             ("ffn_down_exps", (fe, h, ne))) if ne else (("ffn_gate", (h, ff)), ("ffn_up", (h, ff)), ("ffn_down", (ff, h))))
+    gpt_oss = spec["arch"] == "gpt-oss"
+    norms = (("attn_norm", (h,)),) if gpt_oss else (("attn_norm", (h,)), ("ffn_norm", (h,)))
     for i in range(n):
         out += [(f"blk.{i}.{name}.weight", shape) for name, shape in (
             ("attn_q", (h, a * d)), ("attn_k", (h, kv * d)), ("attn_v", (h, kv * d)), ("attn_output", (a * d, h)),
-            *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,)))]
+            *ffn, *norms)]
         if spec["qk_norm"]:
             out += [(f"blk.{i}.attn_q_norm.weight", (d,)), (f"blk.{i}.attn_k_norm.weight", (d,))]
         if spec["arch"] == "gemma3":
             out += [(f"blk.{i}.post_attention_norm.weight", (h,)), (f"blk.{i}.post_ffw_norm.weight", (h,))]
+        if gpt_oss:
+            out += [(f"blk.{i}.{name}", shape) for name, shape in (
+                ("post_attention_norm.weight", (h,)), ("attn_sinks.weight", (a,)), ("attn_q.bias", (a * d,)),
+                ("attn_k.bias", (kv * d,)), ("attn_v.bias", (kv * d,)), ("attn_output.bias", (h,)),
+                ("ffn_gate_inp.bias", (ne,)), ("ffn_gate_exps.bias", (fe, ne)), ("ffn_up_exps.bias", (fe, ne)),
+                ("ffn_down_exps.bias", (h, ne)))]
     return out
 
 
@@ -66,8 +74,10 @@ UNPACKED = [(m, ft) for m, ft in FILES
 def test_every_tensor_type_and_bytes_as_llama_quantize_wrote_them(model, ftype):
     entry = TABLE["models"][model]
     spec = entry["spec"]
+    # the file types llama.cpp refuses without an importance matrix were quantized with one (the benchmark's flag)
     got = {n: (t, b) for n, _, t, b in typed_tensors(ftype, _spec_tensors(spec), spec.get("experts", 0),
-                                                  spec["heads"] // spec["kv_heads"])}
+                                                  spec["heads"] // spec["kv_heads"],
+                                                  imatrix=entry["files"][ftype].get("imatrix", False))}
     measured = {n: (t, b) for n, t, b in entry["files"][ftype]["tensors"]}
     assert got == measured
 
@@ -87,7 +97,7 @@ def _settings(ctx: dict) -> Settings:
 
 def _sliding(spec: dict) -> list[bool]:
     # the engine's own pattern for the architecture (gemma3: load_swa_pattern(ml, 6), layer 5 full of 0..6)
-    return sliding_layers(spec["arch"], spec["layers"]) or [False] * spec["layers"]
+    return sliding_layers(spec["arch"].replace("-", "_"), spec["layers"]) or [False] * spec["layers"]
 
 
 CONTEXTS = [(m, i) for m, entry in TABLE["models"].items() for i in range(len(entry["contexts"]))]
