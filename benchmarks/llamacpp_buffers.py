@@ -153,18 +153,55 @@ def write_model(path: str, spec: dict) -> None:
     w.close()
 
 
-_QUANTIZE = r"""
+_CHILD = r"""
 import ctypes, json, sys, llama_cpp
-p = llama_cpp.llama_model_quantize_default_params(); p.ftype = int(sys.argv[3]); p.nthread = 2
-entries = json.loads(sys.argv[4])
-if entries:  # llama.h llama_model_imatrix_data: {name, data, size}, ended by a null name; every weight all ones
-    arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+job = json.load(open(sys.argv[1]))
+lines = []
+
+@llama_cpp.llama_log_callback
+def _log(level, text, user_data):  # llama.cpp's (and ggml's) log, kept for the load under way
+    lines.append(text.decode("utf-8", "replace"))
+
+llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
+llama_cpp.llama_backend_init()
+
+def quantize(src, dst, ftype, entries):
+    p = llama_cpp.llama_model_quantize_default_params(); p.ftype = ftype; p.nthread = 2
     keep = []
-    for i, (name, size) in enumerate(entries):
-        keep.append((ctypes.c_float * size)(*([1.0] * size)))
-        arr[i].name, arr[i].data, arr[i].size = name.encode(), ctypes.cast(keep[-1], ctypes.POINTER(ctypes.c_float)), size
-    p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
-sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))
+    if entries:  # llama.h llama_model_imatrix_data: {name, data, size}, ended by a null name; every weight all ones
+        arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+        for i, (name, size) in enumerate(entries):
+            keep.append((ctypes.c_float * size)(*([1.0] * size)))
+            arr[i].name, arr[i].size = name.encode(), size
+            arr[i].data = ctypes.cast(keep[-1], ctypes.POINTER(ctypes.c_float))
+        p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+    return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), p)
+
+def load(path, n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified):
+    mp = llama_cpp.llama_model_default_params(); mp.n_gpu_layers = 0; mp.use_mmap = False
+    m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
+    if not m:
+        return False
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx, cp.n_seq_max, cp.n_batch, cp.n_ubatch = n_ctx, n_seq, n_batch, n_ubatch
+    cp.flash_attn_type = 1 if fa else 0
+    cp.type_k, cp.type_v, cp.swa_full, cp.kv_unified = tk, tv, swa_full, unified
+    ctx = llama_cpp.llama_init_from_model(m, cp)
+    ok = bool(ctx)
+    if ctx:
+        llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(m)
+    return ok
+
+out = {"quantized": [], "loads": []}
+for src, dst, ftype, entries in job["quantize"]:
+    del lines[:]
+    out["quantized"].append([quantize(src, dst, ftype, entries), "".join(lines)[-2000:]])
+for args in job["loads"]:
+    del lines[:]
+    ok = load(*args)
+    out["loads"].append([ok, "".join(lines)])
+json.dump(out, open(sys.argv[2], "w"))
 """
 
 
@@ -180,14 +217,6 @@ def uniform_imatrix(path: str) -> list[tuple[str, int]]:
     return out
 
 
-def quantize(src: str, dst: str, ftype: int, imatrix: list[tuple[str, int]] | None = None) -> None:
-    """llama_model_quantize(src -> dst) at the file type ``ftype``, in a child process (in-process it crashed here)."""
-    proc = subprocess.run([sys.executable, "-c", _QUANTIZE, src, dst, str(ftype), json.dumps(imatrix or [])],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}: {proc.stderr.strip()[-300:]}")
-
-
 def tensors_of(path: str) -> list[dict]:
     """Every tensor of a GGUF file: [name, ggml type name, stored bytes] (shapes follow from the spec)."""
     import gguf
@@ -196,39 +225,37 @@ def tensors_of(path: str) -> list[dict]:
     return [[t.name, t.tensor_type.name, int(t.n_bytes)] for t in reader.tensors]
 
 
-_CHILD = r"""
-import sys, json, llama_cpp
-path, n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = json.loads(sys.argv[1])
-llama_cpp.llama_backend_init()
-mp = llama_cpp.llama_model_default_params(); mp.n_gpu_layers = 0; mp.use_mmap = False
-m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
-cp = llama_cpp.llama_context_default_params()
-cp.n_ctx, cp.n_seq_max, cp.n_batch, cp.n_ubatch = n_ctx, n_seq, n_batch, n_ubatch
-cp.flash_attn_type = 1 if fa else 0
-cp.type_k, cp.type_v, cp.swa_full, cp.kv_unified = tk, tv, swa_full, unified
-ctx = llama_cpp.llama_init_from_model(m, cp)
-sys.stderr.write("CHILD-DONE %s\n" % bool(ctx))
-"""
-
-
-def load(path: str, ctx: tuple) -> dict:
-    """Load ``path`` in a child process at ``ctx`` and read llama.cpp's buffer lines (MiB per device and kind)."""
+def load_args(path: str, ctx: tuple) -> list:
+    """The child's load arguments for ``path`` at ``ctx`` (cache types as ggml type ids)."""
     n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = ctx
-    arg = json.dumps([path, n_ctx, n_seq, n_batch, n_ubatch, fa, GGML_TYPE_IDS[tk], GGML_TYPE_IDS[tv], swa_full,
-                      unified])
-    proc = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, timeout=300)
+    return [path, n_ctx, n_seq, n_batch, n_ubatch, fa, GGML_TYPE_IDS[tk], GGML_TYPE_IDS[tv], swa_full, unified]
+
+
+def run_child(job: dict, tmp: str, env: dict | None = None) -> dict:
+    """Quantize and load everything ``job`` lists in one child process (in-process quantizing crashed here)."""
+    job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
+    Path(job_path).write_text(json.dumps(job))
+    proc = subprocess.run([sys.executable, "-c", _CHILD, job_path, out_path], capture_output=True, text=True,
+                          timeout=3600, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"llama.cpp child failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return json.loads(Path(out_path).read_text())
+
+
+def buffers_of(ok: bool, log: str) -> dict:
+    """llama.cpp's buffer lines of one load's log (MiB per device and kind) and the context it reports."""
     buffers: dict[str, float] = {}
     n_ctx_seen = None
-    for line in proc.stderr.splitlines():
+    for line in log.splitlines():
         m = _LINE.match(line)
         if m:
             key = f"{m.group(3)}:{m.group(2)}"
             buffers[key] = buffers.get(key, 0.0) + float(m.group(4))
         if line.startswith("llama_context: n_ctx ") and n_ctx_seen is None:
             n_ctx_seen = int(line.split("=")[1])
-    ok = "CHILD-DONE True" in proc.stderr
+    lines = log.strip().splitlines()
     return {"ok": ok, "n_ctx_logged": n_ctx_seen, "buffers_mib": buffers,
-            "error": "" if ok else proc.stderr.strip().splitlines()[-1][:300]}
+            "error": "" if ok else (lines[-1][:300] if lines else "no log")}
 
 
 def ggml_commit() -> str:
@@ -242,35 +269,54 @@ def ggml_commit() -> str:
     return lib.ggml_commit().decode()
 
 
+def measure_model(name: str, spec: dict, tmp: str, logs: str | None = None) -> dict:
+    """One model's table entry: its file types' tensors and loads and the F16 model at every context."""
+    src = os.path.join(tmp, f"{name}-source.gguf")
+    write_model(src, spec)
+    ftypes = [f for f in FILE_TYPES if f in spec.get("ftypes", DEFAULT_FTYPES)]
+    dsts = [os.path.join(tmp, f"{name}-{f}.gguf") for f in ftypes]
+    imatrix = uniform_imatrix(src)
+    job = {"quantize": [[src, dst, FILE_TYPES[f], imatrix if f in NEEDS_IMATRIX else None]
+                        for f, dst in zip(ftypes, dsts)],
+           "loads": [load_args(dst, CONTEXTS[0]) for dst in dsts] + [load_args(src, ctx) for ctx in CONTEXTS]}
+    env = dict(os.environ, GGML_SCHED_DEBUG="2") if logs else None
+    out = run_child(job, tmp, env)
+    for f, (rc, log) in zip(ftypes, out["quantized"]):
+        if rc != 0:
+            raise RuntimeError(f"llama_model_quantize failed for {name} {f}: {log.strip()[-300:]}")
+    loads = out["loads"]
+    if logs:
+        for i, (_, log) in enumerate(loads):
+            tag = ftypes[i] if i < len(ftypes) else f"ctx{i - len(ftypes)}"
+            Path(logs, f"{name}-{tag}.log").write_text(log)
+    entry = {"spec": spec, "files": {}, "contexts": []}
+    for f, dst, (ok, log) in zip(ftypes, dsts, loads):
+        result = buffers_of(ok, log)
+        entry["files"][f] = {"tensors": tensors_of(dst), "load": result, "imatrix": f in NEEDS_IMATRIX}
+        print(name, f, result["buffers_mib"], result["error"], flush=True)
+    keys = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "swa_full", "kv_unified")
+    for ctx, (ok, log) in zip(CONTEXTS, loads[len(ftypes):]):
+        result = buffers_of(ok, log)
+        entry["contexts"].append({**dict(zip(keys, ctx)), **result})
+        print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
+    for dst in dsts:
+        os.remove(dst)
+    return entry
+
+
 def main() -> int:
     """Write the models, quantize, load and write the table."""
     import llama_cpp
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--models", nargs="*", default=list(MODELS), help="only these models")
+    parser.add_argument("--logs", help="write each load's llama.cpp log (GGML_SCHED_DEBUG=2) to this folder")
     args = parser.parse_args()
     table = {"llama_cpp_python": llama_cpp.__version__, "ggml_commit": ggml_commit(), "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, spec in MODELS.items():
-            src = os.path.join(tmp, f"{name}-source.gguf")
-            write_model(src, spec)
-            entry = {"spec": spec, "files": {}, "contexts": []}
-            for ftype, fid in FILE_TYPES.items():
-                if ftype not in spec.get("ftypes", DEFAULT_FTYPES):
-                    continue
-                dst = os.path.join(tmp, f"{name}-{ftype}.gguf")
-                imatrix = ftype in NEEDS_IMATRIX
-                quantize(src, dst, fid, uniform_imatrix(src) if imatrix else None)
-                result = load(dst, CONTEXTS[0])
-                entry["files"][ftype] = {"tensors": tensors_of(dst), "load": result, "imatrix": imatrix}
-                print(name, ftype, result["buffers_mib"], result["error"], flush=True)
-            for ctx in CONTEXTS:
-                result = load(src, ctx)
-                keys = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "swa_full",
-                        "kv_unified")
-                entry["contexts"].append({**dict(zip(keys, ctx)), **result})
-                print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
-            table["models"][name] = entry
+        for name in args.models:
+            table["models"][name] = measure_model(name, MODELS[name], tmp, args.logs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(table, separators=(",", ":")) + "\n")
     print("wrote", args.out)
