@@ -4,13 +4,14 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For four models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
+For five models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
 super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
-llama with 4 experts, 2 used, on fewer file types) it writes an F16
+llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
-each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU in a child process
-(``n_gpu_layers=0``, no mmap), at several contexts, parallel sequences, micro-batches, cache types and flash
-attention on/off. From llama.cpp's log it keeps the lines ``load_tensors: CPU model buffer size``,
+each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU (``n_gpu_layers=0``, no mmap), at several
+contexts, parallel sequences, micro-batches, cache types and flash
+attention on/off; one child process per model quantizes and loads everything, taking llama.cpp's log through
+``llama_log_set`` load by load. From each load's log it keeps the lines ``load_tensors: CPU model buffer size``,
 ``llama_context: CPU output buffer size``, ``llama_kv_cache: CPU KV buffer size`` and ``sched_reserve: CPU compute
 buffer size`` (in MiB with 2 decimals, as printed). The file types llama.cpp refuses without an importance matrix
 (IQ1/IQ2/IQ3_XXS/IQ3_XS, Q2_K_S) get a uniform one (``NEEDS_IMATRIX``). The JSON records the ggml commit the library reports (``ggml_commit``).
