@@ -16,10 +16,12 @@ from symbolic.engines import serve
 from symbolic.engines.flags import EngineFlagError
 from symbolic.engines.ggml_graph import Shape
 from symbolic.engines.llamacpp import (
+    QKV_BIAS,
     Device,
     Settings,
     _compute,
     _kv_cells,
+    graph_shape,
     layer_devices,
     n_ctx_padded,
     pad,
@@ -117,13 +119,15 @@ def test_kv_buffer_and_padded_context_match_llama_cpp(model, i):
 
 def _shape(spec: dict) -> Shape:
     return Shape(spec["hidden"], spec["heads"], spec["kv_heads"], spec["head_dim"], spec["ffn"], spec["vocab"],
-                 spec.get("experts", 0), spec.get("experts_used", 0), spec.get("expert_ffn", 0))
+                 spec.get("experts", 0), spec.get("experts_used", 0), spec.get("expert_ffn", 0),
+                 qkv_bias=spec["arch"].replace("-", "_") in QKV_BIAS)
 
 
 @pytest.mark.parametrize(("model", "i"), CONTEXTS)
 def test_compute_buffer_within_four_percent(model, i):
     # the compute buffer from the graph's tensor shapes through ggml's allocator (no constant fitted to rows); the
-    # rows with a quantized cache need its rotations (gemma3 at 128 tokens with a q8_0 cache was 10.4 % high without)
+    # rows with a quantized cache need its rotations (gemma3 at 128 tokens with a q8_0 cache was 10.4 % high without),
+    # gpt-oss's rows the Q/K/V bias sums as tensors of their own (4-13 % off without: one Q-sized tensor)
     entry = TABLE["models"][model]
     spec, ctx = entry["spec"], entry["contexts"][i]
     s = _settings(ctx)
@@ -331,3 +335,9 @@ def test_buffers_over_the_budget_do_not_fit_and_serve_nothing():
     fitting = serve("llama-3.1-70b", engine="llamacpp", gpu="24GiB", weights="gguf:Q4_K_M", tp=2, seq=8192,
                     ctx_size=8192, n_gpu_layers=99, parallel=1, flash_attn="on")
     assert fitting.fits and fitting.max_concurrency == 1
+
+
+def test_gpt_oss_graph_adds_its_qkv_biases_and_llama_does_not():
+    # openai-moe.cpp builds Q, K, V with biases; the compute rows above check what that costs
+    assert graph_shape(load("gpt-oss-20b")).qkv_bias
+    assert not graph_shape(load("llama-3-8b")).qkv_bias

@@ -27,9 +27,17 @@ f16 with flash attention, f32 without), the output ids, and the float embeddings
 beside the token ids (``ggml_build_forward_select``: no node reads it, so it is never freed). Every size is a tensor
 shape of that graph; no constant is fitted.
 
+gpt-oss (``src/models/openai-moe.cpp``) adds a bias to Q, K and V (``build_qkv``); llama.cpp's buffer is what the
+graph needs when each of those sums is a tensor of its own rather than the in-place reuse ``ggml_op_can_inplace``
+would allow an ADD (``Shape.qkv_bias``): measured, not located in ggml's source (the node log, ``GGML_SCHED_DEBUG=2``,
+run through this allocator with in-place sums gives one Q-sized tensor less than llama.cpp logs, and exactly its
+number without them). Its other differences (the experts' biases added in place, gate before up, the output rows
+taken after the last layer) change no allocation here.
+
 Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen3 with q/k norms, gemma3 with
-sliding-window layers, llama with experts; 36 rows): with flash attention within 0.3 %; without it about one
-``n_embd · n_tokens`` f32 low (1-4 %: one more hole under the scores than here). gemma's own layer (norms after
+sliding-window layers, llama with experts, gpt-oss; 45 rows): with flash attention within 0.3 %, gpt-oss within
+0.3 % with and without it; the others without it about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under
+the scores than here). gemma's own layer (norms after
 attention and FFN, the scaled embeddings) adds only in-place nodes (RMS_NORM, MUL, SCALE, ADD on a sole consumer;
 ``src/models/gemma3.cpp:95-190``), which change no allocation, so it runs through this same graph.
 A device other than the first gets its input (the residual stream) as a copy in its own buffer, as
@@ -146,6 +154,7 @@ class Shape:
     n_expert_used: int = 0
     d_expert: int = 0
     n_shared_ff: int = 0  # the shared experts' width (qwen2moe, deepseek), 0: none
+    qkv_bias: bool = False  # Q, K and V get a bias (gpt-oss): each sum a tensor of its own, measured
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,11 @@ def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: s
     k_ops = [Op(f"K{i}", kv * t * F32, (f"norm{i}",))]
     v_ops = [Op(f"V{i}", kv * t * F32, (f"norm{i}",))]
     kn, vn = f"K{i}", f"V{i}"
+    if s.qkv_bias:
+        ops.append(Op(f"Qb{i}", q * t * F32, (qn,)))
+        k_ops.append(Op(f"Kb{i}", kv * t * F32, (kn,)))
+        v_ops.append(Op(f"Vb{i}", kv * t * F32, (vn,)))
+        qn, kn, vn = f"Qb{i}", f"Kb{i}", f"Vb{i}"
     if r.rot_k:  # llama_mul_mat_hadamard: Q and K times the rotation matrix, each a new tensor
         ops.append(Op(f"Qrot{i}", q * t * F32, (qn, f"krot_{kind}")))
         k_ops.append(Op(f"Krot{i}", kv * t * F32, (kn, f"krot_{kind}")))

@@ -283,7 +283,7 @@ def typed_tensors(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_
         m = _LAYER.match(name)
         if len(shape) < 2 or not name.endswith("weight"):
             # tensor_allows_quantization (llama-quant.cpp:287-297): only 2-D and 3-D tensors named *weight; gpt-oss's
-            # 2-D expert biases stay F32 as written
+            # 2-D expert biases keep the F32 they are written in (measured: tests/data/llamacpp_buffers.json)
             type_name = "F32"
         else:
             type_name = tensor_type(ftype, name, int(m.group(1)) if m else 0, n_layers, shape[0], n_expert, n_gqa,
