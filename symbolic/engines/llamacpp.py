@@ -31,7 +31,7 @@ vendors (its CHANGELOG; the sdist's vendor/llama.cpp is that tree; ggml reports 
 
 The rules were checked against that llama.cpp: ``benchmarks/llamacpp_buffers.py`` writes
 ``tests/data/llamacpp_buffers.json``, read by ``tests/test_llamacpp_engine.py`` (model and KV buffers exact, the
-compute buffer within 10 % but one row, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
+compute buffer within 4 %, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
 caching allocator, NCCL or cuBLAS workspace of the kind ``torch`` counts.
 
 Devices are ``cpu``, ``cuda:0`` … ; ``--tp N`` (or the length of ``--tensor-split``) is the number of GPUs. The
