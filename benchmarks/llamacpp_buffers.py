@@ -4,16 +4,17 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For four models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
+For five models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
 super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
-llama with 4 experts, 2 used, on fewer file types) it writes an F16
+llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
-each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU in a child process
-(``n_gpu_layers=0``, no mmap), at several contexts, parallel sequences, micro-batches, cache types and flash
-attention on/off. From llama.cpp's log it keeps the lines ``load_tensors: CPU model buffer size``,
+each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU (``n_gpu_layers=0``, no mmap), at several
+contexts, parallel sequences, micro-batches, cache types and flash
+attention on/off; one child process per model quantizes and loads everything, taking llama.cpp's log through
+``llama_log_set`` load by load. From each load's log it keeps the lines ``load_tensors: CPU model buffer size``,
 ``llama_context: CPU output buffer size``, ``llama_kv_cache: CPU KV buffer size`` and ``sched_reserve: CPU compute
-buffer size`` (in MiB with 2 decimals, as printed). File types that need an importance matrix (IQ1/IQ2/IQ3_XXS) are
-left out. The JSON records the ggml commit the library reports (``ggml_commit``).
+buffer size`` (in MiB with 2 decimals, as printed). The file types llama.cpp refuses without an importance matrix
+(IQ1/IQ2/IQ3_XXS/IQ3_XS, Q2_K_S) get a uniform one (``NEEDS_IMATRIX``). The JSON records the ggml commit the library reports (``ggml_commit``).
 """
 
 from __future__ import annotations
@@ -41,11 +42,24 @@ MODELS = {
     # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
     "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
                       ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
-                      ftypes=["F16", "Q8_0", "Q4_K_M"]),
+                      ftypes=["F16", "Q8_0", "Q4_K_M", "IQ2_XXS", "IQ3_XXS"]),
+    # gpt-oss (LLM_ARCH_OPENAI_MOE, src/models/openai-moe.cpp: attention sinks, an output bias, expert biases,
+    # sliding window every other layer, no q/k norms), the file types its releases use
+    "gpt-oss-moe": dict(arch="gpt-oss", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=64, ffn=256,
+                        ctx_train=4096, qk_norm=False, swa=128, tied=False, experts=4, experts_used=2, expert_ffn=256,
+                        ftypes=["F16", "Q8_0", "MXFP4_MOE", "Q4_K_M"]),
 }
 FILE_TYPES = {"F16": 1, "BF16": 32, "Q8_0": 7, "Q4_0": 2, "Q4_1": 3, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
               "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16, "Q5_K_M": 17,
-              "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_S": 26, "IQ3_M": 27, "TQ2_0": 37}
+              "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "IQ3_S": 26, "IQ3_M": 27, "TQ2_0": 37, "MXFP4_MOE": 38,
+              "Q2_K_S": 21, "IQ1_S": 24, "IQ1_M": 31, "IQ2_XXS": 19, "IQ2_XS": 20, "IQ2_S": 28, "IQ2_M": 29,
+              "IQ3_XXS": 23, "IQ3_XS": 22}
+# llama-quant.cpp tensor_requires_imatrix (856-875 at 0c1e57098): these file types' low-bit tensors are refused
+# without an importance matrix, so they are quantized with a uniform one (all ones; the tensor types do not depend
+# on its values, only on having one: quantize_state_impl::has_imatrix)
+NEEDS_IMATRIX = ("Q2_K_S", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS")
+# the file types every model is written in unless its spec names its own
+DEFAULT_FTYPES = [f for f in FILE_TYPES if f != "MXFP4_MOE"]
 GGML_TYPE_IDS = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 # (n_ctx, n_seq_max, n_batch, n_ubatch, flash_attn, type_k, type_v, swa_full, kv_unified)
 CONTEXTS = [
@@ -101,7 +115,7 @@ def write_model(path: str, spec: dict) -> None:
     rng = np.random.default_rng(0)
 
     def tensor(name: str, *shape: int) -> None:  # numpy order: (ne1, ne0)
-        dtype = np.float32 if len(shape) == 1 else np.float16
+        dtype = np.float32 if len(shape) == 1 or not name.endswith("weight") else np.float16
         w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(dtype))
 
     tensor("token_embd.weight", v, h)
@@ -113,8 +127,9 @@ def write_model(path: str, spec: dict) -> None:
         ffn = ((("ffn_gate_inp", (ne, h)), ("ffn_gate_exps", (ne, fe, h)), ("ffn_up_exps", (ne, fe, h)),
                 ("ffn_down_exps", (ne, h, fe))) if ne else
                (("ffn_gate", (ff, h)), ("ffn_up", (ff, h)), ("ffn_down", (h, ff))))
+        norms = (("attn_norm", (h,)),) if arch == "gpt-oss" else (("attn_norm", (h,)), ("ffn_norm", (h,)))
         for name, shape in (("attn_q", (a * d, h)), ("attn_k", (kv * d, h)), ("attn_v", (kv * d, h)),
-                            ("attn_output", (h, a * d)), *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,))):
+                            ("attn_output", (h, a * d)), *ffn, *norms):
             tensor(f"blk.{i}.{name}.weight", *shape)
         if spec["qk_norm"]:
             tensor(f"blk.{i}.attn_q_norm.weight", d)
@@ -122,21 +137,85 @@ def write_model(path: str, spec: dict) -> None:
         if arch == "gemma3":
             tensor(f"blk.{i}.post_attention_norm.weight", h)
             tensor(f"blk.{i}.post_ffw_norm.weight", h)
+        if arch == "gpt-oss":  # openai-moe.cpp load_arch_tensors: the post-attention norm, sinks and biases
+            tensor(f"blk.{i}.post_attention_norm.weight", h)
+            tensor(f"blk.{i}.attn_sinks.weight", a)
+            tensor(f"blk.{i}.attn_q.bias", a * d)
+            tensor(f"blk.{i}.attn_k.bias", kv * d)
+            tensor(f"blk.{i}.attn_v.bias", kv * d)
+            tensor(f"blk.{i}.attn_output.bias", h)
+            tensor(f"blk.{i}.ffn_gate_inp.bias", ne)
+            tensor(f"blk.{i}.ffn_gate_exps.bias", ne, fe)
+            tensor(f"blk.{i}.ffn_up_exps.bias", ne, fe)
+            tensor(f"blk.{i}.ffn_down_exps.bias", ne, h)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-def quantize(src: str, dst: str, ftype: int) -> None:
-    """llama_model_quantize(src -> dst) at the file type ``ftype``, in a child process (in-process it crashed here)."""
-    code = ("import sys, llama_cpp\n"
-            "p = llama_cpp.llama_model_quantize_default_params(); p.ftype = int(sys.argv[3]); p.nthread = 2\n"
-            "sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p))\n")
-    proc = subprocess.run([sys.executable, "-c", code, src, dst, str(ftype)], capture_output=True, text=True,
-                          timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError(f"llama_model_quantize failed for ftype {ftype}: {proc.stderr.strip()[-300:]}")
+_CHILD = r"""
+import ctypes, json, sys, llama_cpp
+job = json.load(open(sys.argv[1]))
+lines = []
+
+@llama_cpp.llama_log_callback
+def _log(level, text, user_data):  # llama.cpp's (and ggml's) log, kept for the load under way
+    lines.append(text.decode("utf-8", "replace"))
+
+llama_cpp.llama_log_set(_log, ctypes.c_void_p(0))
+llama_cpp.llama_backend_init()
+
+def quantize(src, dst, ftype, entries):
+    p = llama_cpp.llama_model_quantize_default_params(); p.ftype = ftype; p.nthread = 2
+    keep = []
+    if entries:  # llama.h llama_model_imatrix_data: {name, data, size}, ended by a null name; every weight all ones
+        arr = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+        for i, (name, size) in enumerate(entries):
+            keep.append((ctypes.c_float * size)(*([1.0] * size)))
+            arr[i].name, arr[i].size = name.encode(), size
+            arr[i].data = ctypes.cast(keep[-1], ctypes.POINTER(ctypes.c_float))
+        p.imatrix = ctypes.cast(arr, ctypes.POINTER(llama_cpp.llama_model_imatrix_data))
+    return llama_cpp.llama_model_quantize(src.encode(), dst.encode(), p)
+
+def load(path, n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified):
+    mp = llama_cpp.llama_model_default_params(); mp.n_gpu_layers = 0; mp.use_mmap = False
+    m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
+    if not m:
+        return False
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx, cp.n_seq_max, cp.n_batch, cp.n_ubatch = n_ctx, n_seq, n_batch, n_ubatch
+    cp.flash_attn_type = 1 if fa else 0
+    cp.type_k, cp.type_v, cp.swa_full, cp.kv_unified = tk, tv, swa_full, unified
+    ctx = llama_cpp.llama_init_from_model(m, cp)
+    ok = bool(ctx)
+    if ctx:
+        llama_cpp.llama_free(ctx)
+    llama_cpp.llama_model_free(m)
+    return ok
+
+out = {"quantized": [], "loads": []}
+for src, dst, ftype, entries in job["quantize"]:
+    del lines[:]
+    out["quantized"].append([quantize(src, dst, ftype, entries), "".join(lines)[-2000:]])
+for args in job["loads"]:
+    del lines[:]
+    ok = load(*args)
+    out["loads"].append([ok, "".join(lines)])
+json.dump(out, open(sys.argv[2], "w"))
+"""
+
+
+def uniform_imatrix(path: str) -> list[tuple[str, int]]:
+    """(name, ne0 · ne2) of every 2-D and 3-D weight: the sizes llama-quant.cpp:1281 expects of an imatrix entry."""
+    import gguf
+
+    out = []
+    for t in gguf.GGUFReader(path).tensors:
+        shape = [int(x) for x in t.shape]  # ne0 first
+        if len(shape) >= 2 and t.name.endswith("weight"):
+            out.append((t.name, shape[0] * (shape[2] if len(shape) > 2 else 1)))
+    return out
 
 
 def tensors_of(path: str) -> list[dict]:
@@ -147,39 +226,37 @@ def tensors_of(path: str) -> list[dict]:
     return [[t.name, t.tensor_type.name, int(t.n_bytes)] for t in reader.tensors]
 
 
-_CHILD = r"""
-import sys, json, llama_cpp
-path, n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = json.loads(sys.argv[1])
-llama_cpp.llama_backend_init()
-mp = llama_cpp.llama_model_default_params(); mp.n_gpu_layers = 0; mp.use_mmap = False
-m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
-cp = llama_cpp.llama_context_default_params()
-cp.n_ctx, cp.n_seq_max, cp.n_batch, cp.n_ubatch = n_ctx, n_seq, n_batch, n_ubatch
-cp.flash_attn_type = 1 if fa else 0
-cp.type_k, cp.type_v, cp.swa_full, cp.kv_unified = tk, tv, swa_full, unified
-ctx = llama_cpp.llama_init_from_model(m, cp)
-sys.stderr.write("CHILD-DONE %s\n" % bool(ctx))
-"""
-
-
-def load(path: str, ctx: tuple) -> dict:
-    """Load ``path`` in a child process at ``ctx`` and read llama.cpp's buffer lines (MiB per device and kind)."""
+def load_args(path: str, ctx: tuple) -> list:
+    """The child's load arguments for ``path`` at ``ctx`` (cache types as ggml type ids)."""
     n_ctx, n_seq, n_batch, n_ubatch, fa, tk, tv, swa_full, unified = ctx
-    arg = json.dumps([path, n_ctx, n_seq, n_batch, n_ubatch, fa, GGML_TYPE_IDS[tk], GGML_TYPE_IDS[tv], swa_full,
-                      unified])
-    proc = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, timeout=300)
+    return [path, n_ctx, n_seq, n_batch, n_ubatch, fa, GGML_TYPE_IDS[tk], GGML_TYPE_IDS[tv], swa_full, unified]
+
+
+def run_child(job: dict, tmp: str, env: dict | None = None) -> dict:
+    """Quantize and load everything ``job`` lists in one child process (in-process quantizing crashed here)."""
+    job_path, out_path = os.path.join(tmp, "job.json"), os.path.join(tmp, "out.json")
+    Path(job_path).write_text(json.dumps(job))
+    proc = subprocess.run([sys.executable, "-c", _CHILD, job_path, out_path], capture_output=True, text=True,
+                          timeout=3600, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"llama.cpp child failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return json.loads(Path(out_path).read_text())
+
+
+def buffers_of(ok: bool, log: str) -> dict:
+    """llama.cpp's buffer lines of one load's log (MiB per device and kind) and the context it reports."""
     buffers: dict[str, float] = {}
     n_ctx_seen = None
-    for line in proc.stderr.splitlines():
+    for line in log.splitlines():
         m = _LINE.match(line)
         if m:
             key = f"{m.group(3)}:{m.group(2)}"
             buffers[key] = buffers.get(key, 0.0) + float(m.group(4))
         if line.startswith("llama_context: n_ctx ") and n_ctx_seen is None:
             n_ctx_seen = int(line.split("=")[1])
-    ok = "CHILD-DONE True" in proc.stderr
+    lines = log.strip().splitlines()
     return {"ok": ok, "n_ctx_logged": n_ctx_seen, "buffers_mib": buffers,
-            "error": "" if ok else proc.stderr.strip().splitlines()[-1][:300]}
+            "error": "" if ok else (lines[-1][:300] if lines else "no log")}
 
 
 def ggml_commit() -> str:
@@ -193,34 +270,54 @@ def ggml_commit() -> str:
     return lib.ggml_commit().decode()
 
 
+def measure_model(name: str, spec: dict, tmp: str, logs: str | None = None) -> dict:
+    """One model's table entry: its file types' tensors and loads and the F16 model at every context."""
+    src = os.path.join(tmp, f"{name}-source.gguf")
+    write_model(src, spec)
+    ftypes = [f for f in FILE_TYPES if f in spec.get("ftypes", DEFAULT_FTYPES)]
+    dsts = [os.path.join(tmp, f"{name}-{f}.gguf") for f in ftypes]
+    imatrix = uniform_imatrix(src)
+    job = {"quantize": [[src, dst, FILE_TYPES[f], imatrix if f in NEEDS_IMATRIX else None]
+                        for f, dst in zip(ftypes, dsts)],
+           "loads": [load_args(dst, CONTEXTS[0]) for dst in dsts] + [load_args(src, ctx) for ctx in CONTEXTS]}
+    env = dict(os.environ, GGML_SCHED_DEBUG="2") if logs else None
+    out = run_child(job, tmp, env)
+    for f, (rc, log) in zip(ftypes, out["quantized"]):
+        if rc != 0:
+            raise RuntimeError(f"llama_model_quantize failed for {name} {f}: {log.strip()[-300:]}")
+    loads = out["loads"]
+    if logs:
+        for i, (_, log) in enumerate(loads):
+            tag = ftypes[i] if i < len(ftypes) else f"ctx{i - len(ftypes)}"
+            Path(logs, f"{name}-{tag}.log").write_text(log)
+    entry = {"spec": spec, "files": {}, "contexts": []}
+    for f, dst, (ok, log) in zip(ftypes, dsts, loads):
+        result = buffers_of(ok, log)
+        entry["files"][f] = {"tensors": tensors_of(dst), "load": result, "imatrix": f in NEEDS_IMATRIX}
+        print(name, f, result["buffers_mib"], result["error"], flush=True)
+    keys = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "swa_full", "kv_unified")
+    for ctx, (ok, log) in zip(CONTEXTS, loads[len(ftypes):]):
+        result = buffers_of(ok, log)
+        entry["contexts"].append({**dict(zip(keys, ctx)), **result})
+        print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
+    for dst in dsts:
+        os.remove(dst)
+    return entry
+
+
 def main() -> int:
     """Write the models, quantize, load and write the table."""
     import llama_cpp
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--models", nargs="*", default=list(MODELS), help="only these models")
+    parser.add_argument("--logs", help="write each load's llama.cpp log (GGML_SCHED_DEBUG=2) to this folder")
     args = parser.parse_args()
     table = {"llama_cpp_python": llama_cpp.__version__, "ggml_commit": ggml_commit(), "models": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, spec in MODELS.items():
-            src = os.path.join(tmp, f"{name}-source.gguf")
-            write_model(src, spec)
-            entry = {"spec": spec, "files": {}, "contexts": []}
-            for ftype, fid in FILE_TYPES.items():
-                if ftype not in spec.get("ftypes", FILE_TYPES):
-                    continue
-                dst = os.path.join(tmp, f"{name}-{ftype}.gguf")
-                quantize(src, dst, fid)
-                result = load(dst, CONTEXTS[0])
-                entry["files"][ftype] = {"tensors": tensors_of(dst), "load": result}
-                print(name, ftype, result["buffers_mib"], result["error"], flush=True)
-            for ctx in CONTEXTS:
-                result = load(src, ctx)
-                keys = ("n_ctx", "n_seq_max", "n_batch", "n_ubatch", "flash_attn", "type_k", "type_v", "swa_full",
-                        "kv_unified")
-                entry["contexts"].append({**dict(zip(keys, ctx)), **result})
-                print(name, ctx, result["n_ctx_logged"], result["buffers_mib"], result["error"], flush=True)
-            table["models"][name] = entry
+        for name in args.models:
+            table["models"][name] = measure_model(name, MODELS[name], tmp, args.logs)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(table, separators=(",", ":")) + "\n")
     print("wrote", args.out)

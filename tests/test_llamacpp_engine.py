@@ -16,13 +16,16 @@ from symbolic.engines import serve
 from symbolic.engines.flags import EngineFlagError
 from symbolic.engines.ggml_graph import Shape
 from symbolic.engines.llamacpp import (
+    QKV_BIAS,
     Device,
     Settings,
     _compute,
     _kv_cells,
+    graph_shape,
     layer_devices,
     n_ctx_padded,
     pad,
+    rotation,
     sliding_layers,
 )
 from symbolic.formats.ggml import row_bytes
@@ -43,14 +46,22 @@ def _spec_tensors(spec: dict) -> list[tuple[str, tuple[int, ...]]]:
     ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
     ffn = ((("ffn_gate_inp", (h, ne)), ("ffn_gate_exps", (h, fe, ne)), ("ffn_up_exps", (h, fe, ne)),
             ("ffn_down_exps", (fe, h, ne))) if ne else (("ffn_gate", (h, ff)), ("ffn_up", (h, ff)), ("ffn_down", (ff, h))))
+    gpt_oss = spec["arch"] == "gpt-oss"
+    norms = (("attn_norm", (h,)),) if gpt_oss else (("attn_norm", (h,)), ("ffn_norm", (h,)))
     for i in range(n):
         out += [(f"blk.{i}.{name}.weight", shape) for name, shape in (
             ("attn_q", (h, a * d)), ("attn_k", (h, kv * d)), ("attn_v", (h, kv * d)), ("attn_output", (a * d, h)),
-            *ffn, ("attn_norm", (h,)), ("ffn_norm", (h,)))]
+            *ffn, *norms)]
         if spec["qk_norm"]:
             out += [(f"blk.{i}.attn_q_norm.weight", (d,)), (f"blk.{i}.attn_k_norm.weight", (d,))]
         if spec["arch"] == "gemma3":
             out += [(f"blk.{i}.post_attention_norm.weight", (h,)), (f"blk.{i}.post_ffw_norm.weight", (h,))]
+        if gpt_oss:
+            out += [(f"blk.{i}.{name}", shape) for name, shape in (
+                ("post_attention_norm.weight", (h,)), ("attn_sinks.weight", (a,)), ("attn_q.bias", (a * d,)),
+                ("attn_k.bias", (kv * d,)), ("attn_v.bias", (kv * d,)), ("attn_output.bias", (h,)),
+                ("ffn_gate_inp.bias", (ne,)), ("ffn_gate_exps.bias", (fe, ne)), ("ffn_up_exps.bias", (fe, ne)),
+                ("ffn_down_exps.bias", (h, ne)))]
     return out
 
 
@@ -65,8 +76,10 @@ UNPACKED = [(m, ft) for m, ft in FILES
 def test_every_tensor_type_and_bytes_as_llama_quantize_wrote_them(model, ftype):
     entry = TABLE["models"][model]
     spec = entry["spec"]
+    # the file types llama.cpp refuses without an importance matrix were quantized with one (the benchmark's flag)
     got = {n: (t, b) for n, _, t, b in typed_tensors(ftype, _spec_tensors(spec), spec.get("experts", 0),
-                                                  spec["heads"] // spec["kv_heads"])}
+                                                  spec["heads"] // spec["kv_heads"],
+                                                  imatrix=entry["files"][ftype].get("imatrix", False))}
     measured = {n: (t, b) for n, t, b in entry["files"][ftype]["tensors"]}
     assert got == measured
 
@@ -86,7 +99,7 @@ def _settings(ctx: dict) -> Settings:
 
 def _sliding(spec: dict) -> list[bool]:
     # the engine's own pattern for the architecture (gemma3: load_swa_pattern(ml, 6), layer 5 full of 0..6)
-    return sliding_layers(spec["arch"], spec["layers"]) or [False] * spec["layers"]
+    return sliding_layers(spec["arch"].replace("-", "_"), spec["layers"]) or [False] * spec["layers"]
 
 
 CONTEXTS = [(m, i) for m, entry in TABLE["models"].items() for i in range(len(entry["contexts"]))]
@@ -106,27 +119,29 @@ def test_kv_buffer_and_padded_context_match_llama_cpp(model, i):
 
 def _shape(spec: dict) -> Shape:
     return Shape(spec["hidden"], spec["heads"], spec["kv_heads"], spec["head_dim"], spec["ffn"], spec["vocab"],
-                 spec.get("experts", 0), spec.get("experts_used", 0), spec.get("expert_ffn", 0))
-
-
-# gemma3 with a 128-token micro-batch and flash attention: the logits (n_vocab · 128 f32) are the peak, and where
-# they land depends on gemma3's own node order (post-attention norm, output rows), which the graph here does not
-# follow: 10.4 % high (the module docstring of ggml_graph says so)
-GEMMA3_SMALL_UBATCH = {("gemma3-swa", i) for i, c in enumerate(TABLE["models"]["gemma3-swa"]["contexts"])
-                       if c["n_ubatch"] == 128 and c["flash_attn"]}
+                 spec.get("experts", 0), spec.get("experts_used", 0), spec.get("expert_ffn", 0),
+                 qkv_bias=spec["arch"].replace("-", "_") in QKV_BIAS)
 
 
 @pytest.mark.parametrize(("model", "i"), CONTEXTS)
-def test_compute_buffer_within_ten_percent(model, i):
-    # the compute buffer from the graph's tensor shapes through ggml's allocator (no constant fitted to rows)
+def test_compute_buffer_within_four_percent(model, i):
+    # the compute buffer from the graph's tensor shapes through ggml's allocator (no constant fitted to rows); the
+    # rows with a quantized cache need its rotations (gemma3 at 128 tokens with a q8_0 cache was 10.4 % high without),
+    # gpt-oss's rows the Q/K/V bias sums as tensors of their own (4-13 % off without: one Q-sized tensor)
     entry = TABLE["models"][model]
     spec, ctx = entry["spec"], entry["contexts"][i]
     s = _settings(ctx)
     devs = {"cpu": Device("cpu", layers=list(range(spec["layers"])))}
     _compute(devs, ["cpu"] * (spec["layers"] + 1), _sliding(spec), spec["swa"], s, _shape(spec), spec["layers"])
     measured = ctx["buffers_mib"]["compute:CPU"] * MIB
-    tolerance = 0.11 if (model, i) in GEMMA3_SMALL_UBATCH else 0.10
-    assert devs["cpu"].compute == pytest.approx(measured, rel=tolerance)
+    assert devs["cpu"].compute == pytest.approx(measured, rel=0.04)
+
+
+def test_cache_rotation_follows_the_cache_type_and_head_size():
+    # llama-kv-cache.cpp:321-338, 1447-1480 at 0c1e57098: only a quantized cache with a head size a multiple of 64;
+    # K's matrix the largest power of two from 64 dividing the head size, V's 64
+    assert [rotation(t, 128, k=True) for t in ("f16", "bf16", "q8_0", "q4_0")] == [0, 0, 128, 128]
+    assert (rotation("q8_0", 192, k=True), rotation("q8_0", 128), rotation("q8_0", 80, k=True)) == (64, 64, 0)
 
 
 @pytest.mark.parametrize(("model", "i"), CONTEXTS)
@@ -320,3 +335,9 @@ def test_buffers_over_the_budget_do_not_fit_and_serve_nothing():
     fitting = serve("llama-3.1-70b", engine="llamacpp", gpu="24GiB", weights="gguf:Q4_K_M", tp=2, seq=8192,
                     ctx_size=8192, n_gpu_layers=99, parallel=1, flash_attn="on")
     assert fitting.fits and fitting.max_concurrency == 1
+
+
+def test_gpt_oss_graph_adds_its_qkv_biases_and_llama_does_not():
+    # openai-moe.cpp builds Q, K, V with biases; the compute rows above check what that costs
+    assert graph_shape(load("gpt-oss-20b")).qkv_bias
+    assert not graph_shape(load("llama-3-8b")).qkv_bias

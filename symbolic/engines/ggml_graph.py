@@ -14,8 +14,12 @@ its last consumer; the free list is first best-fit over the inner free blocks, t
 The graph is the one ``src/models/llama.cpp`` builds (checked node by node with ``GGML_SCHED_DEBUG=2``): the
 token rows, per layer the norm, Q/K/V projections (K and V written to the cache, which is not in this buffer),
 attention (without flash attention the scores ``n_kv · n_tokens · n_head`` f32, soft-maxed in place, and
-``kqv`` made contiguous; with it one ``FLASH_ATTN`` output), the output projection, the residual add, the FFN
-(gate, up, their GLU product, down: ``n_ff · n_tokens`` f32 each; or the MoE path: router logits, top-k ids,
+``kqv`` made contiguous; with it one ``FLASH_ATTN`` output), the output projection (a sliding-window model's
+``build_attn`` expands Q, K, V, the others' Q, V, K: ``src/llama-graph.cpp:2895-2897, 3147-3154``). A quantized cache
+whose head size is a multiple of 64 is stored rotated (``src/llama-kv-cache.cpp:321-338``): Q and K are multiplied by
+a Hadamard matrix (an f32 input per cache kind), V too, and the attention output is rotated back before the output
+projection (``llama_mul_mat_hadamard``, ``src/llama-graph.cpp:3133-3142, 3191-3193``), each a new tensor. Then the
+residual add, the FFN (gate, up, their GLU product, down: ``n_ff · n_tokens`` f32 each; or the MoE path: router logits, top-k ids,
 per-expert gate/up/product/down over ``n_expert_used · n_tokens`` rows), and at the end the final norm and the
 logits ``n_vocab · n_outputs`` f32. Inputs: token ids, positions, the KV-cache row indices (per element of V when
 V is stored transposed, i.e. without flash attention), one attention mask per cache kind (``n_kv · n_tokens``,
@@ -23,11 +27,19 @@ f16 with flash attention, f32 without), the output ids, and the float embeddings
 beside the token ids (``ggml_build_forward_select``: no node reads it, so it is never freed). Every size is a tensor
 shape of that graph; no constant is fitted.
 
+gpt-oss (``src/models/openai-moe.cpp``) adds a bias to Q, K and V (``build_qkv``); llama.cpp's buffer is what the
+graph needs when each of those sums is a tensor of its own rather than the in-place reuse ``ggml_op_can_inplace``
+would allow an ADD (``Shape.qkv_bias``): measured, not located in ggml's source (the node log, ``GGML_SCHED_DEBUG=2``,
+run through this allocator with in-place sums gives one Q-sized tensor less than llama.cpp logs, and exactly its
+number without them). Its other differences (the experts' biases added in place, gate before up, the output rows
+taken after the last layer) change no allocation here.
+
 Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen3 with q/k norms, gemma3 with
-sliding-window layers, llama with experts; 36 rows): with flash attention within 2.5 % but one row; without it
-about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under the scores than here).
-The row that misses: gemma3 at 128 tokens with flash attention, 10.4 % high, where the logits are the peak and
-gemma3's own node order (post-attention norm before the output rows) places them lower than this llama order does.
+sliding-window layers, llama with experts, gpt-oss; 45 rows): with flash attention within 0.3 %, gpt-oss within
+0.3 % with and without it; the others without it about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under
+the scores than here). gemma's own layer (norms after
+attention and FFN, the scaled embeddings) adds only in-place nodes (RMS_NORM, MUL, SCALE, ADD on a sole consumer;
+``src/models/gemma3.cpp:95-190``), which change no allocation, so it runs through this same graph.
 A device other than the first gets its input (the residual stream) as a copy in its own buffer, as
 ``ggml_backend_sched`` copies split inputs; MoE models' leading dense layers are taken as MoE layers.
 """
@@ -142,20 +154,53 @@ class Shape:
     n_expert_used: int = 0
     d_expert: int = 0
     n_shared_ff: int = 0  # the shared experts' width (qwen2moe, deepseek), 0: none
+    qkv_bias: bool = False  # Q, K and V get a bias (gpt-oss): each sum a tensor of its own, measured
 
 
-def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, mask: str, x: str, kind: str) -> list[Op]:
+@dataclass(frozen=True)
+class Reserve:
+    """What the graph depends on beside the model: the cache layout and its rotations."""
+
+    iswa: bool = False  # a sliding-window model: llama_kv_cache_iswa, build_attn's iswa node order
+    rot_k: int = 0  # side of the K rotation matrix (quantized K cache), 0: none
+    rot_v: int = 0  # side of the V rotation matrix (quantized V cache), 0: none
+
+
+def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, r: Reserve) -> list[Op]:
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     ops = [Op(f"norm{i}", s.hidden * t * F32, (x,), inplace=True),
-           Op(f"Q{i}", q * t * F32, (f"norm{i}",)), Op(f"V{i}", kv * t * F32, (f"norm{i}",)),
-           Op(f"K{i}", kv * t * F32, (f"norm{i}",)),
-           Op(f"setk{i}", 0, (f"K{i}", f"kidx_{kind}")), Op(f"setv{i}", 0, (f"V{i}", f"vidx_{kind}"))]
+           Op(f"Q{i}", q * t * F32, (f"norm{i}",))]
+    qn = f"Q{i}"
+    k_ops = [Op(f"K{i}", kv * t * F32, (f"norm{i}",))]
+    v_ops = [Op(f"V{i}", kv * t * F32, (f"norm{i}",))]
+    kn, vn = f"K{i}", f"V{i}"
+    if s.qkv_bias:
+        ops.append(Op(f"Qb{i}", q * t * F32, (qn,)))
+        k_ops.append(Op(f"Kb{i}", kv * t * F32, (kn,)))
+        v_ops.append(Op(f"Vb{i}", kv * t * F32, (vn,)))
+        qn, kn, vn = f"Qb{i}", f"Kb{i}", f"Vb{i}"
+    if r.rot_k:  # llama_mul_mat_hadamard: Q and K times the rotation matrix, each a new tensor
+        ops.append(Op(f"Qrot{i}", q * t * F32, (qn, f"krot_{kind}")))
+        k_ops.append(Op(f"Krot{i}", kv * t * F32, (kn, f"krot_{kind}")))
+        qn, kn = f"Qrot{i}", f"Krot{i}"
+    if r.rot_v:
+        v_ops.append(Op(f"Vrot{i}", kv * t * F32, (vn, f"vrot_{kind}")))
+        vn = f"Vrot{i}"
+    # build_attn expands Q, V, K (llama-graph.cpp:2895-2897); the iswa variant Q, K, V (3147-3154)
+    ops += k_ops + v_ops if r.iswa else v_ops + k_ops
+    ops += [Op(f"setk{i}", 0, (kn, f"kidx_{kind}")), Op(f"setv{i}", 0, (vn, f"vidx_{kind}"))]
+    mask = f"mask_{kind}"
     if flash:
-        ops.append(Op(f"kqv_out{i}", q * t * F32, (f"Q{i}", mask)))
+        ops.append(Op(f"kqv{i}", q * t * F32, (qn, mask)))
     else:
-        ops += [Op(f"kq{i}", n_kv * t * s.heads * F32, (f"Q{i}",)),
+        ops += [Op(f"kq{i}", n_kv * t * s.heads * F32, (qn,)),
                 Op(f"softmax{i}", n_kv * t * s.heads * F32, (f"kq{i}", mask), inplace=True),
-                Op(f"kqv{i}", q * t * F32, (f"softmax{i}",)), Op(f"kqv_out{i}", q * t * F32, (f"kqv{i}",))]
+                Op(f"kqv_raw{i}", q * t * F32, (f"softmax{i}",)), Op(f"kqv{i}", q * t * F32, (f"kqv_raw{i}",))]
+    out = f"kqv{i}"
+    if r.rot_v:  # the attention output rotated back before the output projection
+        ops.append(Op(f"kqv_rot{i}", q * t * F32, (out, f"vrot_{kind}")))
+        out = f"kqv_rot{i}"
+    ops.append(Op(f"attn_out{i}", s.hidden * t * F32, (out,)))
     return ops
 
 
@@ -186,15 +231,15 @@ def _ffn(i: int, s: Shape, t: int, src: str) -> tuple[list[Op], str]:
     return ops, out
 
 
-def _layer(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, last: bool) -> tuple[list[Op], str]:
+def _layer(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, last: bool,
+           r: Reserve) -> tuple[list[Op], str]:
     """One decoder layer from input ``x``; returns its ops and the name of its output."""
-    ops = _attention(i, s, t, n_kv, flash, f"mask_{kind}", x, kind)
-    ops.append(Op(f"attn_out{i}", s.hidden * t * F32, (f"kqv_out{i}",)))
-    a, r = f"attn_out{i}", x
+    ops = _attention(i, s, t, n_kv, flash, kind, x, r)
+    a, res = f"attn_out{i}", x
     if last:  # llama.cpp keeps the output rows (here all of them) of the last layer
         ops += [Op(f"rows_a{i}", s.hidden * t * F32, (a, "out_ids")), Op(f"rows_x{i}", s.hidden * t * F32, (x, "out_ids"))]
-        a, r = f"rows_a{i}", f"rows_x{i}"
-    ops.append(Op(f"ffn_inp{i}", s.hidden * t * F32, (a, r), inplace=True))
+        a, res = f"rows_a{i}", f"rows_x{i}"
+    ops.append(Op(f"ffn_inp{i}", s.hidden * t * F32, (a, res), inplace=True))
     ffn, out = _ffn(i, s, t, f"ffn_inp{i}")
     ops += ffn
     ops.append(Op(f"l_out{i}", s.hidden * t * F32, (out, f"ffn_inp{i}"), inplace=True))
@@ -202,7 +247,7 @@ def _layer(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, 
 
 
 def device_graph(s: Shape, t: int, kinds: tuple[str, ...], n_kv: dict[str, int], flash: bool, *, first: bool,
-                 last_layer: bool, output: bool) -> list[Op]:
+                 last_layer: bool, output: bool, reserve: Reserve = Reserve()) -> list[Op]:
     """The ops one device runs: token rows if ``first``, the layers of ``kinds`` (in order), the logits if ``output``.
 
     A device that does not start the graph gets the previous device's residual stream as an input copy, as
@@ -219,6 +264,10 @@ def device_graph(s: Shape, t: int, kinds: tuple[str, ...], n_kv: dict[str, int],
     if kinds:
         ops.append(Op("inp_pos", t * I32, is_input=True))
     for kind in dict.fromkeys(kinds):
+        if reserve.rot_k:
+            ops.append(Op(f"krot_{kind}", reserve.rot_k**2 * F32, is_input=True))
+        if reserve.rot_v:
+            ops.append(Op(f"vrot_{kind}", reserve.rot_v**2 * F32, is_input=True))
         ops += [Op(f"kidx_{kind}", t * I64, is_input=True),
                 Op(f"vidx_{kind}", t * I64 * (1 if flash else s.kv_heads * s.head_dim), is_input=True),
                 Op(f"mask_{kind}", n_kv[kind] * t * (F16 if flash else F32), is_input=True)]
@@ -229,7 +278,7 @@ def device_graph(s: Shape, t: int, kinds: tuple[str, ...], n_kv: dict[str, int],
         ops.append(Op("embd", s.hidden * t * F32, ("inp_tokens",)))
         x = "embd"
     for j, kind in enumerate(kinds):
-        layer, x = _layer(j, s, t, n_kv[kind], flash, kind, x, last_layer and j == len(kinds) - 1)
+        layer, x = _layer(j, s, t, n_kv[kind], flash, kind, x, last_layer and j == len(kinds) - 1, reserve)
         ops += layer
     if output:
         ops += [Op("result_norm", s.hidden * t * F32, (x,), inplace=True, output=True),
@@ -239,7 +288,9 @@ def device_graph(s: Shape, t: int, kinds: tuple[str, ...], n_kv: dict[str, int],
 
 @lru_cache(maxsize=4096)
 def compute_buffer(s: Shape, t: int, kinds: tuple[str, ...], n_kv: tuple[tuple[str, int], ...], flash: bool,
-                   first: bool, last_layer: bool, output: bool, alignment: int = 32) -> int:
+                   first: bool, last_layer: bool, output: bool, alignment: int = 32,
+                   reserve: Reserve = Reserve()) -> int:
     """One device's compute buffer in bytes (see the module docstring)."""
-    ops = device_graph(s, t, kinds, dict(n_kv), flash, first=first, last_layer=last_layer, output=output)
+    ops = device_graph(s, t, kinds, dict(n_kv), flash, first=first, last_layer=last_layer, output=output,
+                       reserve=reserve)
     return high_water(ops, alignment) if ops else 0

@@ -31,7 +31,7 @@ vendors (its CHANGELOG; the sdist's vendor/llama.cpp is that tree; ggml reports 
 
 The rules were checked against that llama.cpp: ``benchmarks/llamacpp_buffers.py`` writes
 ``tests/data/llamacpp_buffers.json``, read by ``tests/test_llamacpp_engine.py`` (model and KV buffers exact, the
-compute buffer within 10 % but one row, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
+compute buffer within 4 %, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
 caching allocator, NCCL or cuBLAS workspace of the kind ``torch`` counts.
 
 Devices are ``cpu``, ``cuda:0`` … ; ``--tp N`` (or the length of ``--tensor-split``) is the number of GPUs. The
@@ -55,7 +55,7 @@ from ..networks.gguf_tensors import gguf_options, gguf_tensors
 from ..networks.stored import weight_bytes
 from .flag_table import TABLES
 from .flags import EngineFlagError, Flag
-from .ggml_graph import Shape, compute_buffer
+from .ggml_graph import Reserve, Shape, compute_buffer
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
 
@@ -316,6 +316,7 @@ def _compute(devs: dict[str, Device], layer_dev: list[str], sliding: list[bool],
     n_tokens = min(s.n_ctx, s.n_ubatch)
     streams = 1 if s.unified else s.n_seq
     n_kv = (("full", _kv_cells(s, False, n_swa) // streams), ("swa", _kv_cells(s, True, n_swa) // streams))
+    reserve = Reserve(any(sliding), rotation(s.type_k, shape.head_dim, k=True), rotation(s.type_v, shape.head_dim))
     for dev in devs.values():
         kinds = tuple("swa" if sliding[il] else "full" for il in dev.layers)
         first = dev.name == "cpu"  # the input layer (token_embd) is always on the CPU
@@ -324,7 +325,28 @@ def _compute(devs: dict[str, Device], layer_dev: list[str], sliding: list[bool],
             continue
         alignment = 32 if dev.name == "cpu" else 128  # TENSOR_ALIGNMENT; the CUDA buffer type's alignment
         dev.compute = compute_buffer(shape, n_tokens, kinds, n_kv, s.flash_attn, first, (n_layer - 1) in dev.layers,
-                                     output, alignment)
+                                     output, alignment, reserve)
+
+
+# llama_kv_cache (src/llama-kv-cache.cpp:321-338, build_input_k_rot/v_rot 1447-1480 at 0c1e57098): a quantized
+# cache whose head size is a multiple of 64 stores K (V) rotated by a Hadamard matrix, an f32 graph input; K's side
+# is the largest power of two (from 64) dividing the head size, V's is 64
+UNQUANTIZED_CACHE = ("f32", "f16", "bf16")
+
+
+def rotation(cache_type: str, head_dim: int, *, k: bool = False) -> int:
+    """The side of the rotation matrix llama.cpp applies to a ``cache_type`` cache (0: none)."""
+    if cache_type in UNQUANTIZED_CACHE or head_dim % 64:
+        return 0
+    side = 64
+    while k and head_dim % (side * 2) == 0:
+        side *= 2
+    return side
+
+
+# the architectures whose Q, K and V projections get a bias in llama.cpp's graph (build_qkv's ggml_add, src/models/
+# openai-moe.cpp:92 at 0c1e57098) and whose buffer was measured with it (tests/data/llamacpp_buffers.json: gpt-oss)
+QKV_BIAS = ("gpt_oss",)
 
 
 def graph_shape(net) -> Shape:
@@ -333,7 +355,7 @@ def graph_shape(net) -> Shape:
     shared = int(num.get("n_shared", 0)) * int(num.get("d_shared") or num.get("d_exp") or num.get("d_ff", 0))
     return Shape(num["H"], num.get("a", 1), int(net.value(net.kv_heads)), int(net.value(net.head_dim)),
                  num.get("d_ff", 0), num.get("V", 0), num.get("n_exp", 0), num.get("k_exp", 0),
-                 num.get("d_exp", num.get("d_ff", 0)), shared)
+                 num.get("d_exp", num.get("d_ff", 0)), shared, net.model_type in QKV_BIAS)
 
 
 def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list[str]) -> ServePlan:

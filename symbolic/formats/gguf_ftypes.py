@@ -270,7 +270,7 @@ def typed_tensors(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_
                   **options: bool) -> list[tuple[str, tuple[int, ...], str, int]]:
     """Each tensor of a model quantized to ``ftype``: (GGUF name, shape with ne0 first, ggml type, bytes).
 
-    1-D tensors keep F32 and other unquantized tensors F16, as convert_hf_to_gguf writes an F16 input file.
+    1-D tensors and biases keep F32 and other unquantized tensors F16, as convert_hf_to_gguf writes an F16 input file.
     ``options`` are tensor_type's ``imatrix`` and ``llama_70b``.
     """
     tensors = list(tensors)
@@ -281,7 +281,9 @@ def typed_tensors(ftype: str, tensors: Iterable[tuple[str, tuple[int, ...]]], n_
     out = []
     for name, shape in tensors:
         m = _LAYER.match(name)
-        if len(shape) < 2:  # tensor_allows_quantization: only 2-D and 3-D tensors
+        if len(shape) < 2 or not name.endswith("weight"):
+            # tensor_allows_quantization (llama-quant.cpp:287-297): only 2-D and 3-D tensors named *weight; gpt-oss's
+            # 2-D expert biases keep the F32 they are written in (measured: tests/data/llamacpp_buffers.json)
             type_name = "F32"
         else:
             type_name = tensor_type(ftype, name, int(m.group(1)) if m else 0, n_layers, shape[0], n_expert, n_gqa,
