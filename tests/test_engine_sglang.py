@@ -6,6 +6,7 @@ published SGLang startup logs, each cited where it is used."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from helpers import run
@@ -18,6 +19,7 @@ from symbolic.networks.network import load
 from symbolic.networks.stored import stored_weights
 
 GIB = 2**30
+DATA = Path(__file__).parent / "data"
 MIB = 2**20
 
 
@@ -177,3 +179,20 @@ def test_fp8_cache_halves_the_cell():
     assert plan.log_lines[0].startswith("KV Cache is allocated. dtype: torch.float8_e4m3fn")
     assert math.isclose(plan.kv_cache_tokens / serve("llama-3-8b", engine="sglang", gpu="h100-80gb").kv_cache_tokens,
                         2, rel_tol=1e-5)
+
+
+def test_end_to_end_against_a_published_startup_on_four_h100s():
+    # vllm-project/vllm#21348 (2025-07-22): SGLang serving Qwen3-235B-A22B-FP8 with --tp 4 --mem-fraction-static 0.93
+    # on 4 × H100 logs "KV Cache is allocated. #tokens: 367404, K size: 8.23 GB, V size: 8.23 GB". End to end
+    # (weights as stored, pre-load memory, the fraction, the cell) the plan says more tokens: SGLang measures its
+    # pre-load memory after NCCL and its custom all-reduce buffers start at tp 4, which the plan does not model
+    # (it takes the GPU less the CUDA context), and the log predates 0.5.23. The gap is stated here and in
+    # docs/serving.md; the K-size line itself is exact (test_kv_log_line_k_size_against_published_logs).
+    plan = serve(str(DATA / "qwen3-235b-a22b-fp8.json"), engine="sglang", gpu="h100-80gb", tp=4,
+                 mem_fraction_static=0.93)
+    published = 367404
+    error = plan.kv_cache_tokens / published - 1
+    assert plan.figures["cell_bytes"] == 1 * 2 * 128 * 94 * 2  # 4 KV heads over tp 4, K and V, 94 layers, bf16
+    assert 0.10 < error < 0.16, f"{error:+.1%}"  # +13.3 % at this commit: the missing tp-4 start-up memory
+    missing = (plan.kv_cache_tokens - published) * plan.figures["cell_bytes"]
+    assert 2.0 * GIB < missing < 2.5 * GIB  # what SGLang had less free than the plan assumes, per GPU
