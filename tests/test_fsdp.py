@@ -116,6 +116,27 @@ def test_fp8_keeps_bf16_mixed_model_states_and_adds_only_transient_casts() -> No
     assert rowwise["fp8_casts"] > fp8.terms()["fp8_casts"]  # one fp32 scale per row
 
 
+def test_fsdp_within_pipeline_stages_keeps_the_stage_unsharded_and_accumulates_its_gradients() -> None:
+    """torchtitan's 3D layout: PyTorch's stage syncs gradients at the last micro-batch only (fsdp.py's terms)."""
+    plan = planning.plan("llama-3-8b", dp=4, pp=4, fsdp=True, microbatches=8)
+    terms = plan.terms()
+    stage = terms["gradients"] * 4  # the sharded fp32 gradients of the stage's parameters, × N_s
+    assert terms["fsdp_accumulated_grads"] == pytest.approx(stage, rel=1e-12)  # fp32 reduce_dtype, whole
+    assert terms["weights"] == terms["gradients"]  # the stage's fp32 parameters ÷ N_s
+    per_block = planning.plan("llama-3-8b", dp=4, fsdp=True, reshard_after_forward=False).terms()
+    assert terms["fsdp_unsharded_layers"] == pytest.approx(per_block["fsdp_unsharded_layers"] / 4)  # 8 of 32 blocks
+    refused = planning.plan("llama-3-8b", dp=4, pp=4, zero=1, microbatches=8).terms()
+    assert "fsdp_accumulated_grads" not in refused
+
+
+def test_fsdp_with_tp_shards_the_tp_shards() -> None:
+    """FSDP2 over a tensor-parallel model: each rank's DTensor shard is sharded again over N_s."""
+    terms = planning.plan("llama-3-8b", dp=4, tp=2, fsdp=True).terms()
+    whole = planning.plan("llama-3-8b", dp=4, fsdp=True).terms()
+    assert terms["weights"] == pytest.approx(whole["weights"] / 2, rel=1e-3)  # ÷ t (norms too: Megatron's count)
+    assert terms["fsdp_unsharded_layers"] == pytest.approx(whole["fsdp_unsharded_layers"] / 2)
+
+
 @pytest.mark.parametrize(("options", "words"), [
     ({"fp8_recipe": "rowwise"}, "precision fp8"),
     ({"precision": "fp8", "fp8_all_gather": True}, "--fsdp"),

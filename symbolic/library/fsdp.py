@@ -130,3 +130,13 @@ def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidd
 def _scales(recipe: str, rows: sympy.Expr, cols: sympy.Expr) -> sympy.Expr:
     """fp32 scales of one activation cast and one weight cast: two per tensor, or one per row."""
     return 2 * SCALE_BYTES if recipe == "tensorwise" else SCALE_BYTES * (rows + cols)
+
+
+def accumulated_grads_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:
+    """Under pipeline parallelism: a stage's gradients, unsharded, accumulated over its micro-batches."""
+    return Term("fsdp_accumulated_grads", f"FSDP2 unsharded gradients accumulated over the micro-batches ({dtype}): "
+                "every parameter of this rank's stages", nbytes * params, "bytes", SRC,
+                "FSDPParam.to_accumulated_grad_if_needed, _PipelineStageBase.backward_maybe_with_nosync",
+                "PyTorch's pipeline stage turns gradient sync off for every micro-batch but the last, so FSDP2 "
+                "keeps each block unsharded (reshard_after_backward False) and its gradient unsharded, cast to "
+                "reduce_dtype and accumulated, until the last micro-batch's backward reduce-scatters it.")

@@ -525,7 +525,9 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         backward += grads
     if r.optimizer_in_backward:
         optimizer = _step_in_backward(model, r, tp_s)
-    for extra in (_fsdp_phase_terms(model, r, tp_s), _fp8_terms(model, r, tp_s)):
+    if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
+        definitions = {**definitions, N: model.params}
+    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage), _fp8_terms(model, r, tp_s)):
         forward += extra[0]
         backward += extra[1]
     if r.cp > 1:  # every token-sized term at the rank's shard, then the ring's own buffers
@@ -593,18 +595,16 @@ def _fsdp_states(r: Regime, states: list[Term], params: sympy.Expr) -> list[Term
     return [fsdp.sharded_params_term(params, nbytes, kept), fsdp.sharded_grads_term(params, nbytes, kept), *optimizer]
 
 
-def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
+def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
+                      params: sympy.Expr, stage: Stage | None) -> tuple[list[Term], list[Term]]:
     """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers."""
     if not r.fsdp:
         return [], []
+    if r.pp > 1:
+        return _fsdp_stage_terms(model, r, tp_s, pp_s, params, stage)
     param_bytes = int(formats.nbytes(r.fsdp_param_dtype))
     layer = (N - model.first_stage - model.head) / (L * tp_s)
-    if r.fp8_all_gather:  # the linear weights travel and stay unsharded in float8 (1 byte), the rest in param_dtype
-        linear = sympy.Add(*(rows * cols * n for _, rows, cols, n in model.matrices if L in n.free_symbols)) / (L * tp_s)
-        layer_bytes = linear + param_bytes * (layer - linear)
-        what = f"linear weights fp8, the rest {r.fsdp_param_dtype}"
-    else:
-        layer_bytes, what = param_bytes * layer, r.fsdp_param_dtype
+    layer_bytes, what = _fsdp_block_bytes(model, r, tp_s, layer)
     blocks = fsdp.unsharded_layers_term(1 + fsdp.PREFETCH if r.reshard_after_forward else L, layer_bytes,
                                         r.reshard_after_forward, what)
     root = fsdp.root_term((model.first_stage + model.head) / tp_s, param_bytes, r.fsdp_param_dtype)
@@ -612,6 +612,33 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> t
     buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, int(formats.nbytes(r.fsdp_reduce_dtype)),
                                          r.fsdp_reduce_dtype)
     return [blocks, root], [blocks, root, buffers]
+
+
+def _fsdp_block_bytes(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
+                      layer: sympy.Expr) -> tuple[sympy.Expr, str]:
+    """(bytes, dtype text) of one block all-gathered: param_dtype, or its linear weights in float8 (1 byte)."""
+    param_bytes = int(formats.nbytes(r.fsdp_param_dtype))
+    if not r.fp8_all_gather:
+        return param_bytes * layer, r.fsdp_param_dtype
+    linear = sympy.Add(*(rows * cols * n for _, rows, cols, n in model.matrices if L in n.free_symbols)) / (L * tp_s)
+    return linear + param_bytes * (layer - linear), f"linear weights fp8, the rest {r.fsdp_param_dtype}"
+
+
+def _fsdp_stage_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
+                      params: sympy.Expr, stage: Stage | None) -> tuple[list[Term], list[Term]]:
+    """FSDP2 within a pipeline stage (torchtitan's 3D layout): every block and the stage's root stay unsharded and
+    the stage's gradients accumulate unsharded until the last micro-batch (``fsdp.accumulated_grads_term``)."""
+    param_bytes, reduce_bytes = int(formats.nbytes(r.fsdp_param_dtype)), int(formats.nbytes(r.fsdp_reduce_dtype))
+    layer = (N - model.first_stage - model.head) / (L * tp_s)
+    layers = stage.own_layers if stage is not None else L / pp_s
+    layer_bytes, what = _fsdp_block_bytes(model, r, tp_s, layer)
+    blocks = fsdp.unsharded_layers_term(layers, layer_bytes, False, what)
+    embeddings, head = (stage.embeddings, stage.head) if stage is not None else (True, False)
+    root_params = (model.first_stage if embeddings else 0) + (model.head if head else 0)
+    root = [fsdp.root_term(root_params / tp_s, param_bytes, r.fsdp_param_dtype)] if root_params != 0 else []
+    accumulated = fsdp.accumulated_grads_term(params, reduce_bytes, r.fsdp_reduce_dtype)
+    buffers = fsdp.backward_buffers_term(layer, root_params / tp_s, param_bytes, reduce_bytes, r.fsdp_reduce_dtype)
+    return [blocks, *root, accumulated], [blocks, *root, accumulated, buffers]
 
 
 def _per_rank(terms: list[Term]) -> list[Term]:

@@ -502,8 +502,7 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
     if not fsdp:
         return out
     refused = [what for what, on in (("--zero (FSDP2 is the sharding)", zero), ("--offload", offload),
-                                     (f"pipeline parallelism (pp {pp})", pp > 1), ("activations pytorch", pytorch),
-                                     ("LoRA", lora)) if on]
+                                     ("activations pytorch", pytorch), ("LoRA", lora)) if on]
     if refused:
         raise PlanOptionError(f"--fsdp is not modelled with {', '.join(refused)}")
     if dp % hsdp:
@@ -512,6 +511,11 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
         notes.append(f"fsdp: a shard group of one rank (dp {dp}, hsdp {hsdp}) shards nothing")
     if "grads" in given:
         notes.append("fsdp: gradients are sharded in the sharded parameters' dtype; --grads changes nothing")
+    if pp > 1:
+        notes.append("fsdp with pp: each stage's blocks stay unsharded and their gradients accumulate unsharded in "
+                     "reduce_dtype until the last micro-batch's backward (PyTorch's pipeline stage syncs only then; "
+                     "torchtitan sets reshard_after_forward False under pp), so reshard_after_forward changes "
+                     "nothing")
     return out
 
 

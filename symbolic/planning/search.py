@@ -17,9 +17,9 @@ total for the same flags. Step time is float64.
 Search space and its limits (stated): tp divides the attention heads and the key/value heads
 and stays within one node (gpus_per_node); pp divides the layers; ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
-stages) only with dp > 1, pp 1 and tp 1, unless a ZeRO stage, offload, LoRA, experts or activations
-pytorch rule it out (``regime`` refuses those with it); recompute none, full and, with flash on a
-dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
+stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
+LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none,
+full and, with flash on a dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
 flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Options given by
@@ -140,8 +140,8 @@ def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
 
 def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None) -> tuple[tuple[int, bool], ...]:
     """(ZeRO stage, FSDP2) pairs searched for one split; ``fsdp`` None: FSDP2 beside the stages where it applies
-    (dp > 1, pp 1, tp 1: with tp > 1 the FSDP2 plan's peak keeps the symbol N, which the search cannot compile)."""
-    sharded = dp > 1 and pp == 1 and tp == 1
+    (dp > 1: FSDP2 shards each rank's tensor-parallel shard and, under pp, each stage's blocks, as torchtitan)."""
+    sharded = dp > 1
     if fsdp:
         return ((0, True),) if sharded else ()
     zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
