@@ -291,6 +291,8 @@ W_dp = declare("W_dp", r"W_{\mathrm{dp}}", "link bandwidth per GPU and direction
                "bytes/s", integer=False)
 W_pp = declare("W_pp", r"W_{\mathrm{pp}}", "link bandwidth per GPU and direction between pipeline stages",
                "bytes/s", integer=False)
+W_cp = declare("W_cp", r"W_{\mathrm{cp}}", "link bandwidth per GPU and direction in the context-parallel group",
+               "bytes/s", integer=False)
 t_step = declare("t_step", r"t_{\mathrm{step}}", "seconds per optimizer step", "seconds", integer=False)
 t_train = declare("t_train", r"t_{\mathrm{train}}", "seconds to train on T tokens", "seconds", integer=False)
 c_gpu = declare("c_gpu", r"c_{\mathrm{gpu}}", "price of one GPU-hour (USD)", "usd", integer=False)

@@ -14,7 +14,13 @@ A training step (``step_terms``) is the sum of
   gradients), with ZeRO 1/2 a reduce-scatter of the gradients and an all-gather of the updated
   weights ((n_d − 1)/n_d each), with ZeRO-3 also the weights gathered in the forward and the
   backward of every micro-batch (Rajbhandari et al. 2020 §7);
-- ``pp_comm``: each stage sends one activation and one gradient of B·S·H per micro-batch.
+- ``pp_comm``: each stage sends one activation and one gradient of B·S·H per micro-batch;
+- ``cp_comm`` (context parallelism, ``cp_width`` given): each rank computes S/c_p tokens of every
+  sequence, so the FLOPs and the tensor-parallel traffic above are at S/c_p, the gradients are reduced
+  over the n_d·c_p ranks FSDP shards over (torchtitan's dp_shard_cp mesh), and every layer's ring
+  attention (PyTorch's ``_templated_ring_attention`` with the all-gather rotater) receives the other
+  c_p − 1 ranks' K and V blocks in the forward, again in the backward (and in the recomputed forward
+  under full recompute), and passes the fp32 dK and dV on c_p − 1 times in the backward.
 
 Assumptions, stated: no communication overlaps computation (an upper bound on the step; Megatron
 and DeepSpeed hide much of the data-parallel traffic behind the backward pass), every link runs
@@ -41,12 +47,14 @@ from ..core.symbols import (
     N,
     P_gpu,
     S,
+    W_cp,
     W_dp,
     W_hbm,
     W_pp,
     W_tp,
     X,
     c_gpu,
+    c_p,
     mfu,
     n_d,
     n_gpu,
@@ -85,14 +93,16 @@ def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", not
 
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
-               flops_per_token: sympy.Expr = F_tok) -> list[Term]:
+               flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
     planner defines as N or N_gpu); ``state_bytes`` the model-state bytes per parameter the optimizer
-    reads and writes; element sizes are numbers chosen by the training regime.
+    reads and writes; element sizes are numbers chosen by the training regime. ``cp_width``: context
+    parallelism's K/V elements per token and rank (a·d_head/t, K and V repeated to every head), None without it.
     """
-    flop_time = flops_per_token * B * n_mb * S / (t * p * F_peak * mfu)
+    tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
+    flop_time = flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
     passes = 3 if recompute == "full" else 2
     shard = n_d if zero else 1
     traffic = (passes * n_mb * weight_bytes * params + 2 * state_bytes * params / shard) / W_hbm
@@ -104,12 +114,13 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                     "narayanan2021", "§2.2", "The step becomes (m + p − 1)/m × the ideal: a bubble of (p − 1)/(m + p − 1)."))
     per_layer = 6 if recompute == "full" else 4
     ring = 2 * (t - 1) / t
-    layer_bytes = act_bytes * B * S * H
+    layer_bytes = act_bytes * B * tokens * H
     terms.append(_s("tp_comm", f"tensor parallel: {per_layer} all-reduces of B·S·H per layer per micro-batch",
                     n_mb * (L / p) * per_layer * ring * layer_bytes / W_tp, "shoeybi2019", "§3",
                     "Ring all-reduce moves 2·(t − 1)/t of the buffer per GPU (Patarasuk & Yuan 2009); sequence "
                     "parallelism replaces each by a reduce-scatter and an all-gather of the same volume."))
-    frac = (n_d - 1) / n_d
+    ranks = n_d if cp_width is None else n_d * c_p  # FSDP reduces the gradients over dp × cp ranks
+    frac = (ranks - 1) / ranks
     if zero == 0:
         dp_bytes, how = 2 * frac * grad_bytes * params, "gradient all-reduce 2·(n_d − 1)/n_d"
     elif zero in (1, 2):
@@ -119,11 +130,25 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
         how = "ZeRO-3: reduce-scatter of gradients + weights gathered in every forward and backward"
     terms.append(_s("dp_comm", f"data parallel: {how}", dp_bytes / W_dp, "zero2020", "§7",
                     "Not overlapped with the backward pass (an upper bound)."))
-    sent = act_bytes * B * S * H / (t if sequence_parallel else 1)
+    sent = act_bytes * B * tokens * H / (t if sequence_parallel else 1)
     terms.append(_s("pp_comm", "pipeline: one activation and one gradient of B·S·H per micro-batch and stage",
                     sympy.Min(p - 1, 1, evaluate=False) * 2 * n_mb * v_pp * sent / W_pp, "narayanan2021", "§2.2",
                     "Zero without pipeline parallelism (min(p − 1, 1))."))
+    if cp_width is not None:
+        terms.append(_ring_term(cp_width, recompute, act_bytes))
     return terms
+
+
+def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int) -> Term:
+    """Ring attention's traffic per GPU: K/V all-gathered per forward and backward, fp32 dK/dV passed on c_p − 1 times."""
+    block = B * (S / c_p) * width  # one rank's K (or V) block, elements
+    gathers = 3 if recompute == "full" else 2  # forward, backward (and the recomputed forward)
+    per_layer = (c_p - 1) * (gathers * 2 * act_bytes + 2 * 4) * block
+    return _s("cp_comm", "context parallel: ring attention's K/V all-gathers and fp32 dK/dV per layer and micro-batch",
+              n_mb * (L / p) * per_layer / W_cp, "pytorch-context-parallel", "_templated_ring_attention",
+              f"Each rank receives the other c_p − 1 ranks' K and V blocks (B·S/c_p·a·d_head/t each, K/V repeated to "
+              f"every head) {gathers}× (all-gather rotater) and passes the fp32 dK/dV on c_p − 1 times; not "
+              "overlapped with attention (an upper bound).")
 
 
 def step_formula(key: str, title: str, terms: list[Term], definitions: dict | None = None,
@@ -133,9 +158,10 @@ def step_formula(key: str, title: str, terms: list[Term], definitions: dict | No
                    note=note)
 
 
-def achieved_step_term() -> Term:
+def achieved_step_term(cp: bool = False) -> Term:
     """A training step at an achieved rate X: the step's FLOPs per GPU / X, with every overhead inside X."""
-    return _s("compute", "FLOPs per GPU / X: tokens per step · F_tok / (n_gpu · X)", F_tok * B * n_mb * S / (t * p * X),
+    tokens = S / c_p if cp else S  # context parallelism: each rank computes S/c_p tokens of every sequence
+    return _s("compute", "FLOPs per GPU / X: tokens per step · F_tok / (n_gpu · X)", F_tok * B * n_mb * tokens / (t * p * X),
               "narayanan2021", "§5.1",
               "X is the end-to-end rate per GPU: communication, bubble and overheads are inside it.")
 

@@ -35,7 +35,7 @@ import sympy
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
-from ..core.symbols import B, F_step, L, N, N_gpu, S, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
+from ..core.symbols import B, F_step, L, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
 from ..library import flops as fl
 from ..library import precision as prec
 from ..library import timing as tm
@@ -372,9 +372,6 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 
     memory = memory_plan(model, "train", **options)
     r = memory.regime
-    if r.cp > 1:  # the ring's K/V all-gathers and dK/dV all-to-alls overlap attention: no time term for them yet
-        raise UserError(f"time does not model context parallelism (cp {r.cp}): the ring's communication is not "
-                        "counted; use memory --cp")
     if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
@@ -390,13 +387,15 @@ def _layout_options(gpus: int | None, options: dict[str, object]) -> dict[str, o
         return options
     gpus = gpu_count(gpus)
     tp, pp = int(options.get("tp", 1)), int(options.get("pp", 1))  # type: ignore[call-overload]
+    cp = int(options.get("cp", 1))  # type: ignore[call-overload]
     if "dp" in options:
-        if int(options["dp"]) * tp * pp != gpus:  # type: ignore[call-overload]
-            raise UserError(f"gpus {gpus} ≠ dp {options['dp']} × tp {tp} × pp {pp}; give gpus or dp, or make them agree")
+        if int(options["dp"]) * tp * pp * cp != gpus:  # type: ignore[call-overload]
+            raise UserError(f"gpus {gpus} ≠ dp {options['dp']} × tp {tp} × pp {pp} × cp {cp}; give gpus or dp, or "
+                            "make them agree")
         return options
-    if gpus % (tp * pp):
-        raise UserError(f"gpus {gpus} is not a multiple of tp × pp = {tp * pp}")
-    return {**options, "dp": gpus // (tp * pp)}
+    if gpus % (tp * pp * cp):
+        raise UserError(f"gpus {gpus} is not a multiple of tp × pp × cp = {tp * pp * cp}")
+    return {**options, "dp": gpus // (tp * pp * cp)}
 
 
 def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
@@ -405,7 +404,7 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
     defs = {fl.F_tok: fl_.train}
     if how == "achieved":
         return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per step of {memory.model.name} "
-                               "at an achieved rate", [tm.achieved_step_term()], definitions=defs)
+                               "at an achieved rate", [tm.achieved_step_term(r.cp > 1)], definitions=defs)
     held = N_gpu if N_gpu in memory.formula.definitions else N
     defs[tm.P_gpu] = memory.formula.definitions[held]
     pr = prec.get(r.precision)
@@ -413,7 +412,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
     terms = tm.step_terms(params=tm.P_gpu, zero=r.zero, recompute=r.recompute, sequence_parallel=r.sequence_parallel,
                           act_bytes=pr.activation_bytes, weight_bytes=pr.weight_bytes,
                           grad_bytes=pr.grad_bytes(r.grads),
-                          state_bytes=states if states is not None else sympy.Integer(16))
+                          state_bytes=states if states is not None else sympy.Integer(16),
+                          cp_width=a * memory.model.head_dim / t if r.cp > 1 else None)
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
@@ -425,13 +425,17 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
     values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": r.seq, "n_d": r.dp,
                                  "t": r.tp, "p": r.pp, "n_mb": r.microbatches, "v_pp": r.interleave,
                                  "n_gpu": r.gpus}
+    if r.cp > 1:
+        values["c_p"] = r.cp
     if how == "achieved":
         values["X"] = rate
         return values
     dtype = train_rate(r.precision, compute)
     values.update(F_peak=gpu.peak_flops(dtype), mfu=rate, W_hbm=_rate(gpu.hbm_bandwidth, gpu, "HBM bandwidth"),
-                  W_tp=link(gpu, r.tp, "tensor-parallel"), W_dp=link(gpu, r.tp * r.dp, "data-parallel"),
+                  W_tp=link(gpu, r.tp, "tensor-parallel"), W_dp=link(gpu, r.tp * r.cp * r.dp, "data-parallel"),
                   W_pp=link(gpu, r.gpus if r.pp > 1 else 1, "pipeline"))
+    if r.cp > 1:  # torchtitan's mesh: tp innermost, then cp (its ring spans t·c_p consecutive GPUs)
+        values["W_cp"] = link(gpu, r.tp * r.cp, "context-parallel")
     return values
 
 
