@@ -75,10 +75,26 @@ def test_refused_with_pipeline_parallelism() -> None:
         planning.plan("llama-3-8b", cp=2, pp=2, fsdp=True)
 
 
-def test_time_refuses_cp_in_one_line(capsys: pytest.CaptureFixture) -> None:
-    code = main(["time", "llama-3-8b", "--gpu", "h100-80gb", "--mfu", "0.4", "--fsdp", "--cp", "2", "--dp", "4"])
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "context parallelism" in err
+def _step_terms(**options: object) -> dict[str, float]:
+    from symbolic.planning import time as ptime
+
+    result = ptime.time_plan("llama-3-8b", "h100-80gb", mfu=0.4, fsdp=True, recompute="full", seq=131072, **options)
+    step = result.formulas["step_seconds"]
+    return {term.key: float(value) for term, value in step.evaluate(step.restrict(result.values)).terms}
+
+
+def test_time_counts_the_ring_and_the_rank_s_share_of_the_flops() -> None:
+    """cp 8: each rank computes S/8 tokens (compute = cp 1's / 8 at the same F_tok) and the ring's traffic is
+    counted by hand from _templated_ring_attention: 7 other ranks' bf16 K and V received in the forward, the
+    recomputed forward and the backward, and fp32 dK, dV passed on 7 times, per layer, over NVLink."""
+    from symbolic import catalogs
+
+    cp8, cp1 = _step_terms(cp=8, dp=1), _step_terms(dp=8)
+    assert cp8["compute"] == pytest.approx(cp1["compute"] / 8, rel=1e-12)
+    block = 1 * (131072 // 8) * 32 * 128  # one rank's K (or V) block, repeated to every head: B·S/c_p·a·d_head
+    ring = 32 * 7 * (3 * 2 * 2 + 2 * 4) * block  # L layers × (c_p − 1) × (3 gathers of bf16 K, V + fp32 dK, dV)
+    assert cp8["cp_comm"] == pytest.approx(ring / catalogs.get("h100-80gb").nvlink_bandwidth, rel=1e-12)
+    assert "cp_comm" not in cp1
 
 
 def test_memory_cli_lists_cp_and_counts_its_gpus(capsys: pytest.CaptureFixture) -> None:

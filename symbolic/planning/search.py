@@ -22,7 +22,13 @@ LoRA, experts or activations pytorch rule it out (``regime`` refuses those with 
 full and, with flash on a dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
 flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
-no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Options given by
+no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
+(``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
+or every layout that fits recomputes activations (long sequences, whose activations cp splits; searched
+before offload): then beside cp 1 every cp > 1 that divides a
+GPU count and whose 2·cp divides the sequence, with FSDP2 over the dp × cp ranks (the planner requires
+it), pp 1, flash and Korthikanti's activations (the planner refuses the rest); the GPUs are dp·tp·pp·cp
+and the step time counts the ring's K/V traffic (``library.timing``). Options given by
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
 ``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
 the layers, never from every number up to a GPU count.
@@ -56,7 +62,7 @@ MAX_MICRO_BATCH = 64
 # Sequences per optimizer step: published global batches are thousands of sequences, tens of
 # thousands at most (BERT with LAMB: 65,536); 2**24 leaves ample room and bounds the divisor walk.
 MAX_GLOBAL_BATCH = 2**24
-LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "zero", "fsdp", "recompute", "sequence_parallel", "micro_batch",
+LAYOUT_KEYS = ("gpus", "dp", "tp", "pp", "cp", "zero", "fsdp", "recompute", "sequence_parallel", "micro_batch",
                "grad_accum", "offload")
 _COMPILED: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
 
@@ -110,11 +116,12 @@ def global_batch_size(value: object) -> int:
 
 
 def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: int,
-            pins: Mapping[str, object]) -> list[tuple[int, int, int, int]]:
-    """(gpus, dp, tp, pp) with dp·tp·pp one of ``counts``, dp dividing the batch and pp the layers.
+            pins: Mapping[str, object], cps: tuple[int, ...] = (1,)) -> list[tuple[int, int, int, int, int]]:
+    """(gpus, dp, tp, pp, cp) with dp·tp·pp·cp one of ``counts``, dp dividing the batch and pp the layers (pp 1
+    with cp > 1: torchtitan's ring is not modelled under a pipeline).
 
     Walked from the divisors of the batch and of the layers (never every number up to a GPU count),
-    in the order of ``counts``, then tp, then pp.
+    in the order of ``counts``, then tp, then pp, then cp.
     """
     order: dict[int, int] = {}
     for i, n in enumerate(counts):
@@ -125,10 +132,11 @@ def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: in
             continue
         for tp in tps:
             for pp in divisors(layers):
-                n = dp * tp * pp
-                if n in order and pins.get("pp", pp) == pp:
-                    found.append((order[n], tp, pp, n, dp))
-    return [(n, dp, tp, pp) for _, tp, pp, n, dp in sorted(found)]
+                for cp in cps:
+                    n = dp * tp * pp * cp
+                    if n in order and pins.get("pp", pp) == pp and (cp == 1 or pp == 1):
+                        found.append((order[n], tp, pp, cp, n, dp))
+    return [(n, dp, tp, pp, cp) for _, tp, pp, cp, n, dp in sorted(found)]
 
 
 def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
@@ -138,9 +146,12 @@ def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
     return ("none", "ops", "full") if ops else ("none", "full")
 
 
-def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None) -> tuple[tuple[int, bool], ...]:
+def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None, cp: int = 1) -> tuple[tuple[int, bool], ...]:
     """(ZeRO stage, FSDP2) pairs searched for one split; ``fsdp`` None: FSDP2 beside the stages where it applies
-    (dp > 1: FSDP2 shards each rank's tensor-parallel shard and, under pp, each stage's blocks, as torchtitan)."""
+    (dp > 1: FSDP2 shards each rank's tensor-parallel shard and, under pp, each stage's blocks, as torchtitan);
+    with cp > 1 FSDP2 alone, over the dp × cp ranks (torchtitan applies it whenever cp > 1)."""
+    if cp > 1:
+        return () if fsdp is False else ((0, True),)
     sharded = dp > 1
     if fsdp:
         return ((0, True),) if sharded else ()
@@ -151,11 +162,11 @@ def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None) -> tuple[tuple[int,
 
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
                       pins: dict[str, object] | None = None, ops: bool = False,
-                      fsdp: bool | None = False) -> list[dict[str, object]]:
+                      fsdp: bool | None = False, cps: tuple[int, ...] = (1,)) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
     ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
-    stages, False the ZeRO stages alone.
+    stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried.
     """
     shape = load_shape(model)
     pins = dict(pins or {})
@@ -165,9 +176,9 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     splits = divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
-    for n, dp, tp, pp in _splits(counts, global_batch, tps, shape.layers, pins):
+    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, shape.layers, pins, cps):
         per_rank = global_batch // dp
-        for zero, sharded in _shardings(dp, tp, pp, fsdp):
+        for zero, sharded in _shardings(dp, tp, pp, fsdp, cp):
             if pins.get("zero", zero) != zero or (offload and zero == 0):
                 continue
             for recompute in recomputes:
@@ -179,7 +190,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                     m = per_rank // mb
                     if pins.get("microbatches", m) != m:
                         continue
-                    out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "zero": zero, "fsdp": sharded,
+                    out.append({"gpus": n, "dp": dp, "tp": tp, "pp": pp, "cp": cp, "zero": zero, "fsdp": sharded,
                                 "recompute": recompute,
                                 "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
                                 "micro_batch": mb, "grad_accum": m, "offload": offload})
@@ -190,17 +201,21 @@ def _structure(layout: dict[str, object]) -> tuple[object, ...]:
     tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
     # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage), and
     # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation); FSDP2's
-    # shard group n_s is a number of the plan (dp / hsdp), so each dp is a structure of its own
+    # shard group n_s is a number of the plan (dp / hsdp · cp), so each dp is a structure of its own, and so is each
+    # cp (c_p is a number of the plan and of the step time, not a layout symbol)
+    cp = layout.get("cp", 1)
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
             pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
-            pp == 1 and m > 1, dp if layout["fsdp"] else 0, _nccl(dp, tp, pp))  # type: ignore[arg-type, operator]
+            pp == 1 and m > 1, dp if layout["fsdp"] else 0, cp,  # type: ignore[operator]
+            _nccl(dp, tp, pp, cp))  # type: ignore[arg-type]
 
 
-def _nccl(dp: int, tp: int, pp: int) -> tuple[tuple[str, int], ...]:
+def _nccl(dp: int, tp: int, pp: int, cp: int = 1) -> tuple[tuple[str, int], ...]:
     """The NCCL buffers a layout's plan counts (a number per communicator, not a formula in t, p, n_d)."""
     from ..library import runtime
 
-    return tuple((group, runtime.nccl_bytes(n)) for group, n in runtime.communicators(dp * tp * pp, dp, tp, pp))
+    groups = runtime.communicators(dp * tp * pp * cp, dp, tp, pp)
+    return tuple((group, runtime.nccl_bytes(n)) for group, n in groups)
 
 
 def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> dict[str, object]:
@@ -211,6 +226,8 @@ def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> d
         opts["sequence_parallel"] = True
     if layout["fsdp"]:
         opts["fsdp"] = True
+    if layout.get("cp", 1) != 1:
+        opts["cp"] = layout["cp"]
     return opts
 
 
@@ -251,6 +268,7 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         groups.setdefault(_structure(layout), []).append(i)
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
              for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
+    every["cp"] = np.array([lay.get("cp", 1) for lay in layouts], dtype=np.int64)
     by_term: dict[int, tuple[CompiledFormula, list[list[int]]]] = {}
     skipped: list[str] = []
     invalid: list[int] = []
@@ -291,7 +309,7 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
 
 
 def _describe(layout: dict[str, object]) -> str:
-    text = ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "zero", "recompute"))
+    text = ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "cp", "zero", "recompute") if k in layout)
     return text + ", fsdp" if layout.get("fsdp") else text
 
 
@@ -305,7 +323,7 @@ class _Compiled:
     step_scalars: dict[str, float]
 
 
-LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "P_gpu")
+LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "W_cp", "P_gpu")
 _PARTS: BoundedMemo[tuple[object, ...], _Compiled] = BoundedMemo(4096)
 
 
@@ -385,15 +403,23 @@ def _links(gpu: GPU, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return np.array([ptime.link(gpu, int(s), what) for s in span], dtype=np.float64)
 
     spans_pp = np.where(cols["pp"] > 1, cols["gpus"], 1)
-    return {"W_tp": pick(cols["tp"], "tensor-parallel"), "W_dp": pick(cols["tp"] * cols["dp"], "data-parallel"),
-            "W_pp": pick(spans_pp, "pipeline")}
+    links = {"W_tp": pick(cols["tp"], "tensor-parallel"), "W_dp": pick(cols["tp"] * cols["cp"] * cols["dp"],
+                                                                       "data-parallel"),
+             "W_pp": pick(spans_pp, "pipeline")}
+    if (cols["cp"] > 1).any():  # torchtitan's mesh: tp innermost, then cp (the ring spans t·c_p GPUs)
+        links["W_cp"] = pick(cols["tp"] * cols["cp"], "context-parallel")
+    return links
 
 
 def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: int, gpus: int | None = None,
            max_gpus: int | None = None, tokens: int | None = None, mfu: float | None = None,
            achieved_tflops: float | None = None, price: float | None = None, objective: str = "time",
-           top: int | None = 10, compute: str | None = None, **options: object) -> SearchResult:
-    """The layouts that fit ``gpu`` (or a Budget of one), ranked by ``objective`` (time to train, or cost)."""
+           top: int | None = 10, compute: str | None = None, _cps: tuple[int, ...] | None = None,
+           **options: object) -> SearchResult:
+    """The layouts that fit ``gpu`` (or a Budget of one), ranked by ``objective`` (time to train, or cost).
+
+    ``_cps`` (internal): the context-parallel degrees of the second pass, when nothing fits without them.
+    """
     import time as clock
 
     import numpy as np
@@ -411,7 +437,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
     global_batch = global_batch_size(global_batch)
     how, rate = ptime._efficiency(mfu, achieved_tflops)
     options = {k: v for k, v in options.items() if v is not None}
-    layout_pins = ("dp", "tp", "pp", "zero", "recompute", "batch", "microbatches", "sequence_parallel")
+    layout_pins = ("dp", "tp", "pp", "cp", "zero", "recompute", "batch", "microbatches", "sequence_parallel")
     pins = {k: options.pop(k) for k in layout_pins if k in options}
     if options.get("offload"):
         pins["offload"] = True
@@ -419,9 +445,11 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
         raise UserError("seq is given once (the search's seq)")
     shape = load_shape(model)
     fsdp = _fsdp_choice(shape, options, pins)
-    layouts = enumerate_layouts(shape, gpu, counts=_gpu_counts(gpus, max_gpus, gpu.gpus_per_node),
-                                global_batch=global_batch, flash=bool(options.get("flash", True)), pins=pins,
-                                ops=_ops_apply(shape, options), fsdp=fsdp)
+    counts = _gpu_counts(gpus, max_gpus, gpu.gpus_per_node)
+    cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
+    layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
+                                flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
+                                fsdp=fsdp, cps=cps)
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
@@ -459,6 +487,19 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
         rows.append(row)
     notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {budget.label} ({budget.bytes:,} bytes)")
     notes += ptime.budget_notes(budget)
+    # context parallelism where it matters: when nothing fits without it, or only with activations recomputed
+    wider = () if _cps or cps != (1,) or fsdp is False else _cp_degrees(shape, options, counts, seq)
+    if wider and all(layouts[i]["recompute"] != "none" for i in idx):
+        again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
+                       mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
+                       compute=compute, _cps=(1, *wider), **pins, **options, **({"fsdp": True} if fsdp else {}))
+        if again.fitting:
+            why = "nothing fits" if not idx else "every layout that fits recomputes activations"
+            again.notes.insert(0, f"{why} without context parallelism, so cp {', '.join(map(str, wider))} were "
+                                  f"searched too: each splits every sequence of {seq:,} tokens over cp ranks "
+                                  "(torchtitan's ring attention, FSDP2 over dp × cp); the step time counts the ring's "
+                                  "K/V all-gathers and fp32 dK/dV, not overlapped with attention")
+            return again
     if not idx and "offload" not in options and not fsdp:  # offload where it matters: only when nothing fits without it
         again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
                        mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
@@ -470,6 +511,18 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
             return again
     return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes,
                         budget)
+
+
+def _cp_degrees(shape: object, options: Mapping[str, object], counts: Iterable[int], seq: int) -> tuple[int, ...]:
+    """The cp > 1 tried when nothing fits without context parallelism: each divides a GPU count and 2·cp the
+    sequence; none where the planner refuses the ring (no flash, activations other than Korthikanti's, a model
+    without attention over a sequence, LoRA, offload)."""
+    refused = (not options.get("flash", True) or options.get("activations", "korthikanti") != "korthikanti"
+               or not (getattr(shape, "sequence", False) and getattr(shape, "has_attention", False))
+               or bool(options.get("lora_rank")) or bool(options.get("offload")))
+    if refused:
+        return ()
+    return tuple(sorted({c for n in counts for c in divisors(n) if c > 1 and seq % (2 * c) == 0}))
 
 
 def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
