@@ -145,3 +145,28 @@ def test_fsdp_pinned_and_refused() -> None:
     assert pinned.layouts and all(lay["fsdp"] for lay in pinned.layouts)
     staged = search.search("llama-3-8b", "h100-80gb", gpus=16, top=None, zero=1, **KW)
     assert not any(lay["fsdp"] for lay in staged.layouts)
+
+
+LONG = {"seq": 131072, "global_batch": 8, "tokens": 10**9, "mfu": 0.4}  # Llama 3 8B's architecture = Llama 3.1 8B's
+
+
+def test_cp_only_where_nothing_fits_without_it_and_agrees_with_the_planner() -> None:
+    """Llama 3(.1) 8B at 131,072 tokens on up to 8 H100s without tp or pp: only context-parallel layouts fit; the
+    best one's memory is `memory --cp --fsdp`'s total and its step `time`'s, with the GPUs dp·tp·pp·cp."""
+    res = search.search("llama-3-8b", "h100-80gb", max_gpus=8, tp=1, pp=1, top=None, **LONG)
+    assert res.layouts and all(lay["cp"] > 1 and lay["fsdp"] for lay in res.layouts)
+    assert res.notes[0].startswith("nothing fits without context parallelism")
+    for lay in res.layouts:
+        assert lay["gpus"] == lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"]
+    for lay in res.layouts[:2]:
+        flags = {"batch": lay["micro_batch"], "seq": LONG["seq"], "dp": lay["dp"], "cp": lay["cp"], "fsdp": True,
+                 "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
+        assert lay["memory_bytes"] == planning.plan("llama-3-8b", "train", **flags).total
+        one = ptime.train_time("llama-3-8b", "h100-80gb", tokens=LONG["tokens"], mfu=LONG["mfu"], **flags)
+        assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9)
+
+
+def test_cp_is_not_searched_for_short_sequences(result) -> None:
+    """At 2,048 tokens layouts fit without recompute: no cp is searched, every layout is cp 1 as before."""
+    assert all(lay["cp"] == 1 for lay in result.layouts)
+    assert not any("context parallelism" in note for note in result.notes)
