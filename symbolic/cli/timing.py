@@ -192,13 +192,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not result.layouts:
         print("  nothing fits: more GPUs, a smaller micro-batch or sequence, or --offload")
         return 0
-    head = ["gpus", "dp", "tp", "pp", "zero", "recompute", "mb", "accum", "memory", "step s"]
+    with_cp = any(lay.get("cp", 1) > 1 for lay in result.layouts)  # the cp column only where a layout has cp > 1
+    head = ["gpus", "dp", "tp", "pp", *(["cp"] if with_cp else []), "zero", "recompute", "mb", "accum", "memory",
+            "step s"]
     extra = [k for k in ("train_seconds", "cost") if k in result.layouts[0]]
     rows = [tuple(head + [{"train_seconds": "train days", "cost": "cost USD"}[k] for k in extra])]
     from ..core.units import format_bytes
 
     for lay in result.layouts:
-        row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), search.sharding(lay), str(lay["recompute"]),
+        row = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), *([str(lay["cp"])] if with_cp else []),
+               search.sharding(lay), str(lay["recompute"]),
                str(lay["micro_batch"]), str(lay["grad_accum"]), format_bytes(int(lay["memory_bytes"])),  # type: ignore[call-overload]
                _fmt(float(lay["step_seconds"]))]  # type: ignore[arg-type]
         if "train_seconds" in lay:
@@ -206,13 +209,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if "cost" in lay:
             row.append(f"{float(lay['cost']):,.0f}")  # type: ignore[arg-type]
         rows.append(tuple(row))
-    print(table(rows, "<>>>><>>>>>>"))
+    print(table(rows, "<>>>>" + (">" if with_cp else "") + "<>>>>>>"))
     for note in result.notes:
         print(f"  note: {note}")
     if verbose(args):
         print(f"  searched {result.considered:,} layouts in {result.seconds:.2f} s; {result.fitting:,} fit; "
               f"{len(result.layouts)} shown (--top)")
     return 0
+
+
+def _cp_factor(layout: dict) -> str:
+    """' × cp N' where a layout is context-parallel (nothing otherwise: cp 1 layouts print as before)."""
+    return f" × cp {layout['cp']}" if layout.get("cp", 1) > 1 else ""
 
 
 def _best_line(result: object) -> str:
@@ -224,6 +232,6 @@ def _best_line(result: object) -> str:
         return f"{head}: nothing fits"
     lay = result.layouts[0]  # type: ignore[attr-defined]
     return (f"{head}: best by {result.objective}: gpus {lay['gpus']} (dp {lay['dp']} × tp {lay['tp']} × "  # type: ignore[attr-defined]
-            f"pp {lay['pp']}), {'fsdp' if lay.get('fsdp') else 'zero ' + str(lay['zero'])}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "
+            f"pp {lay['pp']}{_cp_factor(lay)}), {'fsdp' if lay.get('fsdp') else 'zero ' + str(lay['zero'])}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "
             f"accum {lay['grad_accum']}: step {_fmt(float(lay['step_seconds']))} s, "  # type: ignore[arg-type]
             f"memory {format_bytes(int(lay['memory_bytes']))}")  # type: ignore[call-overload]

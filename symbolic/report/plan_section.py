@@ -166,7 +166,8 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
         return [section]
     best = result.layouts[0]
     unit = time_unit(best["train_seconds"])  # one unit for the chosen layout, the alternatives and the chart
-    pairs = [("GPUs", f"{best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']})"),
+    cp = f" × cp {best['cp']}" if best.get("cp", 1) > 1 else ""  # printed only where context-parallel
+    pairs = [("GPUs", f"{best['gpus']} (dp {best['dp']} × tp {best['tp']} × pp {best['pp']}{cp})"),
              ("ZeRO stage", search.sharding(best)), ("recompute", str(best["recompute"])),
              ("sequence parallel", "on" if best["sequence_parallel"] else "off"),
              ("micro-batch × accumulation", f"{best['micro_batch']} × {best['grad_accum']}"),
@@ -178,13 +179,16 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     section["summary"] = _summary(best, gpu.name, plan["tokens"], unit, result)
     section["chosen"] = [tables.table([("chosen layout", "left"), ("", "left")],
                                [tables.row([ts.cell(k), ts.cell(v)]) for k, v in pairs], {0: "5.5cm", 1: "10.5cm"})]
-    columns = [("GPUs", "right"), ("dp", "right"), ("tp", "right"), ("pp", "right"), ("ZeRO", "right"),
+    with_cp = any(lay.get("cp", 1) > 1 for lay in result.layouts[: plan.get("top", 8)])
+    columns = [("GPUs", "right"), ("dp", "right"), ("tp", "right"), ("pp", "right"),
+               *([("cp", "right")] if with_cp else []), ("ZeRO", "right"),
                ("recompute", "left"), ("mb × acc.", "right"), ("memory", "right"), ("time", "right")]
     if price is not None:
         columns.append(("cost (USD)", "right"))
     rows = []
     for lay in result.layouts[: plan.get("top", 8)]:
-        cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), search.sharding(lay), lay["recompute"],
+        cells = [str(lay["gpus"]), str(lay["dp"]), str(lay["tp"]), str(lay["pp"]), *([str(lay["cp"])] if with_cp else []),
+                 search.sharding(lay), lay["recompute"],
                  f"{lay['micro_batch']} × {lay['grad_accum']}", format_bytes(lay["memory_bytes"]),
                  _duration(lay["train_seconds"], unit)]
         if price is not None:
