@@ -24,7 +24,8 @@ flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
-or every layout that fits recomputes activations (long sequences, whose activations cp splits; searched
+or every layout that fits recomputes activations (recompute not pinned; long sequences, whose activations
+cp splits; searched
 before offload): then beside cp 1 every cp > 1 that divides a
 GPU count and whose 2·cp divides the sequence, with FSDP2 over the dp × cp ranks (the planner requires
 it), pp 1, flash and Korthikanti's activations (the planner refuses the rest); the GPUs are dp·tp·pp·cp
@@ -489,7 +490,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
     notes += ptime.budget_notes(budget)
     # context parallelism where it matters: when nothing fits without it, or only with activations recomputed
     wider = () if _cps or cps != (1,) or fsdp is False else _cp_degrees(shape, options, counts, seq)
-    if wider and all(layouts[i]["recompute"] != "none" for i in idx):
+    recomputes = "recompute" not in pins and all(layouts[i]["recompute"] != "none" for i in idx)  # not pinned
+    if wider and (not idx or recomputes):
         again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
                        mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
                        compute=compute, _cps=(1, *wider), **pins, **options, **({"fsdp": True} if fsdp else {}))
