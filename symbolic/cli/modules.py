@@ -30,9 +30,7 @@ def add_module_options(p: argparse.ArgumentParser, *, sets: bool = False) -> Non
     planner = p._option_string_actions.get("--loss")
     if planner is None:
         group.add_argument("--loss", dest="loss", choices=LOSSES, help=LOSS_HELP)
-    else:  # the planner's --loss (article A's network) names a module's loss too
-        planner.choices = tuple(dict.fromkeys((*(planner.choices or ()), *LOSSES)))
-        planner.help = f"{planner.help}; for a PATH.py:NAME model: {LOSS_HELP}"
+    # else the planner's --loss (options.table) names a module's loss too
     if sets:
         group.add_argument("--set", action="append", metavar="SIZE=N", help="the value of an --input size name")
 

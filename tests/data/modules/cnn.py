@@ -1,6 +1,7 @@
 import torch
 from torch import nn
 
+
 class CNN(nn.Module):
     def __init__(self, channels=8, classes=10):
         super().__init__()

@@ -1,6 +1,7 @@
 import torch
 from torch import nn
 
+
 class MLP(nn.Module):
     """Article A's network: gat, up, down, out."""
     def __init__(self, d_in=2048, d_h=4096, n_out=10):
