@@ -32,7 +32,7 @@ PLANNING_COMMANDS = ("memory", "fit", "time", "plan")
 OWNERS = {"precision": (precision, "PRECISIONS"), "optimizer": (optimizers, "OPTIMIZERS"),
           "grads": (precision, "GRADS"), "recompute": (acts, "RECOMPUTE"), "logits": (acts, "LOGITS"),
           "activations": (acts, "MODELS"), "attn": (pyacts, "ATTENTION"), "device": (pyacts, "DEVICES"),
-          "dropout_masks": (pyacts, "DROPOUT_MASKS"), "loss": (pyacts, "LOSSES"),
+          "dropout_masks": (pyacts, "DROPOUT_MASKS"), "loss": (pyacts, "PLAN_LOSSES"),
           "weights": (inference, "WEIGHT_DTYPES"),
           "kv_dtype": (inference, "KV_DTYPES"), "fp8_recipe": (fsdp, "RECIPES"),
           "fsdp_param_dtype": (fsdp, "PARAM_DTYPES"), "fsdp_reduce_dtype": (fsdp, "REDUCE_DTYPES"),

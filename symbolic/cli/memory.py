@@ -91,6 +91,10 @@ def add_plan_options(p: argparse.ArgumentParser, *, model: bool = True, json: bo
         _add_option(groups[option.mode], option)
     if json:
         p.add_argument("--json", action="store_true", help="machine-readable output")
+    if model:
+        from .modules import add_module_options
+
+        add_module_options(p)
 
 
 def _add_option(group: argparse._ArgumentGroup, option: opts.Option) -> None:
@@ -176,13 +180,14 @@ def _fit_line(plan: Plan, budget: Budget) -> str:
 def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
     from . import generic_memory
+    from .modules import model_of
 
     if args.mode == "infer" and generic_memory.wants_generic(args.model):  # the generic path's serving estimate
         return generic_memory.cmd_memory(args, plan_options(args))
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")
     gpu = budget_of(args)
-    plan = planning.plan(args.model, args.mode, **plan_options(args))
+    plan = planning.plan(model_of(args), args.mode, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
         plan = plan.with_terms(terms, values)
@@ -293,20 +298,22 @@ def _print_definitions(formula: object, indent: str) -> None:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     from .. import planning
+    from .modules import model_of
 
+    model = model_of(args)  # before the options: a module's --loss is its own
     options = plan_options(args)
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")
     budget = budget_of(args)
     if args.question == "batch":
-        answer = planning.fit_batch(args.model, budget, args.mode, **options)
+        answer = planning.fit_batch(model, budget, args.mode, **options)
     elif args.question == "seq":
-        answer = planning.fit_seq(args.model, budget, args.mode, **options)
+        answer = planning.fit_seq(model, budget, args.mode, **options)
     else:
-        answer = planning.fit_gpus(args.model, budget, args.mode, args.over, **options)
+        answer = planning.fit_gpus(model, budget, args.mode, args.over, **options)
     fits = answer.plan is not None and answer.status == "ok"
     if args.question != "seq":  # a solved context says so in the answer itself
-        shape = planning.load(args.model)  # the answer may have no plan: nothing fits
+        shape = planning.load(model)  # the answer may have no plan: nothing fits
         seq = options.get("seq") or planning.regime.default_seq(shape)
         warn_context(args, shape.config, shape.name, int(seq), shape.positions)  # type: ignore[call-overload]
     if args.json:

@@ -27,6 +27,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="also say the weights' bytes as stored in FORMAT, every tensor, by stored type (default: the "
                         "config's quantization_config, if it has one); one of " + ", ".join(formats.names("weights")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    from .modules import add_module_options
+
+    add_module_options(p, sets=True)
     p.set_defaults(handler=cmd_params)
 
     p = sub.add_parser("models", help="list the preset models with their sources, and the model types covered")
@@ -133,8 +136,13 @@ def print_article_a(name: str, json_out: bool, formula: bool) -> int:
 def cmd_params(args: argparse.Namespace) -> int:
     from ..networks import transformer as arch
     from ..networks.shape import ARTICLE_A_MODELS, ModelShape
-    from . import generic_params
+    from . import generic_params, modules
 
+    model = modules.model_of(args)
+    if hasattr(model, "params_table"):  # a probed torch module: its parameter groups
+        return modules.print_params(model, args.json)
+    if isinstance(model, ModelShape):  # article A's network at other widths (--arg d_in=512)
+        return modules.print_widths(model, args.json)
     if args.model in ARTICLE_A_MODELS:  # article A's network, as 'symbolic memory mlp' resolves it
         return print_article_a(args.model, args.json, args.formula)
     name, config = arch.resolve_config(args.model)

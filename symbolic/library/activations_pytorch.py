@@ -104,6 +104,9 @@ DEVICES = ("cpu", "cuda")
 ATTENTION = ("eager", "sdpa")
 DROPOUT_MASKS = ("bool", "dtype")
 LOSSES = ("cross-entropy", "mse")
+# what the planner's loss option takes: article A's losses and a torch module's sum or mean of its output
+# (networks.module.source.LOSSES, issue 29)
+PLAN_LOSSES = (*LOSSES, "sum", "mean")
 # B·S·d_ff tensors an MLP activation module keeps (Hugging Face implementations, measured)
 ACTIVATION_TENSORS = {"gelu_new": 4, "gelu": 1, "gelu_pytorch_tanh": 1, "silu": 1, "swish": 1, "relu": 1}
 ACTIVATION_CLASSES = {"gelu_new": "NewGELUActivation", "gelu": "GELUActivation", "gelu_pytorch_tanh": "GELUTanh",

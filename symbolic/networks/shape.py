@@ -256,6 +256,19 @@ class ModelShape:
         return [kv.replace(expr=kv.expr.xreplace(self.widths()))
                 for kv in infer.cache_terms(self.cache_kinds, tp, element, dtype, pp)]
 
+    def pytorch_saved(self, setup: Any, refused: tuple[str, ...] = ()) -> Any:
+        """Its own saved-tensor model (``activations_pytorch.SavedModel``) under ``setup``, or None: the library's.
+
+        ``refused``: the regime's options the planner applies to the library's model (LoRA, recompute...)
+        that a network with its own model must refuse (a torch module probed on the meta device).
+        """
+        return None
+
+    def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
+                     in_backward: bool = False) -> Any:
+        """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
+        return None
+
     @property
     def heads(self) -> int:
         return self.numbers["a"]
@@ -354,20 +367,31 @@ def context_warning(config: Mapping[str, Any], name: str, seq: int, positions: i
 ARTICLE_A_MODELS = {"mlp": True, "mlp-nobias": False}
 
 
-def article_a_shape(name: str = "mlp") -> ModelShape:
+def article_a_shape(name: str = "mlp", widths: Mapping[str, int] | None = None) -> ModelShape:
     """Article A's network (gat, up, down, out; 2048/4096/10) as a model the planner trains.
 
     ``mlp`` has the nn.Linear biases (what PyTorch builds), ``mlp-nobias`` only the weights (what
     the article counts). Only ``activations="pytorch"`` plans it (``library.peak_pytorch``'s mlp).
+    ``widths``: other values of d_in, d_h, n_out (``--arg d_in=512``: issue 29).
     """
     from ..library import article_a
 
+    unknown = sorted(set(widths or {}) - set(article_a.NETWORK))
+    if unknown:
+        from ..core.errors import UnknownNameError
+
+        raise UnknownNameError(f"{name} has no argument {unknown[0]!r}; its widths are {', '.join(article_a.NETWORK)}")
+    bad = [k for k, v in (widths or {}).items() if type(v) is not int or v < 1]
+    if bad:
+        from ..core.errors import UserError
+
+        raise UserError(f"{name}: {bad[0]} must be a positive integer")
     bias = ARTICLE_A_MODELS[name]
     params = article_a.params_with_bias if bias else article_a.params
     one = sympy.Integer(1)
     matrices = (("gat", d_in, d_h, one), ("up", d_h, d_h, one), ("down", d_h, d_in, one), ("out", d_in, n_out, one))
     return ModelShape(
-        name=name, model_type="mlp", numbers=dict(article_a.NETWORK), params=params, head_dim=one, kv_heads=one,
+        name=name, model_type="mlp", numbers={**article_a.NETWORK, **(widths or {})}, params=params, head_dim=one, kv_heads=one,
         ffn=d_h, gated=False, moe=False, first_stage=sympy.Integer(0), head=sympy.Integer(0), matrices=matrices,
         positions=0, source="article A (symbolic.library.article_a)", cache_kinds=(),
         config={"model_type": "mlp", "bias": bias, "use_cache": False}, kind="article-a",

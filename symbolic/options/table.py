@@ -186,7 +186,9 @@ OPTIONS: tuple[Option, ...] = (
                                                      "or the compute dtype (default: bool on cuda, dtype on cpu)",
            DROPOUT_MASKS, concern="implementation", fallback="bool"),
     Option("loss", "train", "choice", None, "loss of article A's network (mlp, mlp-nobias): cross-entropy of its "
-                                            "softmax output (default) or mse to one-hot targets", LOSSES,
+                                            "softmax output (default) or mse to one-hot targets; of a PATH.py:NAME "
+                                            "module whose forward returns no scalar loss: also sum or mean of its "
+                                            "output", _pyacts.PLAN_LOSSES,
            concern="training", fallback="cross-entropy"),
     Option("lora_rank", "train", "size", None, "LoRA rank r: train low-rank adapters on a frozen base, as peft "
                                                "does (default: no LoRA, all weights trained)",

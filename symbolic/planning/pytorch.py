@@ -98,6 +98,9 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, dropout=frozenset())
     if regime.compile:  # issue 28: compiled blocks and loss (the regime checked the setup)
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
+    own = model.pytorch_saved(setup, _refused(regime))
+    if own is not None:  # a network with its own saved-tensor model (a probed torch module)
+        return SavedActivations(family, own.setup, own.formula, note, model.label)
     model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
         model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))
@@ -106,6 +109,13 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
     return SavedActivations(family, model_saved.setup, formula, note, "" if model.sequence else model.label)
+
+
+def _refused(regime: Regime) -> tuple[str, ...]:
+    """The regime's adjustments of the library's saved model, named (what a network's own model refuses)."""
+    named = (("LoRA", regime.lora_rank), ("frozen embeddings", regime.freeze_embeddings),
+             (f"recompute {regime.recompute}", regime.recompute != "none"))
+    return tuple(name for name, on in named if on)
 
 
 def _group(key: str) -> str:
@@ -166,6 +176,10 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
 
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
                               f"measured), not {regime.optimizer}")
+    own = model.pytorch_step(saved_model.setup, saved_model, optimizer=OPTIMIZERS[regime.optimizer],
+                             accumulate=regime.microbatches, in_backward=regime.optimizer_in_backward)
+    if own is not None:  # a network with its own step (a probed torch module)
+        return own
     kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss,
                                  "accumulate": regime.microbatches, "in_backward": regime.optimizer_in_backward}
     if not model.sequence:

@@ -1,0 +1,77 @@
+"""Which models are torch modules, and the ``ModuleSource`` of each (issue 29): the one way in.
+
+``module_source(model, ...)`` recognises ``PATH.py:NAME`` (a user's file, ``files``) and every
+prefix registered in ``PREFIXES`` (``"torchvision"`` for ``torchvision:resnet50`` and the like:
+the place where library models and transformers tasks plug in, each a function
+``(name, options) -> ModuleSource``, added with ``register``). ``module_network`` turns any of
+them into the ``ModuleNetwork`` the planner takes; ``is_module_model`` says, without importing
+anything, whether a model name is one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .files import file_source, is_file_model
+from .source import Input, ModuleSource
+
+
+@dataclass(frozen=True)
+class ModuleOptions:
+    """What the command line gives a module source: --arg, --input, --loss and the sizes' --set values."""
+
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    inputs: tuple[Input, ...] = ()
+    loss: str | None = None
+    sizes: Mapping[str, int] = field(default_factory=dict)
+
+
+Resolver = Callable[[str, ModuleOptions], ModuleSource]
+# prefix -> the resolver of "prefix:NAME" models (torchvision, timm, diffusers, transformers tasks: see above)
+PREFIXES: dict[str, Resolver] = {}
+
+
+def register(prefix: str, resolver: Resolver) -> None:
+    """Make ``prefix:NAME`` models resolve through ``resolver`` (a library's models)."""
+    PREFIXES[prefix] = resolver
+
+
+def _prefix(model: str) -> str | None:
+    head, sep, rest = model.partition(":")
+    return head if sep and rest and head in PREFIXES else None
+
+
+def is_module_model(model: object) -> bool:
+    """Whether ``model`` names a torch module: ``PATH.py:NAME`` or a registered ``prefix:NAME``."""
+    return isinstance(model, str) and (is_file_model(model) or _prefix(model) is not None)
+
+
+def module_source(model: str, options: ModuleOptions | None = None) -> ModuleSource | None:
+    """The ModuleSource of a module model (a user's file is imported: its code runs), else None."""
+    options = options or ModuleOptions()
+    if is_file_model(model):
+        return file_source(model, options.arguments, options.inputs, options.loss, options.sizes)
+    prefix = _prefix(model)
+    if prefix is not None:
+        return PREFIXES[prefix](model.partition(":")[2], options)
+    return None
+
+
+def module_network(model: str | ModuleSource, options: ModuleOptions | None = None) -> Any:
+    """The ModuleNetwork of a module model or source (probed on the meta device, or from the cache)."""
+    from .network import module_network as network_of
+
+    source = model if isinstance(model, ModuleSource) else module_source(model, options)
+    if source is None:
+        from ...core.errors import UnknownNameError
+
+        raise UnknownNameError(f"{model!r} is not a torch module (PATH.py:NAME or one of "
+                               f"{', '.join(p + ':' for p in PREFIXES) or 'no prefixes'})")
+    return network_of(source)
+
+
+def sizes_from(items: Sequence[tuple[str, int]]) -> dict[str, int]:
+    """--set pairs as input sizes."""
+    return dict(items)
