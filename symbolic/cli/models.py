@@ -8,8 +8,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
-from ..core.units import format_bytes, format_count, short_count
 from ..core.errors import single_line
+from ..core.units import format_bytes, format_count, short_count
 from .common import CliError, print_json, table
 
 if TYPE_CHECKING:

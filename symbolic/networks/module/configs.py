@@ -4,8 +4,9 @@ A config goes to ``transformers_task.transformers_source`` when a task is named 
 when the class the generic path would build is not a causal LM: its ``architectures`` entry names
 a transformers class outside the causal-LM mapping (``T5ForConditionalGeneration``,
 ``BertForSequenceClassification``, ``Qwen2_5_VLForConditionalGeneration``), or it names none and
-its model_type has no causal-LM class (ViT, CLIP). Table families and causal LMs stay where they
-were. ``image_sizes`` turns ``--images N --image-size H,W`` into the source's size values.
+its model_type has no causal-LM class (ViT, CLIP). Table families, causal LMs and vision-language
+types whose inputs ``vlm`` does not build stay where they were. ``image_sizes`` turns ``--images N
+--image-size H,W`` into the source's size values.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..generic import probes
 from ..generic.network import is_table_family
+from . import vlm
 from .source import ModuleError, ModuleSource
 
 
@@ -25,12 +27,22 @@ def wants_task(config: Mapping[str, Any], task: str | None) -> bool:
     if is_table_family(config) or not probes.torch_available():
         return False
     causal = probes.causal_lm_classes()
+    model_type = config.get("model_type")
+    if not isinstance(model_type, str) or model_type not in probes.known_types():
+        return False  # the generic path's own answer (an unknown type is its one-line error)
+    if _vision_language(model_type) and model_type not in vlm.BUILT:
+        return False  # a VLM whose inputs are not built stays on the generic path (its text model)
     names = config.get("architectures")
     named = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
     if named is not None and named in _task_class_names():
         return named not in causal.values()
-    model_type = config.get("model_type")
-    return isinstance(model_type, str) and model_type in probes.known_types() and model_type not in causal
+    return model_type not in causal
+
+
+def _vision_language(model_type: str) -> bool:
+    from .transformers_task import task_classes
+
+    return model_type in task_classes("image-text-to-text")
 
 
 def _task_class_names() -> frozenset[str]:
