@@ -26,6 +26,21 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "voca
       "d_ff": 64, "num_layers": 2, "num_decoder_layers": 2, "num_heads": 4, "relative_attention_num_buckets": 8,
       "decoder_start_token_id": 0, "pad_token_id": 0, "eos_token_id": 1, "n_positions": 64}
 
+REPORT = """title = "A CNN of one's own"
+model = "{model}:CNN"
+gpus = ["h100-80gb"]
+
+[module]
+arguments = {{ channels = 4 }}
+inputs = ["x=B,3,H,W"]
+loss = "cross-entropy"
+sizes = {{ H = 16, W = 16 }}
+
+[regime]
+batch = 8
+precision = "fp32"
+"""
+
 
 def _measured(source, batch):
     """A real step on the CPU (AdamW): saved bytes, the step's peak, the parameter count."""
@@ -100,6 +115,14 @@ def cli(tmp):
            "vit_images": _cli("params", str(vit), "--images", "2"),
            "gpt2_images": _cli("params", str(gpt2), "--image-size", "4,4"),
            "config_resnet": _cli("params", "torchvision:resnet18", "--config", str(vit))}
+    spec = Path(tmp) / "cnn.toml"
+    spec.write_text(REPORT.format(model=ROOT / "tests" / "data" / "modules" / "cnn.py"))
+    tex = Path(tmp) / "cnn.tex"
+    out["report"] = _cli("report", str(spec), "--tex", str(tex), "--trust-code", "-q")
+    out["report_tex"] = tex.read_text() if tex.exists() else ""
+    out["report_memory"] = _cli("memory", f"{ROOT}/tests/data/modules/cnn.py:CNN", "--arg", "channels=4", "--input",
+                                "x=B,3,H,W", "--set", "H=16", "--set", "W=16", "--loss", "cross-entropy", "--batch", "8",
+                                "--precision", "fp32", "--json")
     real = importlib.util.find_spec
     importlib.util.find_spec = lambda name, *a: None if name == "timm" else real(name, *a)
     try:

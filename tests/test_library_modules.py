@@ -51,3 +51,19 @@ def test_refusals_are_one_line_exit_2(child: dict, case: str) -> None:
 
 def test_missing_package_is_named(child: dict) -> None:
     assert "needs the timm package" in child["cli"]["missing"]["err"]
+
+
+def test_report_of_a_module_model_prints_the_planned_total(child: dict) -> None:
+    """A report whose model is PATH.py:NAME (with --trust-code) shows the total `symbolic memory` computes.
+
+    Within a byte a term: the planner rounds each term up, the report the exact sum of a fit's fractions.
+    """
+    import json
+    import re
+
+    out = child["cli"]
+    assert out["report"]["code"] == 0 and out["report_memory"]["code"] == 0
+    data = json.loads(out["report_memory"]["out"])
+    total, terms = data["total_bytes"], len(data["terms"])
+    shown = {int(n.replace(",", "")) for n in re.findall(r"\d{1,3}(?:,\d{3}){2,}", out["report_tex"])}
+    assert any(0 <= total - n <= terms for n in shown)

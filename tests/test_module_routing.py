@@ -47,3 +47,28 @@ def test_images_and_image_size_set_the_source_sizes() -> None:
     for bad in ("448", "0,4", "a,b", "1,2,3"):
         with pytest.raises(ModuleError, match="two positive integers"):
             configs.image_size(bad)
+
+
+def test_report_of_a_python_file_needs_trust_code(tmp_path, capsys) -> None:
+    """Refused in one line before anything runs: the file would be imported (and torch with it)."""
+    from symbolic.cli import main
+
+    marker = tmp_path / "ran"
+    (tmp_path / "net.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    spec = tmp_path / "r.toml"
+    spec.write_text('title = "t"\nmodel = "net.py:Net"\n\n[module]\ninputs = ["x=B,4"]\nloss = "mean"\n')
+    code = main(["report", str(spec), "--html", str(tmp_path / "r.html"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--trust-code" in err and err.count("\n") == 1
+    assert not marker.exists() and not (tmp_path / "r.html").exists()
+    assert "torch" not in sys.modules
+
+
+def test_module_table_needs_a_module_model(tmp_path, capsys) -> None:
+    from symbolic.cli import main
+
+    spec = tmp_path / "r.toml"
+    spec.write_text('title = "t"\nmodel = "gpt2"\n\n[module]\nloss = "mean"\n')
+    code = main(["report", str(spec), "--html", str(tmp_path / "r.html"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and "applies to a torch module model" in err and err.count("\n") == 1
