@@ -124,6 +124,7 @@ def cli(tmp):
            "vit_infer": _cli("memory", str(vit), "--mode", "infer", "--gpu", "h100-80gb"),
            "vit_images": _cli("params", str(vit), "--images", "2"),
            "gpt2_images": _cli("params", str(gpt2), "--image-size", "4,4"),
+           "fit_seq": _cli("fit", str(vit), "--gpu", "h100-80gb", "--for", "seq"),
            "config_resnet": _cli("params", "torchvision:resnet18", "--config", str(vit))}
     spec = Path(tmp) / "cnn.toml"
     spec.write_text(REPORT.format(model=ROOT / "tests" / "data" / "modules" / "cnn.py"))

@@ -42,7 +42,7 @@ def test_torchvision_by_name_counts_its_own_model(child: dict) -> None:
     assert out["code"] == 0 and json.loads(out["out"])["total"] == child["cli"]["resnet_count"]
 
 
-@pytest.mark.parametrize("case", ["vit_infer", "vit_images", "gpt2_images", "config_resnet", "missing"])
+@pytest.mark.parametrize("case", ["vit_infer", "vit_images", "gpt2_images", "fit_seq", "config_resnet", "missing"])
 def test_refusals_are_one_line_exit_2(child: dict, case: str) -> None:
     out = child["cli"][case]
     assert out["code"] == 2 and out["out"] == ""

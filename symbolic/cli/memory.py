@@ -302,6 +302,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .modules import model_of
 
     model = model_of(args)  # before the options: a module's --loss is its own
+    if args.question == "seq" and hasattr(model, "module_source"):
+        raise CliError(f"--for seq: {model.name} is a torch module, whose input sizes are --set values; "
+                       "ask --for batch or --for gpus")
     options = plan_options(args)
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")
