@@ -67,3 +67,7 @@ def test_report_of_a_module_model_prints_the_planned_total(child: dict) -> None:
     total, terms = data["total_bytes"], len(data["terms"])
     shown = {int(n.replace(",", "")) for n in re.findall(r"\d{1,3}(?:,\d{3}){2,}", out["report_tex"])}
     assert any(0 <= total - n <= terms for n in shown)
+
+
+def test_fit_for_seq_of_a_module_names_what_to_ask(child: dict) -> None:
+    assert "--set values" in child["cli"]["fit_seq"]["err"]  # not the planner's unknown symbol 'S'
