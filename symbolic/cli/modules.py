@@ -96,8 +96,8 @@ def _no_task_options(args: argparse.Namespace, model: str, *, config: bool) -> N
              ("--image-size", getattr(args, "image_size", None))]
     for flag, value in flags + ([] if config else [("--config", getattr(args, "config", None))]):
         if value:
-            raise CliError(f"{flag} applies to a Hugging Face config{' or a diffusers model' * (flag == '--config')}"
-                           f", not {single_line(model)!r}")
+            what = "a diffusers model" if flag == "--config" else "a Hugging Face config"
+            raise CliError(f"{flag} applies to {what}, not {single_line(model)!r}")
 
 
 def _config_file(args: argparse.Namespace, model: str) -> dict[str, Any] | None:
