@@ -180,9 +180,10 @@ def _fit_line(plan: Plan, budget: Budget) -> str:
 def cmd_memory(args: argparse.Namespace) -> int:
     from .. import planning
     from . import generic_memory
-    from .modules import model_of
+    from .modules import is_task_model, model_of
 
-    if args.mode == "infer" and generic_memory.wants_generic(args.model):  # the generic path's serving estimate
+    if args.mode == "infer" and generic_memory.wants_generic(args.model) and not is_task_model(args):
+        # the generic path's serving estimate (a config planned as a task's module goes to the planner)
         return generic_memory.cmd_memory(args, plan_options(args))
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")
@@ -301,6 +302,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .modules import model_of
 
     model = model_of(args)  # before the options: a module's --loss is its own
+    if args.question == "seq" and hasattr(model, "module_source"):
+        raise CliError(f"--for seq: {model.name} is a torch module, whose input sizes are --set values; "
+                       "ask --for batch or --for gpus")
     options = plan_options(args)
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")

@@ -8,8 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
+from ..core.errors import single_line
 from ..core.units import format_bytes, format_count, short_count
-from .common import print_json, table
+from .common import CliError, print_json, table
 
 if TYPE_CHECKING:
     from ..math.formula import Formula
@@ -139,6 +140,8 @@ def cmd_params(args: argparse.Namespace) -> int:
     from . import generic_params, modules
 
     model = modules.model_of(args)
+    if args.set:  # what model_of left: no input size of the model (params has no --term symbols)
+        raise CliError(f"--set {args.set[0]}: not an input size of {single_line(args.model)}")
     if hasattr(model, "params_table"):  # a probed torch module: its parameter groups
         return modules.print_params(model, args.json)
     if isinstance(model, ModelShape):  # article A's network at other widths (--arg d_in=512)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..core.errors import single_line
 from .common import CliError, table
 
 ARG_HELP = ("a keyword argument of a PATH.py:NAME model's constructor (repeatable; an int, a float, true/false, else a "
@@ -19,10 +20,21 @@ INPUT_HELP = ("an input of a PATH.py:NAME model's forward (repeatable): NAME=D1,
               "B (the batch) or a size name (its value with --set NAME=N); DTYPE a torch dtype (default the precision's)")
 LOSS_HELP = "the loss applied to a PATH.py:NAME model's output when its forward does not return a scalar loss"
 
+CONFIG_HELP = "a diffusers model's config (a JSON object of its constructor's arguments; --arg values override it)"
+TASK_HELP = ("the task whose model class a Hugging Face config is planned as (default: the config's architectures, "
+             "else its most specific head); a config that is not a causal LM is planned this way without it")
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return int(text)
+
 
 def add_module_options(p: argparse.ArgumentParser, *, sets: bool = False) -> None:
     """--arg, --input, --loss (and --set for a command without one)."""
     from ..networks.module.source import LOSSES
+    from ..networks.module.transformers_task import TASKS
 
     group = p.add_argument_group("a torch module (PATH.py:NAME; importing the file runs its code)")
     group.add_argument("--arg", action="append", metavar="KEY=VALUE", help=ARG_HELP)
@@ -31,6 +43,13 @@ def add_module_options(p: argparse.ArgumentParser, *, sets: bool = False) -> Non
     if planner is None:
         group.add_argument("--loss", dest="loss", choices=LOSSES, help=LOSS_HELP)
     # else the planner's --loss (options.table) names a module's loss too
+    group.add_argument("--config", metavar="FILE.json", help=CONFIG_HELP)
+    configs = p.add_argument_group("a Hugging Face config planned as a task's model (not a causal LM, or --task)")
+    configs.add_argument("--task", choices=tuple(TASKS), help=TASK_HELP)
+    configs.add_argument("--images", type=_positive, metavar="N", help="images per sequence of a vision-language "
+                         "model (its n_img)")
+    configs.add_argument("--image-size", metavar="H,W", help="the image's height and width in pixels (a "
+                         "vision-language model's H_img, W_img; an image model's H, W)")
     if sets:
         group.add_argument("--set", action="append", metavar="SIZE=N", help="the value of an --input size name")
 
@@ -47,17 +66,93 @@ def model_of(args: argparse.Namespace) -> Any:
     if isinstance(model, str) and model in ARTICLE_A_MODELS:
         if args.input:
             raise CliError(f"{model}: --input applies to a PATH.py:NAME model, not article A's network")
+        _no_task_options(args, model, config=False)
         return article_a_shape(model, files.parse_args(args.arg)) if args.arg else model
     if not resolve.is_module_model(model):
+        source = _transformers_source(args)
+        if source is not None:
+            return resolve.module_network(source)
         if given:
             raise CliError(f"{given[0]} applies to a torch module (PATH.py:NAME) or mlp, not {model!r}")
         return model
+    _no_task_options(args, model, config=not files.is_file_model(model))
     inputs = files.parse_inputs(args.input)
-    sizes = _sizes(args, {n for i in inputs for n in i.size_names})
-    options = resolve.ModuleOptions(files.parse_args(args.arg), inputs, module_loss, sizes)
+    config = _config_file(args, model)
     if hasattr(args, "loss"):
         args.loss = None  # the module's own loss, not the planner's option
-    return resolve.module_network(model, options)
+    if files.is_file_model(model):
+        sizes = _sizes(args, {n for i in inputs for n in i.size_names})
+        options = resolve.ModuleOptions(files.parse_args(args.arg), inputs, module_loss, sizes)
+        return resolve.module_network(model, options)
+    options = resolve.ModuleOptions(files.parse_args(args.arg), inputs, None, {}, config)
+    source = resolve.module_source(model, options)
+    source = resolve.with_sizes(source, _sizes(args, set(source.size_names)), module_loss)
+    return resolve.module_network(source)
+
+
+def _no_task_options(args: argparse.Namespace, model: str, *, config: bool) -> None:
+    """--task, --images, --image-size (and --config unless ``config``) apply to configs only: one line otherwise."""
+    flags = [("--task", getattr(args, "task", None)), ("--images", getattr(args, "images", None)),
+             ("--image-size", getattr(args, "image_size", None))]
+    for flag, value in flags + ([] if config else [("--config", getattr(args, "config", None))]):
+        if value:
+            what = "a diffusers model" if flag == "--config" else "a Hugging Face config"
+            raise CliError(f"{flag} applies to {what}, not {single_line(model)!r}")
+
+
+def _config_file(args: argparse.Namespace, model: str) -> dict[str, Any] | None:
+    """The JSON object of --config FILE.json (diffusers models only; read with the bounded user-file reader)."""
+    from ..networks.transformer.configs import read_json
+
+    path = getattr(args, "config", None)
+    if path is None:
+        return None
+    if not model.startswith("diffusers:"):
+        raise CliError(f"--config applies to a diffusers model, not {single_line(model)!r} (give --arg KEY=VALUE)")
+    return read_json(path)
+
+
+def is_task_model(args: argparse.Namespace) -> bool:
+    """Whether the command's config is planned as a task's module (--task, or not a causal LM)."""
+    from ..core.errors import UserError
+    from ..networks import transformer as architectures
+    from ..networks.module import configs
+
+    try:
+        _, config = architectures.resolve_config(args.model)
+    except UserError:
+        return False
+    return configs.wants_task(config, getattr(args, "task", None))
+
+
+def _transformers_source(args: argparse.Namespace) -> Any:
+    """A config's task model as a ModuleSource when --task is given or its model is not a causal LM, else None."""
+    from ..core.errors import UserError
+    from ..networks import transformer as architectures
+    from ..networks.module import configs, resolve, transformers_task
+
+    task = getattr(args, "task", None)
+    try:
+        name, config = architectures.resolve_config(args.model)
+    except UserError:
+        if task or getattr(args, "images", None) or getattr(args, "image_size", None):
+            raise
+        return None  # not a config: the planner's own answer or error
+    if getattr(args, "config", None):
+        raise CliError("--config applies to a diffusers model; a Hugging Face config is the model argument itself")
+    if not configs.wants_task(config, task):
+        if getattr(args, "images", None) or getattr(args, "image_size", None):
+            raise CliError(f"--images and --image-size apply to a vision-language model (--task image-text-to-text), "
+                           f"not {name}")
+        return None
+    for flag, value in (("--input", args.input), ("--arg", args.arg)):
+        if value:
+            raise CliError(f"{flag} applies to a PATH.py:NAME model; {name} takes its task's inputs "
+                           "(their sizes with --set NAME=N, --images, --image-size)")
+    source = transformers_task.transformers_source(name, config, task)
+    size = getattr(args, "image_size", None)
+    images = configs.image_sizes(source, getattr(args, "images", None), configs.image_size(size) if size else None)
+    return resolve.with_sizes(source, {**images, **_sizes(args, set(source.size_names))})
 
 
 def _sizes(args: argparse.Namespace, names: set[str]) -> dict[str, int]:
@@ -89,6 +184,8 @@ def print_params(network: Any, as_json: bool) -> int:
                                for k, e, n, note in rows]})
         return 0
     print(f"{network.name}: {network.total:,} parameters (a torch module, probed on the meta device)")
+    for note in getattr(network.module_source, "notes", ()):
+        print(f"  {note}")
     body = [("group", "formula", "count")] + [(k, printing.text(e), f"{n:,}") for k, e, n, _ in rows]
     print(table(body, "<<>"))
     if network.numbers:

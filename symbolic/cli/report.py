@@ -39,6 +39,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--term", action="append", metavar="NAME[:UNIT]=EXPR",
                    help="add a custom term to the total, e.g. lora=2*r*H*L*k (bytes unless a unit is given)")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="value of a symbol a custom term introduces")
+    p.add_argument("--trust-code", action="store_true", help="allow a specification whose model is a Python file "
+                                                             "(PATH.py:NAME): building the report runs its code")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser("latex", help="library formulas as LaTeX equations, ready to paste into a paper",
@@ -121,7 +123,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     terms = tuple(parse_cli_term(text) for text in args.term or ())
     try:
-        done = build(spec, outputs, templates, progress, terms, parse_sets(args.set))
+        done = build(spec, outputs, templates, progress, terms, parse_sets(args.set), trust_code=args.trust_code)
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise CliError(_missing(err)) from None
     for path in done.written:

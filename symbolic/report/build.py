@@ -36,10 +36,11 @@ class Outputs:
 
 def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates: Path | None = None,
           progress: Progress | None = None, terms: tuple[CustomTerm, ...] = (),
-          values: dict[str, object] | None = None) -> Outputs:
+          values: dict[str, object] | None = None, trust_code: bool = False) -> Outputs:
     """Build every requested output of the report described by ``spec_path`` (default example if None).
 
-    ``terms`` and ``values`` add custom terms and symbol values to the specification's own.
+    ``terms`` and ``values`` add custom terms and symbol values to the specification's own;
+    ``trust_code`` allows a model that is a user's Python file (planning it runs that file).
     """
     say = _timed(progress)
     if templates is not None and not Path(templates).is_dir():
@@ -47,6 +48,9 @@ def build(spec_path: Path | spec.ReportSpec | None, outputs: Outputs, templates:
     path = spec_path or default_spec()
     say(f"reading {path.path if isinstance(path, spec.ReportSpec) else path}")
     report_spec = path if isinstance(path, spec.ReportSpec) else spec.load(path)  # already read: stdin
+    if report_spec.model.runs_code and not trust_code:
+        raise spec.ReportSpecError(f"model {report_spec.model.name!r} is a Python file: building this report runs "
+                                   "its code; build with --trust-code if you trust it")
     if terms or values:
         report_spec = report_spec.with_extras(tuple(terms), values)
     for target in (outputs.pdf, outputs.html, outputs.tex):

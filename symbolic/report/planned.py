@@ -48,6 +48,18 @@ def _where(spec: ReportSpec) -> str:
     return f"{spec.path}: " if spec.path else ""
 
 
+def _module(ref: Any) -> Any:
+    """The probed ModuleNetwork of a report's torch module model (its [module] table as the command line's flags)."""
+    from ..networks.module import files, resolve
+
+    inputs = files.parse_inputs(list(ref.inputs))
+    options = resolve.ModuleOptions(dict(ref.arguments), inputs, ref.loss, dict(ref.sizes))
+    if files.is_file_model(ref.module):
+        return resolve.module_network(ref.module, options)
+    source = resolve.module_source(ref.module, resolve.ModuleOptions(dict(ref.arguments), inputs))
+    return resolve.module_network(resolve.with_sizes(source, dict(ref.sizes), ref.loss))
+
+
 def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     """The report's scenario for a real model, from ``planning.plan``."""
     builtin = [name for name in spec.values if symtab.info(name).unit != "user"]
@@ -55,7 +67,8 @@ def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
         raise ReportSpecError(f"{_where(spec)}values.{builtin[0]}: [values] sets the articles' symbols and those of "
                         "custom terms; a real model takes its sizes from its config and the regime's options")
     try:
-        shape = planning.load(str(spec.model.path) if spec.model.path else spec.model.name)
+        shape = _module(spec.model) if spec.model.module else planning.load(
+            str(spec.model.path) if spec.model.path else spec.model.name)
     except (UserError, OSError) as err:
         raise ReportSpecError(f"{_where(spec)}model: {_message(err)}") from None
     options = dict(spec.regime.options)

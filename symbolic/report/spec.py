@@ -72,7 +72,8 @@ FRACTION_KEYS = opts.names(kind="fraction")
 CHOICES: dict[str, tuple[str, ...]] = {o.name: tuple(map(str, o.choices)) for o in opts.OPTIONS if o.kind == "choice"}
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
-            "terms", "plan", "serve")
+            "terms", "plan", "serve", "module")
+MODULE_KEYS = ("arguments", "inputs", "loss", "sizes")
 TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
 MAX_TERMS = 16
 GPU_KEYS = ("name", "memory", "fraction", "reserve")
@@ -103,10 +104,22 @@ class ModelRef:
 
     name: str
     path: Path | None = None
+    module: str | None = None  # a torch module: PATH.py:NAME (PATH resolved) or a library's prefix:NAME
+    arguments: tuple[tuple[str, Any], ...] = ()  # its [module] table: constructor arguments,
+    inputs: tuple[str, ...] = ()  # forward inputs (NAME=D1,D2,...[:DTYPE]),
+    loss: str | None = None  # the loss applied to its output,
+    sizes: tuple[tuple[str, int], ...] = ()  # and its input sizes' values
 
     @property
     def is_article(self) -> bool:
-        return self.path is None and self.name in ARTICLE_MODELS
+        return self.path is None and self.module is None and self.name in ARTICLE_MODELS
+
+    @property
+    def runs_code(self) -> bool:
+        """Whether planning it imports a user's Python file (building the report then needs --trust-code)."""
+        from ..networks.module.files import is_file_model
+
+        return self.module is not None and is_file_model(self.module)
 
 
 @dataclass(frozen=True)
@@ -339,7 +352,7 @@ class _Checker:
         texts = {k: self.text(data[k], (k,), MAX_TEXT[k]) if k in data else "" for k in MAX_TEXT}
         if not texts["title"].strip():
             raise self.fail(("title",), "must not be empty")
-        model = self.model(data["model"])
+        model = self.module_options(self.model(data["model"]), data.get("module"))
         default = model.name if model.is_article else "library"
         formulas = self.choice(data.get("formulas", default), ("formulas",), FORMULAS)
         if formulas == "article-a" and model.name != "article-a":
@@ -366,6 +379,16 @@ class _Checker:
         name = self.text(value, where, 1000).strip()
         if not name:
             raise self.fail(where, "must not be empty")
+        from ..networks.module import files, resolve
+
+        if resolve.is_module_model(name):
+            if not files.is_file_model(name):
+                return ModelRef(name, module=name)
+            file, _, attr = name.rpartition(":")
+            path = Path(file).expanduser()
+            if not path.is_absolute() and self.origin is not None:
+                path = self.origin.parent / path
+            return ModelRef(name, module=f"{path}:{attr}")
         if name.endswith(".json") or "/" in name or "\\" in name:
             path = Path(name).expanduser()
             if not path.is_absolute() and self.origin is not None:
@@ -378,6 +401,32 @@ class _Checker:
             raise self.fail(where, f"{name!r} is not a model name (letters, digits, '.', '_', '-') "
                                    "or a path to a config.json")
         return ModelRef(name)
+
+    def module_options(self, model: ModelRef, value: Any) -> ModelRef:
+        """The [module] table of a torch module model: arguments, inputs, loss, sizes (checked, never evaluated)."""
+        where = ("module",)
+        if value is None:
+            return model
+        if model.module is None:
+            raise self.fail(where, "applies to a torch module model (PATH.py:NAME, torchvision:NAME, ...)")
+        table = self.table(value, where)
+        self.keys(table, MODULE_KEYS, where)
+        arguments = self.table(table.get("arguments", {}), where + ("arguments",))
+        for key, item in arguments.items():
+            if not isinstance(item, (bool, int, float, str)):
+                raise self.fail(where + ("arguments", key), f"expected a number, true/false or a string, got "
+                                                              f"{_kind(item)}")
+        inputs = table.get("inputs", [])
+        if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+            raise self.fail(where + ("inputs",), "expected a list of strings NAME=D1,D2,...[:DTYPE]")
+        loss = table.get("loss")
+        if loss is not None:
+            from ..networks.module.source import LOSSES
+
+            loss = self.choice(loss, where + ("loss",), LOSSES)
+        sizes = self.table(table.get("sizes", {}), where + ("sizes",))
+        counted = tuple((k, self.count(v, where + ("sizes", k), 1, MAX_SIZE)) for k, v in sizes.items())
+        return replace(model, arguments=tuple(arguments.items()), inputs=tuple(inputs), loss=loss, sizes=counted)
 
     def regime(self, value: Any) -> RegimeOptions:
         where = ("regime",)

@@ -79,7 +79,16 @@ def _params_data(p: probe.Params) -> dict[str, Any]:
     names = list(p.values)
     return {"names": names, "values": p.values, "total": p.total, "tensors": list(p.tensors),
             "matrices": [list(m) for m in p.matrices], "buffers": p.buffers, "unexplained": list(p.unexplained),
-            "terms": [{"key": t.key, "note": t.note, "expr": _expr_data(t.expr, names)} for t in p.terms]}
+            "terms": [_term_data(t, names, p.values) for t in p.terms]}
+
+
+def _term_data(term: Term, names: Sequence[str], values: Mapping[str, int]) -> dict[str, Any]:
+    """A parameter term as cache data; one not polynomial in the arguments (a ViT's (image/patch)²) as its number."""
+    try:
+        return {"key": term.key, "note": term.note, "expr": _expr_data(term.expr, names)}
+    except sympy.PolynomialError:
+        count = int(term.expr.xreplace({s: values[s.name] for s in term.expr.free_symbols}))
+        return {"key": term.key, "note": term.note or probe.NOTE_MEASURED, "expr": [[[0] * len(names), str(count)]]}
 
 
 def _params(data: Mapping[str, Any], scope: symtab.SymbolScope) -> probe.Params:

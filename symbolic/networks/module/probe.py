@@ -241,7 +241,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     keep = [t.untyped_storage() for t in (*module.parameters(), *module.buffers())]  # ids stay theirs
     seen: dict[int, tuple[str, int]] = {}  # no reference kept: backward frees them as it goes
     live = _Live()
-    for t in (*module.parameters(), *module.buffers(), *inputs.values()):
+    for t in (*module.parameters(), *module.buffers(), *(v for v in inputs.values() if isinstance(v, torch.Tensor))):
         live.known(t)
     with _module_names(module) as stack:
         def pack(t: Any) -> Any:
@@ -268,7 +268,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     for name, nbytes in seen.values():
         saved[name] = saved.get(name, 0) + nbytes
     del keep
-    in_bytes = sum(int(t.untyped_storage().nbytes()) for t in inputs.values())
+    in_bytes = sum(int(t.untyped_storage().nbytes()) for t in inputs.values() if isinstance(t, torch.Tensor))
     return Trace(saved, forward, live.moments, in_bytes)
 
 

@@ -11,11 +11,11 @@ anything, whether a model name is one of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .files import file_source, is_file_model
-from .source import Input, ModuleSource
+from .source import Input, ModuleError, ModuleSource
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,7 @@ class ModuleOptions:
     inputs: tuple[Input, ...] = ()
     loss: str | None = None
     sizes: Mapping[str, int] = field(default_factory=dict)
+    config: Mapping[str, Any] | None = None  # a diffusers model's --config FILE.json
 
 
 Resolver = Callable[[str, ModuleOptions], ModuleSource]
@@ -70,6 +71,39 @@ def module_network(model: str | ModuleSource, options: ModuleOptions | None = No
         raise UnknownNameError(f"{model!r} is not a torch module (PATH.py:NAME or one of "
                                f"{', '.join(p + ':' for p in PREFIXES) or 'no prefixes'})")
     return network_of(source)
+
+
+def with_sizes(source: ModuleSource, sizes: Mapping[str, int], loss: str | None = None) -> ModuleSource:
+    """``source`` with --set values over its default sizes (each an input size of it) and --loss over its loss."""
+    names = source.size_names
+    for key, value in sizes.items():
+        if key not in names:
+            raise ModuleError(f"{source.label}: {key!r} is not an input size of this model (its sizes: "
+                              f"{', '.join(names) or 'none'})")
+        if type(value) is not int or value < 1:
+            raise ModuleError(f"{source.label}: size {key}={value!r} must be a positive integer")
+    if not sizes and loss is None:
+        return source
+    return replace(source, sizes={**source.sizes, **sizes}, loss=loss if loss is not None else source.loss)
+
+
+def _library(prefix: str) -> Resolver:
+    """The resolver of ``prefix:NAME`` library models (torchvision, timm, diffusers), imported when used."""
+
+    def resolve(name: str, options: ModuleOptions) -> ModuleSource:
+        from .libraries import library_source
+
+        if options.inputs:
+            raise ModuleError(f"--input applies to a PATH.py:NAME model; {prefix}:{name} takes its library's "
+                              "inputs (their sizes with --set NAME=N)")
+        return with_sizes(library_source(prefix, name, options.arguments, options.config), options.sizes,
+                          options.loss)
+
+    return resolve
+
+
+for _library_name in ("torchvision", "timm", "diffusers"):
+    register(_library_name, _library(_library_name))
 
 
 def sizes_from(items: Sequence[tuple[str, int]]) -> dict[str, int]:

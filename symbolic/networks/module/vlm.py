@@ -32,6 +32,7 @@ from ...library import vision
 from .source import ModuleError
 
 QWEN = ("qwen2_vl", "qwen2_5_vl")
+BUILT = (*QWEN, "llava", "llava_next", "gemma3", "mllama")  # the model types whose inputs vlm_inputs builds
 SIZES = ("S", "n_img", "H_img", "W_img")
 IMAGES = 1  # default n_img
 QWEN_IMAGE = 448  # default H_img = W_img of Qwen2-VL (its config names no image size): 16·16 = 256 tokens
@@ -61,7 +62,7 @@ def vlm_inputs(config_obj: Any, class_name: str, text_tokens: int) -> Vlm:
     if kind == "mllama":
         return _mllama(config_obj, text_tokens)
     raise ModuleError(f"the inputs of the vision-language model {class_name} ({kind!r}) are not built: known are "
-                      f"{', '.join((*QWEN, 'llava', 'llava_next', 'gemma3', 'mllama'))}")
+                      f"{', '.join(BUILT)}")
 
 
 # --- the text ---------------------------------------------------------------------------------------
