@@ -81,14 +81,31 @@ def _shared_scope(decorator: ast.expr) -> bool:
 
 @functools.cache
 def shared_fixture_modules(root: Path) -> frozenset[str]:
-    """The test files (paths relative to ``root``, as in node ids) that define a long-lived fixture."""
+    """The test files (paths relative to ``root``, as in node ids) that define a long-lived fixture.
+
+    A module marked ``imports_torch`` as a whole (its ``pytestmark``) builds its fixture with torch in
+    the test process: it is not one of these but part of the torch group (``in_process_torch``), so that
+    no worker imports torch before a module that checks the test process never does.
+    """
     found = set()
     for path in sorted((root / "tests").glob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
+        if _module_has_mark(tree, "imports_torch"):
+            continue
         if any(_shared_scope(d) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
                for d in node.decorator_list):
             found.add(path.relative_to(root).as_posix())
     return frozenset(found)
+
+
+def _module_has_mark(tree: ast.Module, mark: str) -> bool:
+    """Whether the module's ``pytestmark`` (one mark or a list) includes ``pytest.mark.<mark>``."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            if any(isinstance(v, ast.Attribute) and v.attr == mark for v in values):
+                return True
+    return False
 
 
 def _marks_torch(decorator: ast.expr) -> bool:

@@ -14,7 +14,7 @@ from symbolic.networks.module.libraries import library_source
 from symbolic.networks.module.source import ModuleError, loss_of, make_inputs
 from symbolic.networks.module.transformers_task import transformers_source
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.imports_torch]  # its fixture imports torch in the test process
 
 SMALL = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
          "intermediate_size": 64}

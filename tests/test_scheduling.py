@@ -91,3 +91,14 @@ def test_only_modules_without_a_child_are_in_the_torch_group() -> None:
     assert {"tests/test_runtime.py::test_meta_device_trace_is_the_cpu_trace",
             "tests/test_time_torch.py::test_training_flops_are_three_forwards_as_pytorch_counts",
             "tests/test_fuzz_cli.py::test_any_config_file_gives_output_or_a_one_line_error"} <= marked
+
+
+def test_a_module_whose_fixture_imports_torch_joins_the_torch_group() -> None:
+    """Modules marked imports_torch as a whole go with the in-process torch tests, not as a unit of their own."""
+    grouped = conftest.shared_fixture_modules(ROOT)
+    marked = conftest.in_process_torch(ROOT)
+    for name in ("tests/test_module_sources.py", "tests/test_vlm_sources.py"):
+        assert name not in grouped
+        assert conftest.scope_of(f"{name}::test_x", grouped, marked) != name
+    some = next(t for t in marked if t.startswith("tests/test_module_sources.py::"))
+    assert conftest.scope_of(some, grouped, marked) == conftest.TORCH_GROUP

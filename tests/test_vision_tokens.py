@@ -12,7 +12,7 @@ import pytest
 from symbolic.core.symbols import n_img
 from symbolic.library import vision
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.imports_torch]  # its fixture imports torch in the test process
 
 SIZES = [(480, 640), (100, 3000), (30, 40), (1500, 2000), (70, 42), (336, 1200), (1000, 300)]
 

@@ -15,7 +15,7 @@ from symbolic.library import vision
 from symbolic.networks.module.source import ModuleError, loss_of, make_inputs
 from symbolic.networks.module.transformers_task import transformers_source
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.imports_torch]  # its fixture imports torch in the test process
 
 TEXT = {"vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}
