@@ -55,13 +55,13 @@ from __future__ import annotations
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import formats
 from ..core.errors import UnknownNameError, UserError
 from ..networks import torch_env
+from ..networks.module.probe import running_modules
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers only
     import torch
@@ -186,29 +186,6 @@ def parameter_bytes(module: Any) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-@contextmanager
-def _module_stack(module: Any) -> Iterator[list[str]]:
-    """A list that holds the class names of the modules running now (innermost last)."""
-    stack: list[str] = []
-    handles = []
-
-    def push(mod: Any, *_: Any) -> None:
-        stack.append(type(mod).__name__)
-
-    def pop(mod: Any, *_: Any) -> None:
-        if stack:
-            stack.pop()
-
-    for sub in module.modules():
-        handles.append(sub.register_forward_pre_hook(push))
-        handles.append(sub.register_forward_hook(pop, always_call=True))
-    try:
-        yield stack
-    finally:
-        for h in handles:
-            h.remove()
-
-
 # --- saved tensors -------------------------------------------------------------------------
 def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn, *, autocast: str | None = None) -> SavedTensors:
     """Bytes saved for backward by one forward pass and loss (see the module docstring).
@@ -221,7 +198,7 @@ def saved_tensors(module: Any, inputs: Any, loss_fn: LossFn, *, autocast: str | 
     excluded = _state_storages(module)
     seen: dict[tuple[int, int], tuple[str, str]] = {}
 
-    with _module_stack(module) as stack:
+    with running_modules(module, qualified=False) as stack:
         def pack(t: torch.Tensor) -> torch.Tensor:
             try:
                 st = t.untyped_storage()

@@ -206,8 +206,8 @@ def _tracking(track: Callable[[Any], None]) -> Any:
 
 
 @contextlib.contextmanager
-def _module_names(module: Any) -> Iterator[list[str]]:
-    """A list holding the qualified names of the modules running now (innermost last)."""
+def running_modules(module: Any, qualified: bool = True) -> Iterator[list[str]]:
+    """A list holding the modules running now, innermost last: qualified names, or class names."""
     stack: list[str] = []
     handles = []
 
@@ -216,7 +216,8 @@ def _module_names(module: Any) -> Iterator[list[str]]:
             stack.pop()
 
     for name, sub in module.named_modules():
-        handles.append(sub.register_forward_pre_hook(lambda *_, n=name: stack.append(n or "(module)") and None))
+        label = (name or "(module)") if qualified else type(sub).__name__
+        handles.append(sub.register_forward_pre_hook(lambda *_, n=label: stack.append(n) and None))
         handles.append(sub.register_forward_hook(pop, always_call=True))
     try:
         yield stack
@@ -243,7 +244,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     live = _Live()
     for t in (*module.parameters(), *module.buffers(), *(v for v in inputs.values() if isinstance(v, torch.Tensor))):
         live.known(t)
-    with _module_names(module) as stack:
+    with running_modules(module) as stack:
         def pack(t: Any) -> Any:
             try:
                 st = t.untyped_storage()
