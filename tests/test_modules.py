@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from helpers import torch_child
 
-from symbolic.networks.module import cache, files
+from symbolic.networks.module import cache, files, probe
 
 pytestmark = pytest.mark.torch
 
@@ -98,3 +98,33 @@ def test_cache_is_plain_data_and_bounded(tmp_path, monkeypatch: pytest.MonkeyPat
 def test_values_are_never_evaluated() -> None:
     assert files.parse_value("2+2") == "2+2"
     assert files.parse_value("7") == 7 and files.parse_value("true") is True and files.parse_value("0.5") == 0.5
+
+
+def _synthetic_fit(moments: list, base: list[int], factors: tuple[int, ...] = probe.SIZE_FACTORS) -> tuple:
+    """Traces whose forward moments are the given functions of (B, H), fitted the way ``fit_step`` fits them."""
+    exps = probe.monomials(len(base))
+    points = probe.grid(base, factors)
+    inv = probe.inverse(points, exps)
+    traces = [probe.Trace({}, [m(*p) for m in moments], [0], 0) for p in points]
+    return probe._moments(traces, "forward", lambda v: probe.Poly.of(probe.solve(inv, v), exps)), points, traces
+
+
+def test_a_phase_peak_keeps_every_moment_that_can_win() -> None:
+    """6B + 2H² wins only where B ≥ 4 and H is moderate: at no probe point, yet at the check's (5, 20).
+
+    The expected peak is the largest of the moments themselves (synthetic, not measured).
+    """
+    moments = [lambda b, h: 20 + 2 * h * h, lambda b, h: 6 * b * h - 2, lambda b, h: 6 * b + 2 * h * h]
+    polys, _, _ = _synthetic_fit(moments, [4])
+    for point in [(5, 20), (4, 9), (2, 4), (1000, 3), (3, 1000)]:
+        assert max(p.at(point) for p in polys) == max(m(*point) for m in moments)
+
+
+def test_operators_that_differ_only_at_the_sizes_themselves_are_seen() -> None:
+    """A ViT's forward at its own image size runs fewer operators (no interpolation): the fit moves off it."""
+    base = [64]
+    points = probe.grid(base)
+    traces = [probe.Trace({}, [1] * (59 if p[1] == 64 else 61), [1], 0) for p in points]
+    assert probe._changes_at_base(traces, points, base)
+    same = [probe.Trace({}, [1] * 61, [1], 0) for _ in points]
+    assert not probe._changes_at_base(same, points, base)

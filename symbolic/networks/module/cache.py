@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 LIMIT = 256
-VERSION = 1
+VERSION = 2
 
 
 def folder() -> Path:

@@ -105,18 +105,24 @@ def _params(data: Mapping[str, Any], scope: symtab.SymbolScope) -> probe.Params:
 def _fit_data(f: probe.StepFit, buffers: int) -> dict[str, Any]:
     return {"names": list(f.names), "saved": [[m, _poly_data(p)] for m, p in f.saved],
             "forward": [_poly_data(p) for p in f.forward], "backward": [_poly_data(p) for p in f.backward],
-            "inputs": _poly_data(f.inputs), "buffers": buffers}
+            "inputs": _poly_data(f.inputs), "buffers": buffers, "shifted": f.shifted}
 
 
 def _fit(data: Mapping[str, Any]) -> tuple[probe.StepFit, int]:
     return (probe.StepFit(tuple(str(n) for n in data["names"]), tuple((str(m), _poly(p)) for m, p in data["saved"]),
                           tuple(_poly(p) for p in data["forward"]), tuple(_poly(p) for p in data["backward"]),
-                          _poly(data["inputs"])), int(data["buffers"]))
+                          _poly(data["inputs"]), bool(data.get("shifted", False))), int(data["buffers"]))
 
 
 def _source_key(source: ModuleSource) -> list[Any]:
     inputs = [[i.name, list(i.dims), i.dtype, i.high] for i in source.inputs]
     return [list(source.fingerprint), source.label, dict(source.arguments), inputs, source.loss, _version()]
+
+
+STRIDE_NOTE = ("; exact where the input sizes are multiples of the network's total stride (32 for a ResNet, the "
+               "patch size for a ViT), which keeps every output size a polynomial in them")
+SHIFTED_NOTE = ("; fitted at 2, 3 and 4 times the input sizes: at the sizes themselves the forward runs a few "
+                "other operators (a ViT at its own image size does not interpolate its position embeddings)")
 
 
 # --- the network --------------------------------------------------------------------------------
@@ -261,7 +267,8 @@ class ModuleNetwork(ModelShape):
             largest = max(self.probed.tensors) if self.probed.tensors else 0
             moment = tb * largest * (1 + (per if optimizer == "adamw" else 0)) + inputs
             phases = pypeak.lifetime_phases(phases, accumulate, in_backward, maximum(inputs + backward, moment))
-        return ModuleStep(FAMILY, setup, saved, tuple(resident), phases, optimizer, foreach, False, False, "module")
+        return ModuleStep(FAMILY, setup, saved, tuple(resident), phases, optimizer, foreach, False, False, "module",
+                          (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else ""))
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
         raise UserError(f"{self.name} is planned with activations pytorch only (its saved tensors are measured)")
@@ -280,8 +287,11 @@ class ModuleNetwork(ModelShape):
         return fit.saved_total().expr([B, *(sympy.Symbol(n, positive=True, integer=True) for n in fit.names)])
 
 
+@dataclass(frozen=True)
 class ModuleStep(pypeak.StepModel):
     """A module's training step: ``library.peak_pytorch.StepModel`` with its own ``formula``."""
+
+    fit_note: str = ""  # what the probe's fit says about its input sizes (STRIDE_NOTE, SHIFTED_NOTE)
 
     def formula(self) -> Formula:
         """``pytorch.peak.module``: the resident terms and the largest phase's own."""
@@ -289,7 +299,8 @@ class ModuleStep(pypeak.StepModel):
             f"{n}: " + " + ".join(t.key for t in ts) for n, ts in self.phases.items()),
             maximum(*self.phase_extras().values()), "bytes", SRC, "peak",
             "the module's step: forward and backward measured on the meta device; the optimizer's temporaries as "
-            "PyTorch's " + self.optimizer + (" foreach" if self.foreach else " single-tensor loop") + " keeps them")
+            "PyTorch's " + self.optimizer + (" foreach" if self.foreach else " single-tensor loop") + " keeps them"
+            + self.fit_note)
         return Formula(f"pytorch.peak.{FAMILY}", "Peak memory of one training step of a torch module",
                        (*self.resident, phase), source=SRC, name="M_peak")
 

@@ -13,8 +13,13 @@
   coefficients are exact rationals from a linear solve on a tensor-product grid; each fit is
   checked at an independent point, and a module whose bytes are not such a polynomial is a
   one-line error that says so (no formula is guessed). A phase's peak is the largest of the live
-  bytes at its candidate moments (the operators that peak at some probe point or far out),
-  each moment's bytes a polynomial: the same operators run at every shape.
+  bytes at its candidate moments (every moment no other one exceeds coefficient by coefficient),
+  each moment's bytes a polynomial: the same operators run at every shape. A network whose
+  operators differ only at the sizes themselves (a transformers ViT interpolates its position
+  embeddings at every image size but its own) is fitted at 2, 3 and 4 times the sizes, with a note.
+- Strided networks: output sizes are floors of the input sizes over the strides, polynomial only
+  where the input sizes are multiples of the network's total stride (32 for a ResNet); at others
+  the check fails and the error names that rule.
 
 The meta device runs the CPU's composite kernels (dropout keeps a mask of its input's dtype,
 attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures.
@@ -40,8 +45,8 @@ from .source import BATCH, ModuleError, ModuleSource, loss_of, make_inputs
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the pure precisions a probe runs in
 BATCHES = (2, 3)  # the fit's batch sizes (B = 1 makes some reshapes views)
 SIZE_FACTORS = (1, 2, 3)  # the fit's input sizes: the size's value times these
+SHIFTED = (2, 3, 4)  # the same where the operators at the sizes themselves differ (a ViT at its own image size)
 CHECK = (5, 5)  # the independent point: batch 5, every size × 5
-FAR = 2**20  # where a phase's moment that wins for large batches is looked for
 SOURCE = "torch-meta"
 ARG_DOC = "constructor argument {!r} of a torch module (a size the module probes found in parameter shapes)"
 
@@ -292,10 +297,10 @@ def monomials(n_sizes: int) -> list[tuple[int, ...]]:
     return [(e0, *rest) for e0 in (0, 1) for rest in itertools.product((0, 1, 2), repeat=n_sizes)]
 
 
-def grid(base: Sequence[int]) -> list[Point]:
+def grid(base: Sequence[int], factors: Sequence[int] = SIZE_FACTORS) -> list[Point]:
     """The fit's points: a tensor product of the batches and each size's multiples (an invertible system)."""
     return [(b, *(f * v for f, v in zip(fs, base)))
-            for b in BATCHES for fs in itertools.product(SIZE_FACTORS, repeat=len(base))]
+            for b in BATCHES for fs in itertools.product(factors, repeat=len(base))]
 
 
 def _row(point: Point, exps: Sequence[tuple[int, ...]]) -> list[Fraction]:
@@ -366,6 +371,7 @@ class StepFit:
     forward: tuple[Poly, ...]  # live bytes (new storages) at the forward's candidate moments
     backward: tuple[Poly, ...]
     inputs: Poly  # the inputs' bytes
+    shifted: bool = False  # fitted at 2-4 x the sizes: the sizes themselves run a few other operators
 
     def saved_total(self) -> Poly:
         out: dict[tuple[int, ...], Fraction] = {}
@@ -383,12 +389,23 @@ def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
     exps = monomials(len(names))
-    points = grid(base)
-    inv = inverse(points, exps)
     module = build(source, dtype=dtype)
-    traces = [trace(source, p[0], dict(zip(names, p[1:])), dtype, module) for p in points]
+    done: dict[Point, Trace] = {}
+
+    def at(point: Point) -> Trace:
+        if point not in done:
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module)
+        return done[point]
+
+    points = grid(base)
+    traces = [at(p) for p in points]
+    shifted = bool(names) and _changes_at_base(traces, points, base)
+    if shifted:  # fitted where the operators agree; the sizes themselves run a few others (see the note)
+        points = grid(base, SHIFTED)
+        traces = [at(p) for p in points]
+    inv = inverse(points, exps)
     check_point = (CHECK[0], *(CHECK[1] * v for v in base))
-    check = trace(source, check_point[0], dict(zip(names, check_point[1:])), dtype, module)
+    check = at(check_point)
 
     def fitted(values: Sequence[int]) -> Poly:
         return Poly.of(solve(inv, values), exps)
@@ -396,25 +413,37 @@ def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
     modules = sorted({m for t in traces for m in t.saved} | set(check.saved))
     saved = tuple((m, fitted([t.saved.get(m, 0) for t in traces])) for m in modules)
     inputs = fitted([t.inputs for t in traces])
-    result = StepFit(tuple(names), saved, _moments(traces, "forward", fitted, points, base),
-                     _moments(traces, "backward", fitted, points, base), inputs)
+    result = StepFit(tuple(names), saved, _moments(traces, "forward", fitted),
+                     _moments(traces, "backward", fitted), inputs, shifted)
     _check(source, result, check, check_point)
     return result
 
 
-def _moments(traces: Sequence[Trace], phase: str, fitted: Callable[[Sequence[int]], Poly],
-             points: Sequence[Point], base: Sequence[int]) -> tuple[Poly, ...]:
-    """The phase's candidate moments: those that peak at a probe point, at a far batch or at far sizes."""
+def _changes_at_base(traces: Sequence[Trace], points: Sequence[Point], base: Sequence[int]) -> bool:
+    """Whether only the points at the sizes themselves run a different number of operators."""
+    at_base = {len(t.forward) + len(t.backward) for t, p in zip(traces, points) if list(p[1:]) == list(base)}
+    others = {len(t.forward) + len(t.backward) for t, p in zip(traces, points) if list(p[1:]) != list(base)}
+    return len(others) == 1 and at_base != others
+
+
+def _moments(traces: Sequence[Trace], phase: str, fitted: Callable[[Sequence[int]], Poly]) -> tuple[Poly, ...]:
+    """The phase's candidate moments: every fitted moment no other one exceeds coefficient by coefficient.
+
+    B and the sizes are positive, so a moment whose every coefficient another's reaches is never
+    the larger; the rest are kept whole (probe points alone miss a moment that wins elsewhere).
+    """
     series = [getattr(t, phase) for t in traces]
     if len({len(s) for s in series}) != 1:  # the operators depend on the shape: the peak itself fitted
         return (fitted([max(s) for s in series]),)
-    unique = {tuple(s[i] for s in series) for i in range(len(series[0]))}
-    polys = [fitted(v) for v in unique]
-    chosen: set[int] = set()
-    probes = [*points, (FAR, *base), (1, *base), (BATCHES[0], *(FAR for _ in base)), (FAR, *(FAR for _ in base))]
-    for point in probes:
-        chosen.add(max(range(len(polys)), key=lambda i: polys[i].at(point)))
-    return tuple(polys[i] for i in sorted(chosen, key=lambda i: str(polys[i].coefs)))
+    polys = sorted({fitted(v) for v in {tuple(s[i] for s in series) for i in range(len(series[0]))}},
+                   key=lambda p: str(p.coefs))
+    return tuple(p for p in polys if not any(q != p and _covers(q, p) for q in polys))
+
+
+def _covers(big: Poly, small: Poly) -> bool:
+    """Whether ``big`` has every coefficient at least ``small``'s (so it is at least as large everywhere)."""
+    b, s = dict(big.coefs), dict(small.coefs)
+    return all(b.get(e, 0) >= s.get(e, 0) for e in set(b) | set(s))
 
 
 def _check(source: ModuleSource, fit: StepFit, check: Trace, point: Point) -> None:
@@ -429,4 +458,8 @@ def _check(source: ModuleSource, fit: StepFit, check: Trace, point: Point) -> No
     if what:
         shown = ", ".join(f"{n}={v}" for n, v in zip((BATCH, *fit.names), point))
         raise ModuleError(f"{source.label}: its step's bytes are not a polynomial of degree 1 in {BATCH} and 2 in "
-                          f"each input size (checked at {shown}: {'; '.join(what)})")
+                          f"each input size (checked at {shown}: {'; '.join(what)}); {STRIDE_RULE}")
+
+
+STRIDE_RULE = ("a strided network is exact only at input sizes that are multiples of its total stride "
+               "(32 for a ResNet, the patch size for a ViT)")
