@@ -39,6 +39,7 @@ SKIP = 77
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from saved_for_backward_child import _chunked_head  # noqa: E402  (the same head, its loss compiled)
 from tiny_models import GPT2, LLAMA  # noqa: E402
 
 from symbolic.networks import torch_env  # noqa: E402
@@ -187,29 +188,6 @@ def _allocated(torch: object, run: object) -> tuple[int, int]:
         current += delta
         peak = max(peak, current)
     return peak, current
-
-
-def _chunked_head(torch: object, hidden: int, vocab: int, chunks: int, cross_entropy: object) -> object:
-    """An LM head on N sequence chunks and CEWithChunkedOutputLoss.forward (torchtune bd2a0fc), each chunk's
-    loss by ``cross_entropy`` (its compute_cross_entropy, which upcasts the chunk itself)."""
-
-    class ChunkedHead(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.output = torch.nn.Linear(hidden, vocab, bias=False)
-
-        def forward(self, x, labels):  # noqa: ANN001, ANN202
-            h = x.clone()  # the final norm's output: the head's input
-            logits = [self.output(chunk) for chunk in h.tensor_split(chunks, dim=1)]
-            del h
-            total_elements = (labels != -100).sum()
-            targets = [c.reshape(-1) for c in labels.tensor_split(chunks, dim=1)]
-            total = 0.0
-            for logits_chunk, labels_chunk in zip(logits, targets, strict=True):
-                total += cross_entropy(logits_chunk.reshape(-1, vocab), labels_chunk)
-            return total / total_elements
-
-    return ChunkedHead()
 
 
 def chunked(torch: object) -> list[dict]:

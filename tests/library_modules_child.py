@@ -8,13 +8,13 @@ shapes other than those its fit used. Writes one JSON object on stdout; exits 77
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
+
+from modules_child import _cli, _measured  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,25 +47,6 @@ WHISPER = {"model_type": "whisper", "architectures": ["WhisperForConditionalGene
            "decoder_attention_heads": 4, "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "num_mel_bins": 16,
            "max_source_positions": 32, "max_target_positions": 128, "decoder_start_token_id": 1, "pad_token_id": 0,
            "eos_token_id": 2, "bos_token_id": 1}
-
-
-def _measured(source, batch):
-    """A real step on the CPU (AdamW): saved bytes, the step's peak, the parameter count."""
-    import torch
-
-    from symbolic.measured import measure
-    from symbolic.networks.module.source import loss_of, make_inputs
-
-    torch.manual_seed(0)
-    module = source.build(source.arguments).train()
-    x = make_inputs(source, batch, device="cpu")
-
-    def loss(out):
-        return loss_of(out, source.loss)
-
-    return {"saved": measure.saved_tensors(module, x, loss).total_bytes,
-            "peak": measure.step_peak(module, x, loss).peak_bytes,
-            "params": sum(p.numel() for p in module.parameters())}
 
 
 def _case(source, fit, batch, sizes):
@@ -105,15 +86,6 @@ def cases():
             "whisper": _case(_config({**WHISPER, **eager}), {"T": 16}, 2, {"T": 10}),
             "bert": _case(_config(BERT, "sequence-classification"), {"S": 16}, 3, {"S": 24}),
             "t5": _case(_config(T5), {"S": 16, "T": 8}, 2, {"S": 20, "T": 12})}
-
-
-def _cli(*argv):
-    from symbolic.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
 
 def cli(tmp):

@@ -100,8 +100,9 @@ def sac() -> list[dict]:
     return out
 
 
-def _chunked_head(torch: object, functional: object, hidden: int, vocab: int, chunks: int) -> object:
-    """An LM head on N sequence chunks and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss.forward)."""
+def _chunked_head(torch: object, hidden: int, vocab: int, chunks: int, cross_entropy: object) -> object:
+    """An LM head on N sequence chunks and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss.forward,
+    torchtune bd2a0fc), each chunk's summed loss by ``cross_entropy`` (compute_cross_entropy, eager or compiled)."""
 
     class ChunkedHead(torch.nn.Module):
         def __init__(self) -> None:
@@ -114,14 +115,17 @@ def _chunked_head(torch: object, functional: object, hidden: int, vocab: int, ch
             del h
             total_elements = (labels != -100).sum()
             targets = [c.reshape(-1) for c in labels.tensor_split(chunks, dim=1)]
-            logits = [c.reshape(-1, c.size(-1)) for c in logits]
             total = 0.0
             for logits_chunk, labels_chunk in zip(logits, targets, strict=True):
-                total += functional.cross_entropy(logits_chunk.float(), labels_chunk, ignore_index=-100,
-                                                  reduction="sum")
+                total += cross_entropy(logits_chunk.reshape(-1, vocab), labels_chunk)
             return total / total_elements
 
     return ChunkedHead()
+
+
+def _summed_cross_entropy(functional: object) -> object:
+    """torchtune's compute_cross_entropy: the chunk upcast to fp32, the loss summed."""
+    return lambda logits, labels: functional.cross_entropy(logits.float(), labels, ignore_index=-100, reduction="sum")
 
 
 def chunked() -> list[dict]:
@@ -131,7 +135,7 @@ def chunked() -> list[dict]:
     hidden, vocab = LLAMA["hidden_size"], LLAMA["vocab_size"]
     out = []
     for batch, seq, chunks in CE_POINTS:
-        head = _chunked_head(torch, functional, hidden, vocab, chunks).to(torch.bfloat16)
+        head = _chunked_head(torch, hidden, vocab, chunks, _summed_cross_entropy(functional)).to(torch.bfloat16)
         x = torch.randn(batch, seq, hidden, dtype=torch.bfloat16, requires_grad=True)
         labels = torch.randint(0, vocab, (batch, seq))
         saved = saved_tensors(head, (x, labels), lambda loss: loss).total_bytes
