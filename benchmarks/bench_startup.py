@@ -16,6 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +29,8 @@ PY = sys.executable
 # PYTHONDONTWRITEBYTECODE=1 shell would make only our modules recompile on every start).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 ENV["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+CACHE = tempfile.mkdtemp(prefix="symbolic-bench-")  # module probes, so that the cached candidates start warm
+ENV["SYMBOLIC_CACHE"] = CACHE
 
 # What each candidate runs; CLI commands are run as `python -m symbolic ...` (what the
 # `symbolic` script does, without depending on where it is installed).
@@ -41,6 +44,11 @@ CANDIDATES: dict[str, list[str]] = {
     "symbolic params gpt2": [PY, "-m", "symbolic", "params", "gpt2"],
     "symbolic sweep (192 points)": [PY, "-m", "symbolic", "sweep", "llm.peak", "--example", "--grid", "B=1..64",
                                     "--grid", "S=512,1024,2048", "--set", "D=1024"],
+    # a torch module asked again: its probe read from the cache (CACHE, warmed by the first round), no torch
+    "symbolic memory PATH.py:NAME (cached probe)": [PY, "-m", "symbolic", "memory",
+                                                    str(ROOT / "tests" / "data" / "modules" / "cnn.py") + ":CNN",
+                                                    "--input", "x=B,3,32,32", "--loss", "cross-entropy",
+                                                    "--batch", "8"],
 }
 
 PROBE = """

@@ -149,7 +149,7 @@ def _transformers_source(args: argparse.Namespace) -> Any:
         if value:
             raise CliError(f"{flag} applies to a PATH.py:NAME model; {name} takes its task's inputs "
                            "(their sizes with --set NAME=N, --images, --image-size)")
-    source = transformers_task.transformers_source(name, config, task)
+    source = transformers_task.cached_source(name, config, task)
     size = getattr(args, "image_size", None)
     images = configs.image_sizes(source, getattr(args, "images", None), configs.image_size(size) if size else None)
     return resolve.with_sizes(source, {**images, **_sizes(args, set(source.size_names))})

@@ -13,6 +13,7 @@ never evaluated), ``--input NAME=D1,D2,...[:DTYPE]`` the forward's inputs (a dim
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import inspect
 import re
@@ -126,21 +127,49 @@ def first_line(err: BaseException) -> str:
 
 
 def fingerprint(path: Path) -> tuple[str, ...]:
-    """What a cached probe of the file is keyed by: its text, its folder's other .py files, torch's version."""
-    import torch
+    """What a cached probe of the file is keyed by: its text, its folder's other .py files, torch's version.
 
+    Read without importing the file or torch, so that a cached ask runs none of the user's code.
+    """
     digest = hashlib.sha256(path.read_bytes())
     for other in sorted(path.parent.glob("*.py")):
         if other != path and other.is_file():
             digest.update(other.name.encode() + b"\0" + other.read_bytes())
-    return ("file", digest.hexdigest(), f"torch {torch.__version__}")
+    return ("file", digest.hexdigest(), f"torch {package_version('torch')}")
 
 
-def _builder(target: Any, label: str) -> Any:
-    """arguments -> module: a Module class called, or a function whose result must be a Module."""
+def package_version(name: str) -> str:
+    """An installed package's version from its metadata (the package is not imported)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def _target(path: Path, text: str, name: str) -> Any:
+    """NAME in the file (imported now: its code runs): a Module subclass or a function returning one."""
+    from .. import torch_env
+
+    torch_env.ready()
     import torch
 
+    found = getattr(_import(path), name, None)
+    if found is None:
+        raise ModuleError(f"{text} does not define {name!r}")
+    is_class = inspect.isclass(found)
+    if (is_class and not issubclass(found, torch.nn.Module)) or (not is_class and not inspect.isfunction(found)):
+        raise ModuleError(f"{text}:{name} is {type(found).__name__}, not a torch.nn.Module subclass or a function "
+                          "returning one")
+    return found
+
+
+def _builder(path: Path, text: str, name: str, label: str) -> Any:
+    """arguments -> module: the file imported on the first build (never for a cached ask), NAME called."""
+
     def build(arguments: Mapping[str, Any]) -> Any:
+        import torch
+
+        target = _target(path, text, name)
         try:
             module = target(**dict(arguments))
         except ModuleError:
@@ -159,32 +188,30 @@ def _shown(arguments: Mapping[str, Any]) -> str:
 
 
 def file_source(model: str, arguments: Mapping[str, Any] | None = None, inputs: Sequence[Input] = (),
-                loss: str | None = None, sizes: Mapping[str, int] | None = None) -> ModuleSource:
-    """The ModuleSource of ``PATH.py:NAME`` (imports the file: runs its code)."""
-    from .. import torch_env
+                loss: str | None = None, sizes: Mapping[str, int] | None = None, *,
+                check: bool = True) -> ModuleSource:
+    """The ModuleSource of ``PATH.py:NAME``; with ``check`` the file is imported (its code runs) to check NAME.
 
-    torch_env.ready()
-    import torch
-
+    Without ``check`` the file is imported only when the module is first built, so that an ask the
+    cache answers runs none of the user's code (a cached probe was made from this very text).
+    """
     text, _, name = model.rpartition(":")
     path = Path(text).expanduser()
     if not path.is_file():
         raise ModuleError(f"{text}: no such file")
     if loss is not None and loss not in LOSSES:
         raise ModuleError(f"unknown loss {loss!r}; choose from {', '.join(LOSSES)}")
-    path = path.resolve()
-    found = getattr(_import(path), name, None) if ARG_NAME.fullmatch(name) else None
-    if found is None:
+    if not ARG_NAME.fullmatch(name):
         raise ModuleError(f"{text} does not define {name!r}")
-    is_class = inspect.isclass(found)
-    if (is_class and not issubclass(found, torch.nn.Module)) or (not is_class and not inspect.isfunction(found)):
-        raise ModuleError(f"{text}:{name} is {type(found).__name__}, not a torch.nn.Module subclass or a function "
-                          "returning one")
+    path = path.resolve()
+    if check:
+        _target(path, text, name)
     if not inputs:
         raise ModuleError(f"{text}:{name}: give the forward's inputs with --input NAME=D1,D2,...[:DTYPE] "
                           f"(e.g. --input x={BATCH},784)")
     label = f"{path.name}:{name}"
     values = {n: DEFAULT_SIZE for item in inputs for n in item.size_names}
     values.update(sizes or {})
-    return ModuleSource(label=label, origin="file", build=_builder(found, label), arguments=dict(arguments or {}),
-                        inputs=tuple(inputs), sizes=values, loss=loss, fingerprint=fingerprint(path))
+    return ModuleSource(label=label, origin="file", build=_builder(path, text, name, label),
+                        arguments=dict(arguments or {}), inputs=tuple(inputs), sizes=values, loss=loss,
+                        fingerprint=fingerprint(path))

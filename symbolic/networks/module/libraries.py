@@ -46,6 +46,14 @@ def library_source(prefix: str, name: str, arguments: Mapping[str, Any],
     return _diffusers(name, {**(config or {}), **arguments})
 
 
+def library_builder(prefix: str, name: str) -> Any:
+    """``prefix:name``'s builder (arguments -> module), which imports the library only when called."""
+    makers = {"torchvision": _torchvision_build, "timm": _timm_build, "diffusers": _diffusers_build}
+    if prefix not in makers:
+        raise ModuleError(f"unknown library {prefix!r}: choose from {', '.join(LIBRARIES)}")
+    return functools.partial(makers[prefix], name=name)
+
+
 def _require(package: str, name: str) -> None:
     """A one-line error naming the package when it is not installed; else its import made ready."""
     if importlib.util.find_spec(package) is None:
@@ -85,7 +93,7 @@ def _torchvision(name: str, arguments: dict[str, Any]) -> ModuleSource:
     notes = [f"torchvision.models.{name}(weights=None): no weights loaded",
              f"input x = (B, 3, {size}, {size}), its weights' crop size" + (" (the only size it takes)" if fixed else "")]
     return ModuleSource(
-        label=f"torchvision:{name}", origin="torchvision", build=functools.partial(_torchvision_build, name=name),
+        label=f"torchvision:{name}", origin="torchvision", build=library_builder("torchvision", name),
         arguments=arguments, inputs=(Input("x", dims),), sizes={} if fixed else {"H": size, "W": size},
         loss="cross-entropy", fingerprint=("torchvision", torchvision.__version__, name),
         task="image-classification", notes=tuple(notes))
@@ -104,6 +112,7 @@ def torchvision_image_size(name: str) -> int:
 
 
 def _torchvision_build(arguments: Mapping[str, Any], *, name: str) -> Any:
+    torch_env.ready()
     from torchvision import models
 
     return _built("torchvision", name, lambda: models.get_model(name, weights=None, **arguments))
@@ -125,13 +134,14 @@ def _timm(name: str, arguments: dict[str, Any]) -> ModuleSource:
              f"input x = (B, {channels}, {height}, {width}), its pretrained_cfg input_size"
              + (" (fixed_input_size: the only size it takes)" if fixed else "")]
     return ModuleSource(
-        label=f"timm:{name}", origin="timm", build=functools.partial(_timm_build, name=name),
+        label=f"timm:{name}", origin="timm", build=library_builder("timm", name),
         arguments=arguments, inputs=(Input("x", dims),), sizes={} if fixed else {"H": height, "W": width},
         loss="cross-entropy", fingerprint=("timm", timm.__version__, name),
         task="image-classification", notes=tuple(notes))
 
 
 def _timm_build(arguments: Mapping[str, Any], *, name: str) -> Any:
+    torch_env.ready()
     import timm
 
     return _built("timm", name, lambda: timm.create_model(name, pretrained=False, **arguments))
@@ -148,7 +158,7 @@ def _diffusers(name: str, config: dict[str, Any]) -> ModuleSource:
     resolved = _diffusers_config(cls, name, config)
     inputs, sizes = diffusers_inputs(cls, resolved)
     return ModuleSource(
-        label=f"diffusers:{name}", origin="diffusers", build=functools.partial(_diffusers_build, name=name),
+        label=f"diffusers:{name}", origin="diffusers", build=library_builder("diffusers", name),
         arguments=config, inputs=inputs, sizes=sizes, loss="mse",
         fingerprint=("diffusers", diffusers.__version__, name), task=name,
         notes=(f"diffusers.{name}.from_config: no weights loaded",
@@ -200,6 +210,7 @@ def diffusers_inputs(cls: Any, config: Mapping[str, Any]) -> tuple[tuple[Input, 
 
 
 def _diffusers_build(arguments: Mapping[str, Any], *, name: str) -> Any:
+    torch_env.ready()
     import diffusers
 
     cls = getattr(diffusers, name)

@@ -34,6 +34,7 @@ from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
 from . import cache, probe
+from .files import package_version
 from .source import ModuleError, ModuleSource
 
 FAMILY = "module"  # the saved-tensor model's key (pytorch.saved.module, pytorch.peak.module)
@@ -43,11 +44,9 @@ REFUSED = ("{what}: {name} is a torch module probed on the meta device; its step
 
 
 def _version() -> str:
-    import torch
-
     from ... import __version__
 
-    return f"torch {torch.__version__}; symbolic {__version__}"
+    return f"torch {package_version('torch')}; symbolic {__version__}"
 
 
 # --- plain data for the cache -------------------------------------------------------------------

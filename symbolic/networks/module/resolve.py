@@ -53,7 +53,7 @@ def module_source(model: str, options: ModuleOptions | None = None) -> ModuleSou
     """The ModuleSource of a module model (a user's file is imported: its code runs), else None."""
     options = options or ModuleOptions()
     if is_file_model(model):
-        return file_source(model, options.arguments, options.inputs, options.loss, options.sizes)
+        return file_source(model, options.arguments, options.inputs, options.loss, options.sizes, check=False)
     prefix = _prefix(model)
     if prefix is not None:
         return PREFIXES[prefix](model.partition(":")[2], options)
@@ -91,13 +91,18 @@ def _library(prefix: str) -> Resolver:
     """The resolver of ``prefix:NAME`` library models (torchvision, timm, diffusers), imported when used."""
 
     def resolve(name: str, options: ModuleOptions) -> ModuleSource:
-        from .libraries import library_source
+        from . import cache, stored
+        from .files import package_version
+        from .libraries import library_builder, library_source
 
         if options.inputs:
             raise ModuleError(f"--input applies to a PATH.py:NAME model; {prefix}:{name} takes its library's "
                               "inputs (their sizes with --set NAME=N)")
-        return with_sizes(library_source(prefix, name, options.arguments, options.config), options.sizes,
-                          options.loss)
+        key = cache.key("source", prefix, name, dict(options.arguments), options.config,
+                        package_version(prefix), package_version("torch"))
+        source = stored.cached_source(key, lambda: library_source(prefix, name, options.arguments, options.config),
+                                      lambda _task: library_builder(prefix, name))
+        return with_sizes(source, options.sizes, options.loss)
 
     return resolve
 
