@@ -5,6 +5,7 @@ published SGLang startup logs, each cited where it is used."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -255,3 +256,14 @@ def test_custom_all_reduce_follows_the_architecture_table(gpu, tp, push):
 
 def test_no_custom_all_reduce_at_a_world_size_sglang_does_not_support():
     assert startup.custom_all_reduce_bytes(16, GPUS["h100-80gb"]) == 0  # SM90's table stops at 8
+
+
+def test_cli_text_and_json_carry_the_startup(capsys):
+    args = ("serve", "llama-3-8b", "--engine", "sglang", "--gpu", "h100-80gb", "--tp", "4")
+    code, out, _ = run(capsys, *args, "--json")
+    data = json.loads(out)
+    terms = {t["key"]: t for t in data["terms"]}
+    assert code == 0 and data["startup_bytes"] == terms["nccl"]["bytes"] + terms["custom_all_reduce"]["bytes"]
+    assert not terms["nccl"]["in_budget"] and not terms["custom_all_reduce"]["in_budget"]
+    code, out, _ = run(capsys, *args)
+    assert code == 0 and f"{terms['nccl']['bytes']:,}" in out and "custom_all_reduce" in out

@@ -17,7 +17,7 @@ node, no attention DP, ``moe_ep_size`` 1:
 - ``GroupCoordinator`` (``parallel_state.py``:464) makes a PyNccl communicator for every group of more
   than one rank that asks for one: the TP group (:2686) and the PP group (:2962); the world group does
   not (``init_world_group``, use_pynccl=False); attention-TP and MoE-TP are the TP group itself (:2797,
-  :2924), MoE-EP and MoE-DP groups have one rank each at ep 1. ``PyNcclCommunicator``
+  :2924), MoE-EP and MoE-DP groups have one rank each at ep 1 (``init_world_group`` :2137). ``PyNcclCommunicator``
   (``device_communicators/pynccl.py``:129-137) calls ``ncclCommInitRank`` and then all-reduces one
   float: NCCL's buffers are in place at the snapshot. ``entrypoints/engine.py``:1913 sets
   ``NCCL_NVLS_ENABLE=0`` unless ``--enable-nccl-nvls`` or ``--enable-symm-mem``: no NVLS buffers.
@@ -28,8 +28,23 @@ node, no attention DP, ``moe_ep_size`` 1:
   ``max_push_size`` + one pull buffer of ``max_pull_size`` (+ 128 bytes of semaphore per pull block,
   under 20 KiB, left out), both capped at ``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB`` = 16 MiB
   (``environ.py``:1535). The push size is the tuned table's largest one-shot push or two-shot-push slot
-  (``configs/custom_all_reduce_v2.py``: Hopper :266, Blackwell B200 :139, others 1 MiB); every table's
+  (``configs/custom_all_reduce_v2.py``: Hopper :266, Blackwell B200 :142, others :316, 1 MiB); every table's
   pull size reaches the cap.
+
+SGLang 0.4.9.post2 (PyPI, 2025-07-12; the release current when vllm-project/vllm#21348 was logged) holds the
+same communicators at its snapshot (``model_executor/model_runner.py``:547, ``min_per_gpu_memory``, after
+``init_distributed_environment`` :526, ``initialize_model_parallel`` :534 and ``initialize_dp_attention``
+:538; ``profile_max_num_token`` :959, ``rest_memory = available − total · (1 − f)``): the TP group's PyNccl
+communicator (``distributed/parallel_state.py``:269; ``pynccl.py``:109-116, the same warm-up), no torch
+communicator (``init_process_group`` :1153 without ``device_id``), the attention-TP group without PyNccl
+(``layers/dp_attention.py``:92-106, ``SYNC_TOKEN_IDS_ACROSS_TP`` off) and NVLS off (``entrypoints/engine.py``:624).
+What changed since: its custom all-reduce was v1 (``custom_all_reduce.py``:148, :264-276: two ``cudaMalloc``,
+``meta_size()`` + 8 MiB and 8 MiB, and an 8 MiB ``rank_data`` tensor: 38 MiB with cudaMalloc's 2 MiB
+rounding, a signal block under 2 MiB and the allocator's 20 MiB segment, at world sizes 2, 4, 6, 8), now v2 on a symmetric
+workspace sized by tuned per-architecture tables; the snapshot moved to ``distributed/bootstrap.py``; each
+group now keeps an ``active_ranks`` tensor on the GPU; MoE, attention-CP and self-PP groups were added (at
+the defaults the TP group itself or one rank); ``--pre-warm-nccl`` (off on CUDA) would warm torch's TP
+communicator before the snapshot.
 
 The NCCL communicator's bytes are the project's published measurement (``library.runtime.nccl_bytes``:
 NVIDIA/nccl#964, 4 × A100 over NVLink), not an H100 figure; the custom all-reduce's are the source's.
