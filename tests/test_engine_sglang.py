@@ -256,6 +256,7 @@ def test_custom_all_reduce_follows_the_architecture_table(gpu, tp, push):
 
 def test_no_custom_all_reduce_at_a_world_size_sglang_does_not_support():
     assert startup.custom_all_reduce_bytes(16, GPUS["h100-80gb"]) == 0  # SM90's table stops at 8
+    assert startup.custom_all_reduce_bytes(8, GPUS["mi300x"]) == 0  # ROCm: another all-reduce, not modelled
 
 
 def test_cli_text_and_json_carry_the_startup(capsys):

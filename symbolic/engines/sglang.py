@@ -273,7 +273,7 @@ def serve(setup: ServeSetup) -> ServePlan:
     if sliding:
         figures["swa_max_total_num_tokens"] = swa_tokens
     notes = _notes(setup, given=setup.option("mem_fraction_static") is not None, sliding=bool(sliding),
-                   startup=bool(startup))
+                   startup=tuple(t.key for t in startup))
     log_lines = (kv_log_line(dtype, tokens, page, per_layer, full, bool(net.spec.kv_lora_rank)),
                  scheduler_line(tokens, chunked, running, context_len))
     return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
@@ -290,13 +290,14 @@ def _requests_at(seq: int, tokens: int, swa_tokens: int, window: int, page: int,
     return fit
 
 
-def _notes(setup: ServeSetup, given: bool, sliding: bool, startup: bool) -> tuple[str, ...]:
+def _notes(setup: ServeSetup, given: bool, sliding: bool, startup: tuple[str, ...]) -> tuple[str, ...]:
     """What was assumed, in words."""
+    parts = {"nccl": "the PyNccl communicators (NCCL's published A100 figure per communicator, likely low on H100)",
+             "custom_all_reduce": "the custom all-reduce's buffers (from the source)"}
     notes = ["pre_model_load_memory is the GPU's total less a 400 MiB CUDA context (a published figure)"
-             + ("" if not startup else " and less what SGLang starts before measuring it: the PyNccl "
-                "communicators (NCCL's published A100 figure per communicator, likely low on H100) and the "
-                "custom all-reduce's buffers (from the source); each costs mem_fraction_static times its "
-                "bytes of KV pool")]
+             + ("" if not startup else " and less what SGLang starts before measuring it: "
+                + " and ".join(parts[key] for key in startup)
+                + "; each costs mem_fraction_static times its bytes of KV pool")]
     if not given:
         notes.append("mem_fraction_static is SGLang 0.5.23's default rule for this GPU (CUDA: decode and prefill "
                      "CUDA graphs on)")

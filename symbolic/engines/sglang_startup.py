@@ -50,7 +50,7 @@ The NCCL communicator's bytes are the project's published measurement (``library
 NVIDIA/nccl#964, 4 × A100 over NVLink), not an H100 figure; the custom all-reduce's are the source's.
 Not modelled: the symmetric allocation's rounding to the CUDA VMM granularity, the 2 MiB small-pool
 segment PyTorch opens for each group's ``active_ranks`` tensor, SGLang disabling the custom all-reduce on
-more than two PCIe-only GPUs, and the opt-in communicators (``--enable-symm-mem``, ``--enable-mscclpp``,
+more than two PCIe-only GPUs, ROCm's all-reduce, and the opt-in communicators (``--enable-symm-mem``, ``--enable-mscclpp``,
 ``--enable-torch-symm-mem``, ``--pre-warm-nccl``).
 """
 
@@ -81,8 +81,14 @@ def communicators(tp: int, pp: int) -> list[tuple[str, int]]:
 
 
 def push_table(gpu: object | None) -> dict[int, int]:
-    """The tuned push-plane bytes per world size for ``gpu``'s architecture (others: the default table)."""
-    return PUSH_BY_MAJOR.get(runtime._major(gpu), DEFAULT_PUSH)
+    """The tuned push-plane bytes per world size for ``gpu``'s architecture (others: the default table).
+
+    ROCm runs another all-reduce (aiter's or the v1 one, ``dispatch_custom_allreduce``), not modelled: empty.
+    """
+    name = getattr(gpu, "name", None)
+    if name in runtime.AMD_ARCH:
+        return {}
+    return PUSH_BY_MAJOR.get(runtime.COMPUTE_MAJOR.get(name), DEFAULT_PUSH)
 
 
 def _align(n: int) -> int:
