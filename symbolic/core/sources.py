@@ -97,7 +97,9 @@ register("sglang", "SGLang 0.5.23 (the PyPI wheel; its sglang/_version.py names 
          "arg_groups/memory_hook.py (default chunked prefill, CUDA-graph max bs, mem_fraction_static), "
          "arg_groups/cuda_graph_hook.py (prefill capture sizes), mem_cache/kv_cache_configurator.py (KV budget, "
          "max_running_requests), model_executor/pool_configurator.py (cell, page rounding, hybrid SWA split), "
-         "mem_cache/memory_pool.py (buffers and the 'KV Cache is allocated' line), managers/scheduler.py",
+         "mem_cache/memory_pool.py (buffers and the 'KV Cache is allocated' line), managers/scheduler.py, "
+         "distributed/bootstrap.py and parallel_state.py (groups started before the pre-load snapshot), "
+         "device_communicators/pynccl.py and custom_all_reduce_v2.py with configs/ (start-up buffers)",
          "https://github.com/sgl-project/sglang/tree/v0.5.23")
 
 # --- issue 28 (what is saved for backward): per-op checkpointing, layer frequency, chunked loss ---------------

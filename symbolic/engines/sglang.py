@@ -30,9 +30,10 @@ Read from SGLang 0.5.23 (the PyPI wheel; its ``sglang/_version.py`` names no com
   and ``managers/scheduler.py`` the line with max_total_num_tokens.
 
 Approximations, said as such: pre_model_load_memory is the GPU's total less the CUDA context (the
-published 400 MiB of ``library.runtime``); SGLang measures it after starting its process group, so
-at tp > 1 NCCL's buffers lower it further (not modelled). The weights are the stored bytes over
-tp × pp (SGLang's "mem usage" at load also counts rotary caches and loader buffers still held).
+published 400 MiB of ``library.runtime``) and, at tp·pp > 1, less what SGLang starts before it measures:
+the PyNccl communicators and the custom all-reduce (``sglang_startup``; each byte there costs
+mem_fraction_static bytes of KV pool). The weights are the stored bytes over tp × pp (SGLang's "mem
+usage" at load also counts rotary caches and loader buffers still held).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from .flag_table import SGLANG_KV_CHOICES, TABLES
 from .flags import Flag
 from .result import ServePlan
 from .setup import ServeError, ServeSetup
+from .sglang_startup import terms as startup_terms
 
 NAME = "sglang"
 VERSION = "SGLang 0.5.23 (PyPI wheel)"
@@ -236,7 +238,9 @@ def serve(setup: ServeSetup) -> ServePlan:
     kv_fmt, dtype = kv_element(setup, str(setup.option("kv_cache_dtype", "auto")))
     element = formats.get(kv_fmt, "kv", "KV-cache dtype").element_bytes
     weights = math.ceil(sum(stored_weights(net, setup.weights).values()) / setup.gpus)
-    pre = budget.bytes - CONTEXT_BYTES
+    startup = startup_terms(setup.tp, setup.pp, budget.gpu)
+    startup_bytes = int(sum(t.expr for t in startup))
+    pre = budget.bytes - CONTEXT_BYTES - startup_bytes
     available = kv_budget(pre, weights, fraction)
     cell = cell_bytes(net, setup.tp, setup.pp, element)
     tokens = pool_tokens(available, cell, page)
@@ -259,21 +263,23 @@ def serve(setup: ServeSetup) -> ServePlan:
              _term("runtime_slack", "pre_model_load_memory × (1 − mem_fraction_static): activations, CUDA graphs, "
                    "request tables", slack, "kv_cache_configurator.py _profile_available_bytes"),
              Term("cuda_context", "CUDA context before SGLang measures free memory", sympy.Integer(CONTEXT_BYTES),
-                  "bytes", "pytorch-context", note="published figure (library.runtime.CONTEXT_BYTES)")]
+                  "bytes", "pytorch-context", note="published figure (library.runtime.CONTEXT_BYTES)"),
+             *startup]
     figures = {"mem_fraction_static": fraction, "max_total_num_tokens": tokens, "chunked_prefill_size": chunked,
                "max_running_requests": running, "cuda_graph_max_bs": decode_bs, "page_size": page,
-               "context_len": context_len, "pre_model_load_bytes": pre, "available_kv_cache_bytes": available,
+               "context_len": context_len, "startup_bytes": startup_bytes, "pre_model_load_bytes": pre, "available_kv_cache_bytes": available,
                "cell_bytes": cell, "reserved_mib": reserved_mib(gpu_mib, chunked, decode_bs, setup.tp, setup.pp,
                                                                  bool(net.spec.kv_lora_rank))}
     if sliding:
         figures["swa_max_total_num_tokens"] = swa_tokens
-    notes = _notes(setup, given=setup.option("mem_fraction_static") is not None, sliding=bool(sliding))
+    notes = _notes(setup, given=setup.option("mem_fraction_static") is not None, sliding=bool(sliding),
+                   startup=tuple(t.key for t in startup))
     log_lines = (kv_log_line(dtype, tokens, page, per_layer, full, bool(net.spec.kv_lora_rank)),
                  scheduler_line(tokens, chunked, running, context_len))
     return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
                      int(pre * fraction), weights, kv_bytes, tokens, weights, seq, fit, setup.batch, context,
-                     terms=tuple(terms), outside=("runtime_slack", "cuda_context"), figures=figures,
-                     log_lines=log_lines, notes=notes)
+                     terms=tuple(terms), outside=("runtime_slack", "cuda_context", *(t.key for t in startup)),
+                     figures=figures, log_lines=log_lines, notes=notes)
 
 
 def _requests_at(seq: int, tokens: int, swa_tokens: int, window: int, page: int, sliding: int) -> int:
@@ -284,10 +290,14 @@ def _requests_at(seq: int, tokens: int, swa_tokens: int, window: int, page: int,
     return fit
 
 
-def _notes(setup: ServeSetup, given: bool, sliding: bool) -> tuple[str, ...]:
+def _notes(setup: ServeSetup, given: bool, sliding: bool, startup: tuple[str, ...]) -> tuple[str, ...]:
     """What was assumed, in words."""
-    notes = ["pre_model_load_memory is the GPU's total less a 400 MiB CUDA context (a published figure); SGLang "
-             "measures it after starting NCCL, so at tp > 1 its pool is a little smaller"]
+    parts = {"nccl": "the PyNccl communicators (NCCL's published A100 figure per communicator, likely low on H100)",
+             "custom_all_reduce": "the custom all-reduce's buffers (from the source)"}
+    notes = ["pre_model_load_memory is the GPU's total less a 400 MiB CUDA context (a published figure)"
+             + ("" if not startup else " and less what SGLang starts before measuring it: "
+                + " and ".join(parts[key] for key in startup)
+                + "; each costs mem_fraction_static times its bytes of KV pool")]
     if not given:
         notes.append("mem_fraction_static is SGLang 0.5.23's default rule for this GPU (CUDA: decode and prefill "
                      "CUDA graphs on)")
