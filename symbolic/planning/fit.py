@@ -127,6 +127,37 @@ def _largest(make: PlanMaker, model: ModelShape, budget: Budget, question: str,
     return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
 
 
+def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: tuple[str, ...], mode: str,
+                 question: str, options: dict[str, object]) -> Answer:
+    """The largest input sizes ``names`` that fit, grown together on their steps (``Network.varying``).
+
+    The network's sizes become unit · k (each unit a multiple of its size's stride, their ratio
+    the asked sizes'); the plan's peak is solved for the largest whole k (``Plan.solve``), so the
+    answer is a multiple of each stride: sizes between them are not exact for a strided network.
+    """
+    from .regime import resolve
+
+    budget = as_budget(gpu)
+    grown, symbol, units = model.varying(names, resolve(model, mode, **options))
+    solution = make(grown, **options).solve(symbol, budget.bytes)
+    shown = "×".join(names)
+
+    def sizes(k: int) -> str:
+        return "×".join(str(units[n] * k) for n in names)
+
+    steps = f"{shown} grow together in steps of {sizes(1)} (their ratio kept; a strided network is exact only at " \
+            "multiples of its total stride)"
+    if solution.status != "ok" or solution.value is None:
+        return Answer(question, budget.gpu, solution.status, None, None, None, None, _int(solution.total_at_next),
+                      f"{shown}: {solution.message} on {budget.label}; {steps}", budget)
+    k = solution.value
+    plan = make(replace(grown, numbers={**grown.numbers, symbol: k}), **options)
+    at, nxt = _pair(solution.total_at_value, solution.total_at_next)
+    message = (f"largest {shown} that fits {budget.label} is {sizes(k)} ({at}; {sizes(k + 1)} needs {nxt}); {steps}")
+    return Answer(question, budget.gpu, "ok", units[names[0]] * k, None, plan.regime.gpus, plan,
+                  _int(solution.total_at_next), message, budget)
+
+
 def _seq_limit(model: ModelShape) -> tuple[int, str]:
     """The longest context a plan of ``model`` takes, and why: its learned positions, else the planner's bound."""
     if model.positions:
