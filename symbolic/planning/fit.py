@@ -139,23 +139,75 @@ def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: t
 
     budget = as_budget(gpu)
     grown, symbol, units = model.varying(names, resolve(model, mode, **options))
-    solution = make(grown, **options).solve(symbol, budget.bytes)
     shown = "×".join(names)
 
     def sizes(k: int) -> str:
         return "×".join(str(units[n] * k) for n in names)
 
+    def at(k: int) -> Plan:
+        return make(replace(grown, numbers={**grown.numbers, symbol: k}), **options)
+
     steps = f"{shown} grow together in steps of {sizes(1)} (their ratio kept; a strided network is exact only at " \
             "multiples of its total stride)"
-    if solution.status != "ok" or solution.value is None:
-        return Answer(question, budget.gpu, solution.status, None, None, None, None, _int(solution.total_at_next),
-                      f"{shown}: {solution.message} on {budget.label}; {steps}", budget)
-    k = solution.value
-    plan = make(replace(grown, numbers={**grown.numbers, symbol: k}), **options)
-    at, nxt = _pair(solution.total_at_value, solution.total_at_next)
-    message = (f"largest {shown} that fits {budget.label} is {sizes(k)} ({at}; {sizes(k + 1)} needs {nxt}); {steps}")
-    return Answer(question, budget.gpu, "ok", units[names[0]] * k, None, plan.regime.gpus, plan,
-                  _int(solution.total_at_next), message, budget)
+    k, why = _largest_piece(make(grown, **options), symbol, budget.bytes)
+    if k is None:
+        first = at(1).total
+        return Answer(question, budget.gpu, "none", None, None, None, None, first,
+                      f"{shown}: nothing fits {budget.label}: even {sizes(1)} needs {format_bytes(first)}; {steps}",
+                      budget)
+    if why:
+        return Answer(question, budget.gpu, "unbounded", None, None, None, None, None,
+                      f"{shown}: {why} on {budget.label}; {steps}", budget)
+    plan, after = at(k), at(k + 1).total
+    if plan.total > budget.bytes or after <= budget.bytes:  # the pieces' answer against the composed plan
+        raise PlanOptionError(f"fit of {shown}: the peak at {sizes(k)} and {sizes(k + 1)} disagrees with its pieces")
+    first, second = _pair(sympy.Integer(plan.total), sympy.Integer(after))
+    message = f"largest {shown} that fits {budget.label} is {sizes(k)} ({first}; {sizes(k + 1)} needs {second}); {steps}"
+    return Answer(question, budget.gpu, "ok", units[names[0]] * k, None, plan.regime.gpus, plan, after, message,
+                  budget)
+
+
+def _largest_piece(plan: Plan, symbol: str, capacity: int) -> tuple[int | None, str]:
+    """The largest whole ``symbol`` within ``capacity``: the smallest answer of the peak's Max-free pieces.
+
+    The peak is a sum of terms with maxima of polynomials in it (a phase's candidate moments);
+    it is within the capacity exactly where every piece (one argument chosen at each maximum)
+    is, so each piece, a polynomial, is solved alone (``algebra.solve_max``: SymPy's steps
+    through the maxima themselves take minutes). None: nothing fits; a reason: every value fits.
+    """
+    from ..math import algebra
+
+    given = {k: v for k, v in plan.values.items() if k != symbol}
+    expr = plan.formula.subs(given)
+    x = next(s for s in expr.free_symbols if s.name == symbol)
+    answers = []
+    for piece in dict.fromkeys(sympy.expand(p) for p in _pieces(expr)):
+        solution = algebra.solve_max(piece, x, sympy.Integer(capacity))
+        if solution.status == "none":
+            return None, ""
+        if solution.status == "ok" and solution.value is not None:
+            answers.append(solution.value)
+        elif solution.status not in ("independent", "unbounded"):
+            raise PlanOptionError(f"fit of {symbol}: {solution.message}")
+    if not answers:
+        return 1, "every size fits (the peak does not grow with the sizes)"
+    return min(answers), ""
+
+
+def _pieces(expr: sympy.Expr) -> list[sympy.Expr]:
+    """``expr`` without maxima: one expression per choice of an argument at each Max (see ``_largest_piece``)."""
+    if isinstance(expr, sympy.Max):
+        return [p for arg in expr.args for p in _pieces(arg)]
+    if isinstance(expr, sympy.Add) and expr.has(sympy.Max):
+        out = [sympy.Integer(0)]
+        for arg in expr.args:
+            out = [a + b for a in out for b in _pieces(arg)]
+        return out
+    if isinstance(expr, sympy.Mul) and expr.has(sympy.Max):
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff > 0:
+            return [coeff * p for p in _pieces(rest)]
+    return [expr]
 
 
 def _seq_limit(model: ModelShape) -> tuple[int, str]:

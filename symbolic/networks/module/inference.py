@@ -110,7 +110,10 @@ def fit(source: ModuleSource, dtype: str = "float32") -> Fit:
     inputs = fitted([t.inputs for t in traces])
     check_point = (probe.CHECK[0], *(probe.CHECK[1] * v for v in base))
     _check(source, names, moments, inputs, at(check_point), check_point)
-    steps = tuple(_step(i, base, moments, at) for i in range(len(names)))
+    series = [t.forward for t in traces]
+    every = [fitted([s[i] for s in series]) for i in range(len(series[0]))] if len({len(s) for s in series}) == 1 \
+        else list(moments)  # every moment's polynomial: a step must keep each (not only the peak) exact
+    steps = tuple(_step(i, base, every, at) for i in range(len(names)))
     return Fit(tuple(names), moments, inputs, steps, shifted)
 
 
@@ -125,18 +128,22 @@ def _check(source: ModuleSource, names: Sequence[str], moments: Sequence[probe.P
                           f"{probe.STRIDE_RULE}")
 
 
-def _step(index: int, base: Sequence[int], moments: Sequence[probe.Poly],
+def _step(index: int, base: Sequence[int], every: Sequence[probe.Poly],
           at: Callable[[probe.Point], ForwardTrace]) -> int:
-    """The smallest divisor d of size ``index``'s value at which the fit holds at value·5 + d (see the docstring)."""
+    """The smallest divisor d of size ``index``'s value at which every moment's fit holds at value·5 + d.
+
+    Every moment, not only the peak: a ResNet's peak (its first convolution) is exact at even
+    sizes, its later layers (and so its training step) only at multiples of 32.
+    """
     value = base[index]
     for d in (d for d in range(1, value) if value % d == 0):
         sizes = [probe.CHECK[1] * v for v in base]
         sizes[index] += d
         point = (probe.CHECK[0], *sizes)
         try:
-            measured = max(at(point).forward)
+            measured = at(point).forward
         except ModuleError:  # a size the forward rejects (a patch embedding that needs multiples of its patch)
             continue
-        if max(p.at(point) for p in moments) == measured:
+        if len(measured) == len(every) and all(p.at(point) == m for p, m in zip(every, measured)):
             return d
     return value
