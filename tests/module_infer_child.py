@@ -33,6 +33,8 @@ def _file(spec, args, inputs, loss, sizes=None):
 
 def _case(source, fit, batch, sizes):
     """The inference plan of ``source`` (probed at the sizes ``fit``) at other sizes and batch, beside a CPU forward."""
+    import dataclasses
+
     import torch
 
     from symbolic import planning
@@ -42,7 +44,7 @@ def _case(source, fit, batch, sizes):
     fitted = resolve.module_network(resolve.with_sizes(source, fit))
     probe_fit = fitted.infer_fit("float32")[0]
     asked = resolve.with_sizes(source, sizes)
-    net = resolve.module_network(asked)
+    net = dataclasses.replace(fitted, module_source=asked)  # the fit at ``fit``'s sizes, evaluated at ``sizes``
     plan = planning.plan(net, "infer", batch=batch, weights="fp32", runtime=False)
     torch.manual_seed(0)
     module = asked.build(asked.arguments).eval()

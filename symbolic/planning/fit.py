@@ -147,8 +147,9 @@ def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: t
     def at(k: int) -> Plan:
         return make(replace(grown, numbers={**grown.numbers, symbol: k}), **options)
 
-    steps = f"{shown} grow together in steps of {sizes(1)} (their ratio kept; a strided network is exact only at " \
-            "multiples of its total stride)"
+    together = "grow together in steps of" if len(names) > 1 else "in steps of"
+    steps = f"{shown} {together} {sizes(1)}" + (" (their ratio kept)" if len(names) > 1 else "") + \
+        ("; a strided network is exact only at multiples of its total stride" if any(u > 1 for u in units.values()) else "")
     k, why = _largest_piece(make(grown, **options), symbol, budget.bytes)
     if k is None:
         first = at(1).total
