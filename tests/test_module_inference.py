@@ -55,7 +55,8 @@ def test_fit_keeps_the_ratio_on_the_stride(child: dict) -> None:
     assert cnn["H"] * 24 == cnn["W"] * 16  # asked at 16 x 24
     assert all(v % 2 == 0 for v in cnn.values())  # the CNN's stride
     assert all(v % 32 == 0 for v in fits["resnet_infer"]["sizes"].values())
-    assert "multiples of its total stride" in fits["resnet_infer"]["message"]
+    assert "steps of 32×32" in fits["resnet_infer"]["message"]
+    assert "multiple of the network's total stride" in fits["resnet_infer"]["message"]
 
 
 def test_cli_memory_infer_and_fit(child: dict) -> None:

@@ -149,7 +149,8 @@ def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: t
 
     together = "grow together in steps of" if len(names) > 1 else "in steps of"
     steps = f"{shown} {together} {sizes(1)}" + (" (their ratio kept)" if len(names) > 1 else "") + \
-        ("; a strided network is exact only at multiples of its total stride" if any(u > 1 for u in units.values()) else "")
+        ("; each size stays a multiple of the network's total stride, where the fit is exact"
+         if any(u > 1 for u in units.values()) else "")
     k, why = _largest_piece(make(grown, **options), symbol, budget.bytes)
     if k is None:
         first = at(1).total
