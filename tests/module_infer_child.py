@@ -84,7 +84,7 @@ def _fit_check(source, names, mode, budget, **options):
             continue
         again = resolve.module_network(resolve.with_sizes(source, sizes))
         totals.append(planning.plan(again, mode, **options).total)
-    return {"status": answer.status, "sizes": {n: units[n] * k for n in names}, "units": units,
+    return {"status": answer.status, "sizes": answer.as_dict()["sizes"], "units": units,
             "budget": answer.limit.bytes, "at": totals[0],
             "next": totals[1], "message": answer.message}
 

@@ -43,6 +43,7 @@ class Answer:
     next_total: int | None  # per-GPU bytes one step further (batch/seq + 1, degree one smaller)
     message: str
     budget: Budget | None = None  # what was solved against (None: all of ``gpu``)
+    sizes: dict[str, int] | None = None  # fit of input sizes: each size at the answer (``value`` is the first)
 
     @property
     def limit(self) -> Budget:
@@ -58,6 +59,8 @@ class Answer:
         }
         if self.limit.notes or not self.limit.whole:
             data["budget"] = self.limit.as_dict()
+        if self.sizes:
+            data["sizes"] = dict(self.sizes)
         if self.plan is not None:
             data["total_bytes"] = self.plan.total  # the peak of a step: the largest phase
             data["phases"] = self.plan.phase_bytes()
@@ -166,7 +169,7 @@ def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: t
     first, second = _pair(sympy.Integer(plan.total), sympy.Integer(after))
     message = f"largest {shown} that fits {budget.label} is {sizes(k)} ({first}; {sizes(k + 1)} needs {second}); {steps}"
     return Answer(question, budget.gpu, "ok", units[names[0]] * k, None, plan.regime.gpus, plan, after, message,
-                  budget)
+                  budget, {n: units[n] * k for n in names})
 
 
 def _largest_piece(plan: Plan, symbol: str, capacity: int) -> tuple[int | None, str]:
