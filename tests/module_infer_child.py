@@ -54,6 +54,15 @@ def _case(source, fit, batch, sizes):
             "steps": dict(zip(probe_fit.names, probe_fit.steps)), "terms": sorted(plan.terms())}
 
 
+def cached():
+    """A second ask of the same forward reads the cache (a fresh network, the same source)."""
+    from symbolic.networks.module import resolve
+
+    source = _file("mlp.py:MLP", {"d_in": 48, "d_h": 32, "n_out": 10}, ["x=B,48"], "cross-entropy")
+    first = resolve.module_network(source).infer_fit("float32")[2]
+    return {"first": first, "again": resolve.module_network(source).infer_fit("float32")[2]}
+
+
 def cases():
     from symbolic.networks.module import resolve
 
@@ -139,7 +148,7 @@ def main() -> None:
     torch_env.ready()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({"cases": cases(), "fits": fits(), "cli": cli()}, sys.stdout)
+        json.dump({"cases": cases(), "cached": cached(), "fits": fits(), "cli": cli()}, sys.stdout)
 
 
 if __name__ == "__main__":

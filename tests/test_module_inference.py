@@ -29,6 +29,10 @@ def test_inference_peak_against_a_cpu_forward(child: dict, name: str) -> None:
     assert {"weights", "inputs", "forward_live"} <= set(case["terms"])
 
 
+def test_a_second_ask_reads_the_cache(child: dict) -> None:
+    assert child["cached"] == {"first": False, "again": True}
+
+
 def test_batch_norm_buffers_are_resident(child: dict) -> None:
     assert "buffers" in child["cases"]["cnn"]["terms"] and "buffers" in child["cases"]["resnet18"]["terms"]
 

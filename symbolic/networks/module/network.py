@@ -14,7 +14,12 @@ transients); backward, the inputs and the live bytes at its peak (saved tensors 
 flight, the parameters' gradients as they accumulate); optimizer, every gradient, the inputs and
 AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter on the CPU, one per
 parameter with foreach). What is not modelled is refused in one line: mixed precision, LoRA,
-frozen embeddings, recomputation, tensor and pipeline parallelism, serving.
+frozen embeddings, recomputation, tensor and pipeline parallelism.
+
+Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
+resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
+and the live bytes at the forward's peak. ``varying`` makes the sizes ``fit`` grows unit · k_size,
+each unit on the size's stride (``inference.Fit.steps``), so ``Plan.solve`` finds the largest k.
 """
 
 from __future__ import annotations
