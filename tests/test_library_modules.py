@@ -43,7 +43,7 @@ def test_torchvision_by_name_counts_its_own_model(child: dict) -> None:
     assert out["code"] == 0 and json.loads(out["out"])["total"] == child["cli"]["resnet_count"]
 
 
-@pytest.mark.parametrize("case", ["vit_infer", "vit_images", "gpt2_images", "fit_seq", "config_resnet", "missing",
+@pytest.mark.parametrize("case", ["vit_images", "gpt2_images", "fit_seq", "config_resnet", "missing",
                                   "resnet_stride"])
 def test_refusals_are_one_line_exit_2(child: dict, case: str) -> None:
     out = child["cli"][case]
@@ -77,4 +77,9 @@ def test_report_of_a_module_model_prints_the_planned_total(child: dict) -> None:
 
 
 def test_fit_for_seq_of_a_module_names_what_to_ask(child: dict) -> None:
-    assert "--set values" in child["cli"]["fit_seq"]["err"]  # not the planner's unknown symbol 'S'
+    assert "--vary" in child["cli"]["fit_seq"]["err"]  # a ViT's sizes are H and W: not the planner's unknown 'S'
+
+
+def test_a_vit_config_in_inference_is_checked_against_the_gpu(child: dict) -> None:
+    out = child["cli"]["vit_infer"]
+    assert out["code"] == 0 and "fits, headroom" in out["out"]

@@ -135,10 +135,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", required=True, help="a GPU of the catalogue ('symbolic gpus'), a size such as 20.24GiB "
                                                 "(rounded down to whole bytes) or a custom GPU .toml file")
     add_budget_options(p)
-    p.add_argument("--for", dest="question", required=True, choices=("batch", "seq", "gpus"),
-                   help="batch: largest micro-batch; seq: longest context; gpus: fewest GPUs")
+    p.add_argument("--for", dest="question", required=True, choices=("batch", "seq", "image-size", "gpus"),
+                   help="batch: largest micro-batch; seq: longest context (a torch module's size S); image-size: "
+                        "a torch module's largest H and W, grown together keeping their ratio; gpus: fewest GPUs")
+    p.add_argument("--vary", metavar="NAME[,NAME]",
+                   help="for --for seq or image-size of a torch module: the input sizes (--set names) to grow "
+                        "together, keeping their ratio, in steps of the network's total stride (default S, or H,W)")
     p.add_argument("--over", choices=("auto", "dp", "tp", "pp"), default="auto",
                    help="for --for gpus: which degree grows (auto: dp with ZeRO-3 when training, tp when serving)")
+    p.add_argument("--set", action="append", metavar="SIZE=N",
+                   help="the value of a torch module's input size (an --input size name): where --for image-size "
+                        "or seq starts and the ratio it keeps")
     add_check(p)
     p.set_defaults(handler=cmd_fit)
 
@@ -228,7 +235,7 @@ def _print_prefill(plan: Plan) -> None:
     """A serving plan of whole prompts says so (a chunked one says it in its notes)."""
     from ..library.inference import prefill_text
 
-    if not plan.regime.train and not plan.regime.prefill_chunk:
+    if not plan.regime.train and plan.regime.sequence and not plan.regime.prefill_chunk:
         print(f"  prefill: {prefill_text(None)} (--prefill-chunk TOKENS: chunked prefill, as serving engines run it)")
 
 
@@ -302,14 +309,14 @@ def cmd_fit(args: argparse.Namespace) -> int:
     from .modules import model_of
 
     model = model_of(args)  # before the options: a module's --loss is its own
-    if args.question == "seq" and hasattr(model, "module_source"):
-        raise CliError(f"--for seq: {model.name} is a torch module, whose input sizes are --set values; "
-                       "ask --for batch or --for gpus")
+    grown = _grown_sizes(args, model)
     options = plan_options(args)
     if args.question != "gpus" and args.over != "auto":
         raise CliError("--over applies to --for gpus only")
     budget = budget_of(args)
-    if args.question == "batch":
+    if grown:
+        answer = planning.fit_size(model, budget, grown, args.mode, args.question, **options)
+    elif args.question == "batch":
         answer = planning.fit_batch(model, budget, args.mode, **options)
     elif args.question == "seq":
         answer = planning.fit_seq(model, budget, args.mode, **options)
@@ -335,6 +342,28 @@ def cmd_fit(args: argparse.Namespace) -> int:
         for note in answer.plan.notes:
             print(f"  note: {note}")
     return check_exit(args, fits)
+
+
+def _grown_sizes(args: argparse.Namespace, model: object) -> tuple[str, ...]:
+    """The input sizes ``fit --for seq|image-size`` grows (a torch module's; none: a transformer's context)."""
+    names = tuple(n.strip() for n in args.vary.split(",")) if args.vary else ()
+    if args.question in ("batch", "gpus"):
+        if names:
+            raise CliError("--vary applies to --for seq or --for image-size")
+        return ()
+    sizes = tuple(getattr(model, "input_sizes", ()))
+    if args.question == "seq" and not names and not sizes and not getattr(model, "forward_inference", False):
+        return ()  # a token sequence's context: the planner's own question
+    if names:
+        return names
+    default = ("H", "W") if args.question == "image-size" else ("S",) if "S" in sizes else sizes[:1] * (len(sizes) == 1)
+    if not default or any(n not in sizes for n in default):
+        name = getattr(model, "name", model)
+        raise CliError(f"--for {args.question}: {single_line(str(name))} has input sizes {', '.join(sizes) or 'none'}; "
+                       "name the ones to grow with --vary NAME[,NAME]" if sizes else
+                       f"--for {args.question}: {single_line(str(name))} has no input sizes to grow (ask --for batch "
+                       "or --for gpus)")
+    return default
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:

@@ -432,6 +432,23 @@ def _measured_steps(torch: Any, device: Any, module: Any, opt: Any, inputs: Any,
     return StepPeak(str(device), "dispatch", baseline, best, tuple(per_step), phase, steps, phases, live.alive)
 
 
+def forward_peak(module: Any, inputs: Any) -> int:
+    """Peak live bytes of one inference forward under ``torch.no_grad()`` on the CPU (dispatch method).
+
+    Counted from zero: parameters, buffers and inputs, then every operator output while it is
+    alive (the output the forward returns included), as ``step_peak`` counts a training step.
+    """
+    torch = require_torch()
+    live = _LiveBytes()
+    held = list(module.parameters()) + list(module.buffers()) + list(_tensors(inputs))
+    for t in held:
+        live.track(t)
+    with torch.no_grad(), tracking_mode(live.track):
+        out = _call(module, inputs)
+    del out
+    return live.peak
+
+
 class _InBackward:
     """torchtune's optimizer in backward: one optimizer per parameter, stepped and zeroed as its gradient
     is accumulated (``register_optim_in_bwd_hooks``, torchtune/training/memory.py); the whole's ``step``

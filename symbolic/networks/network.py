@@ -16,6 +16,9 @@ reports need, so that none of them branches on a model's name or type string:
 - its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``);
+- a forward of its own: ``forward_inference`` and ``inference_terms`` (inference as one forward pass,
+  a probed torch module; None: the serving terms), ``input_sizes`` and ``varying`` (the input sizes
+  ``fit`` may grow, a module's H, W or S);
 - its own symbols: ``scope`` (a generic model's config fields, outside the symbol table; None for
   the others);
 - positions: ``positions`` (learned rows: a hard limit) and ``trained_context`` (a soft one);
@@ -88,6 +91,16 @@ class Network(Protocol):
 
     @property
     def pytorch_family(self) -> str | None: ...
+
+    @property
+    def forward_inference(self) -> bool: ...
+
+    @property
+    def input_sizes(self) -> tuple[str, ...]: ...
+
+    def inference_terms(self, regime: Any) -> Any: ...
+
+    def varying(self, names: tuple[str, ...], regime: Any) -> Any: ...
 
     @property
     def lora_targets(self) -> tuple[str, ...]: ...

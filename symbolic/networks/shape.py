@@ -269,6 +269,27 @@ class ModelShape:
         """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
         return None
 
+    def inference_terms(self, regime: Any) -> Any:
+        """Its own inference memory ((resident terms, {phase: terms}, notes)), or None: the planner's serving terms."""
+        return None
+
+    @property
+    def forward_inference(self) -> bool:
+        """Whether a network without a token sequence plans inference itself (``inference_terms``)."""
+        return False
+
+    @property
+    def input_sizes(self) -> tuple[str, ...]:
+        """The forward's input size names besides the batch and seq (a torch module's H, W, S...), none here."""
+        return ()
+
+    def varying(self, names: tuple[str, ...], regime: Any) -> Any:
+        """(this network with input sizes ``names`` grown by one symbol, the symbol's name, each size's unit):
+        what ``fit`` of an input size solves; a network without such sizes refuses in one line."""
+        from ..core.errors import UserError
+
+        raise UserError(f"{self.name} has no input sizes to grow ({', '.join(names)}): ask for the batch, seq or gpus")
+
     @property
     def heads(self) -> int:
         return self.numbers["a"]

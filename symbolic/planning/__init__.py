@@ -138,6 +138,13 @@ def fit_seq(model: object, gpu_name: object, mode: str = "train", **options: obj
     return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "seq", options)
 
 
+def fit_size(model: object, gpu_name: object, names: tuple[str, ...], mode: str = "train", question: str = "size",
+             **options: object) -> Answer:
+    """Largest input sizes ``names`` (a module's S, or H and W keeping their ratio) that fit, on their stride."""
+    shape = load(model)
+    return _fit.largest_size(_maker(mode), shape, _gpu(gpu_name), names, mode, question, options)
+
+
 def fit_gpus(model: object, gpu_name: object, mode: str = "train", over: str = "auto",
              **options: object) -> Answer:
     """Fewest GPUs: over data parallel with ZeRO (stage 3 unless given), or the tp/pp degree."""

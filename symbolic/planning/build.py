@@ -298,7 +298,7 @@ class Plan:
             "derived": {s.name: to_plain(v) for s, v in evaluation.derived.items()},
             "notes": list(self.notes),
         }
-        if not self.regime.train:
+        if not self.regime.train and self.regime.sequence:
             data["prefill_assumed"] = infer.prefill_text(self.regime.prefill_chunk or None)
             data["cache_bytes"] = self.cache_bytes
             data["cache_terms"] = {k: v for k, v in self.terms().items() if k in infer.CACHE_KEYS}
@@ -793,6 +793,11 @@ def _stored_weights(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: 
 
 def _infer_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
                  values: dict[str, object], notes: list[str]) -> tuple[Layout, dict, list[Term]]:
+    own = model.inference_terms(r)
+    if own is not None:  # a network that plans its own forward (a probed torch module)
+        resident, phases, own_notes = own
+        notes.extend(own_notes)
+        return Layout(tuple(resident), dict(phases)), {N: model.params}, []
     head_here = model.head if r.pp == 1 else 0
     if r.ep > 1:
         quantised = (N - model.experts - model.first_stage - model.head) / (pp_s * tp_s) + model.experts / (e_p * pp_s)

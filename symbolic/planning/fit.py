@@ -43,6 +43,7 @@ class Answer:
     next_total: int | None  # per-GPU bytes one step further (batch/seq + 1, degree one smaller)
     message: str
     budget: Budget | None = None  # what was solved against (None: all of ``gpu``)
+    sizes: dict[str, int] | None = None  # fit of input sizes: each size at the answer (``value`` is the first)
 
     @property
     def limit(self) -> Budget:
@@ -58,6 +59,8 @@ class Answer:
         }
         if self.limit.notes or not self.limit.whole:
             data["budget"] = self.limit.as_dict()
+        if self.sizes:
+            data["sizes"] = dict(self.sizes)
         if self.plan is not None:
             data["total_bytes"] = self.plan.total  # the peak of a step: the largest phase
             data["phases"] = self.plan.phase_bytes()
@@ -125,6 +128,91 @@ def _largest(make: PlanMaker, model: ModelShape, budget: Budget, question: str,
         message += f"; beyond {trained_phrase(trained, model.name)}"
     answer = _at(make, model, budget, question, option, value, options, message)
     return Answer(**{**answer.__dict__, "next_total": _int(solution.total_at_next)})
+
+
+def largest_size(make: PlanMaker, model: ModelShape, gpu: GPU | Budget, names: tuple[str, ...], mode: str,
+                 question: str, options: dict[str, object]) -> Answer:
+    """The largest input sizes ``names`` that fit, grown together on their steps (``Network.varying``).
+
+    The network's sizes become unit · k (each unit a multiple of its size's stride, their ratio
+    the asked sizes'); the plan's peak is solved for the largest whole k (``Plan.solve``), so the
+    answer is a multiple of each stride: sizes between them are not exact for a strided network.
+    """
+    from .regime import resolve
+
+    budget = as_budget(gpu)
+    grown, symbol, units = model.varying(names, resolve(model, mode, **options))
+    shown = "×".join(names)
+
+    def sizes(k: int) -> str:
+        return "×".join(str(units[n] * k) for n in names)
+
+    def at(k: int) -> Plan:
+        return make(replace(grown, numbers={**grown.numbers, symbol: k}), **options)
+
+    together = "grow together in steps of" if len(names) > 1 else "in steps of"
+    steps = f"{shown} {together} {sizes(1)}" + (" (their ratio kept)" if len(names) > 1 else "") + \
+        ("; each size stays a multiple of the network's total stride, where the fit is exact"
+         if any(u > 1 for u in units.values()) else "")
+    k, why = _largest_piece(make(grown, **options), symbol, budget.bytes)
+    if k is None:
+        first = at(1).total
+        return Answer(question, budget.gpu, "none", None, None, None, None, first,
+                      f"{shown}: nothing fits {budget.label}: even {sizes(1)} needs {format_bytes(first)}; {steps}",
+                      budget)
+    if why:
+        return Answer(question, budget.gpu, "unbounded", None, None, None, None, None,
+                      f"{shown}: {why} on {budget.label}; {steps}", budget)
+    plan, after = at(k), at(k + 1).total
+    if plan.total > budget.bytes or after <= budget.bytes:  # the pieces' answer against the composed plan
+        raise PlanOptionError(f"fit of {shown}: the peak at {sizes(k)} and {sizes(k + 1)} disagrees with its pieces")
+    first, second = _pair(sympy.Integer(plan.total), sympy.Integer(after))
+    message = f"largest {shown} that fits {budget.label} is {sizes(k)} ({first}; {sizes(k + 1)} needs {second}); {steps}"
+    return Answer(question, budget.gpu, "ok", units[names[0]] * k, None, plan.regime.gpus, plan, after, message,
+                  budget, {n: units[n] * k for n in names})
+
+
+def _largest_piece(plan: Plan, symbol: str, capacity: int) -> tuple[int | None, str]:
+    """The largest whole ``symbol`` within ``capacity``: the smallest answer of the peak's Max-free pieces.
+
+    The peak is a sum of terms with maxima of polynomials in it (a phase's candidate moments);
+    it is within the capacity exactly where every piece (one argument chosen at each maximum)
+    is, so each piece, a polynomial, is solved alone (``algebra.solve_max``: SymPy's steps
+    through the maxima themselves take minutes). None: nothing fits; a reason: every value fits.
+    """
+    from ..math import algebra
+
+    given = {k: v for k, v in plan.values.items() if k != symbol}
+    expr = plan.formula.subs(given)
+    x = next(s for s in expr.free_symbols if s.name == symbol)
+    answers = []
+    for piece in dict.fromkeys(sympy.expand(p) for p in _pieces(expr)):
+        solution = algebra.solve_max(piece, x, sympy.Integer(capacity))
+        if solution.status == "none":
+            return None, ""
+        if solution.status == "ok" and solution.value is not None:
+            answers.append(solution.value)
+        elif solution.status not in ("independent", "unbounded"):
+            raise PlanOptionError(f"fit of {symbol}: {solution.message}")
+    if not answers:
+        return 1, "every size fits (the peak does not grow with the sizes)"
+    return min(answers), ""
+
+
+def _pieces(expr: sympy.Expr) -> list[sympy.Expr]:
+    """``expr`` without maxima: one expression per choice of an argument at each Max (see ``_largest_piece``)."""
+    if isinstance(expr, sympy.Max):
+        return [p for arg in expr.args for p in _pieces(arg)]
+    if isinstance(expr, sympy.Add) and expr.has(sympy.Max):
+        out = [sympy.Integer(0)]
+        for arg in expr.args:
+            out = [a + b for a in out for b in _pieces(arg)]
+        return out
+    if isinstance(expr, sympy.Mul) and expr.has(sympy.Max):
+        coeff, rest = expr.as_coeff_Mul()
+        if coeff > 0:
+            return [coeff * p for p in _pieces(rest)]
+    return [expr]
 
 
 def _seq_limit(model: ModelShape) -> tuple[int, str]:

@@ -136,6 +136,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (PYTORCH_ONLY, lambda r: not r.pytorch),  # they choose the measured step's implementation only
     (("dropout_masks",), lambda r: r.pytorch and not r.dropout),  # no masks to size
     (MLP_HIDDEN, lambda r: not r.sequence),  # e.g. article A's network: no sequence, attention, dropout, cache
+    (("kv_dtype",), lambda r: not r.sequence),  # a torch module's forward: no KV cache
     (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
     (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
     (("prefill_chunk",), lambda r: not r.prefill_chunk),  # whole prompts: the output says so in its own line
@@ -202,7 +203,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         raise PlanOptionError(f"{model.name} has {model.positions} learned positions; seq {seq} exceeds them")
     dp, tp, pp = (_checked(n, pick(n, _default(n))) for n in ("dp", "tp", "pp"))
     if not model.sequence:
-        if mode != "train":
+        if mode != "train" and not model.forward_inference:
             raise PlanOptionError(f"{model.name} ({_what(model)}) is planned for training only (--mode train)")
     else:
         _check_tp(model, tp)

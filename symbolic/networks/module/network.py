@@ -14,13 +14,19 @@ transients); backward, the inputs and the live bytes at its peak (saved tensors 
 flight, the parameters' gradients as they accumulate); optimizer, every gradient, the inputs and
 AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter on the CPU, one per
 parameter with foreach). What is not modelled is refused in one line: mixed precision, LoRA,
-frozen embeddings, recomputation, tensor and pipeline parallelism, serving.
+frozen embeddings, recomputation, tensor and pipeline parallelism.
+
+Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
+resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
+and the live bytes at the forward's peak. ``varying`` makes the sizes ``fit`` grows unit · k_size,
+each unit on the size's stride (``inference.Fit.steps``), so ``Plan.solve`` finds the largest k.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -33,7 +39,7 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, probe
+from . import cache, inference, probe
 from .files import package_version
 from .source import ModuleError, ModuleSource
 
@@ -113,6 +119,17 @@ def _fit(data: Mapping[str, Any]) -> tuple[probe.StepFit, int]:
                           _poly(data["inputs"]), bool(data.get("shifted", False))), int(data["buffers"]))
 
 
+def _infer_data(f: inference.Fit, buffers: int) -> dict[str, Any]:
+    return {"names": list(f.names), "forward": [_poly_data(p) for p in f.forward], "inputs": _poly_data(f.inputs),
+            "steps": list(f.steps), "buffers": buffers, "shifted": f.shifted}
+
+
+def _infer(data: Mapping[str, Any]) -> tuple[inference.Fit, int]:
+    return (inference.Fit(tuple(str(n) for n in data["names"]), tuple(_poly(p) for p in data["forward"]),
+                          _poly(data["inputs"]), tuple(int(s) for s in data["steps"]), bool(data["shifted"])),
+            int(data["buffers"]))
+
+
 def _source_key(source: ModuleSource) -> list[Any]:
     inputs = [[i.name, list(i.dims), i.dtype, i.high] for i in source.inputs]
     return [list(source.fingerprint), source.label, dict(source.arguments), inputs, source.loss, _version()]
@@ -124,6 +141,13 @@ SHIFTED_NOTE = ("; fitted at 2, 3 and 4 times the input sizes: at the sizes them
                 "other operators (a ViT at its own image size does not interpolate its position embeddings)")
 
 
+INFER_NOTE = ("inference: one forward pass under torch.no_grad() in eval mode (weights, buffers, the inputs and "
+              "what the forward holds at its peak, measured on the meta device); no generation loop or KV cache")
+INFER_REFUSED = ("{what}: {name} is a torch module probed on the meta device; its forward is measured with fp32, bf16 "
+                 "or fp16 weights on one device only")
+GROWN = "k_size"  # the symbol fit of an input size solves for (``ModuleNetwork.varying``)
+
+
 # --- the network --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ModuleNetwork(ModelShape):
@@ -133,6 +157,7 @@ class ModuleNetwork(ModelShape):
     probed: Any = field(default=None, compare=False, repr=False)  # probe.Params
     symbols: Any = field(default=None, compare=False, repr=False)  # the arguments' SymbolScope
     from_cache: bool = field(default=False, compare=False)
+    varied: Any = field(default=None, compare=False, repr=False)  # (symbol, {size: unit}): sizes fit grows
     _fits: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -190,8 +215,88 @@ class ModuleNetwork(ModelShape):
         return self._fits[dtype]
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
-        sizes = self.sizes()
-        return poly.expr([B, *(sympy.Integer(sizes[n]) for n in names)])
+        return poly.expr([B, *(self._size(n) for n in names)])
+
+    def _size(self, name: str) -> sympy.Expr:
+        """An input size as the plan has it: its value, or unit · the grown symbol (``varying``)."""
+        if self.varied and name in self.varied[1]:
+            return self.varied[1][name] * self.varied[0]
+        return sympy.Integer(self.sizes()[name])
+
+    # --- inference: one forward under torch.no_grad() ----------------------------------------------
+    @property
+    def forward_inference(self) -> bool:
+        return True
+
+    @property
+    def input_sizes(self) -> tuple[str, ...]:
+        """The forward's input size names besides the batch (what ``fit`` may grow)."""
+        return tuple(self.module_source.size_names)
+
+    def infer_fit(self, dtype: str) -> tuple[inference.Fit, int, bool]:
+        """The forward's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache."""
+        name = f"infer:{dtype}"
+        if name not in self._fits:
+            source = self.module_source
+
+            def make() -> dict[str, Any]:
+                fit = inference.fit(source, dtype)
+                module = inference.build(source, dtype)
+                return _infer_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
+
+            data, hit = cache.cached(cache.key("infer", _source_key(source), dict(source.sizes), dtype), make)
+            self._fits[name] = (*_infer(data), hit)
+        return self._fits[name]
+
+    def inference_terms(self, regime: Any) -> tuple[list[Term], dict[str, tuple[Term, ...]], list[str]]:
+        """Weights, buffers, and the forward's phase: the inputs and the live bytes at its peak (fitted in B)."""
+        if regime.weights not in probe.DTYPES:
+            raise UserError(INFER_REFUSED.format(what=f"weights {regime.weights}", name=self.name))
+        split = [f"{k} {v}" for k, v in (("tp", regime.tp), ("pp", regime.pp), ("ep", regime.ep)) if v > 1]
+        if split or regime.prefill_chunk:
+            raise UserError(INFER_REFUSED.format(what=", ".join(split) or "prefill-chunk", name=self.name))
+        fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights])
+        tb = {"fp32": 4, "bf16": 2, "fp16": 2}[regime.weights]
+        where = f"inference.{FAMILY}"
+
+        def term(key: str, title: str, expr: sympy.Expr, note: str = "") -> Term:
+            return Term(key, title, sympy.sympify(expr), "bytes", SRC, where, note)
+
+        resident = [term("weights", f"weights ({regime.weights})", tb * N)]
+        if buffers:
+            resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
+        live = maximum(*(self._at(p, fit.names) for p in fit.forward))
+        forward = (term("inputs", "the forward's inputs", self._at(fit.inputs, fit.names)),
+                   term("forward_live", "what the forward holds at its peak (intermediates and its output)", live,
+                        "Live bytes after every operator of one forward under torch.no_grad() on the meta device, "
+                        "fitted in B and the input sizes."))
+        note = (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
+        return resident, {"forward": forward}, [f"inference: the forward fitted in B and the input sizes{note}"] if note else []
+
+    def varying(self, names: tuple[str, ...], regime: Any) -> tuple[ModuleNetwork, str, dict[str, int]]:
+        """This network with input sizes ``names`` grown together by one symbol in steps that keep their ratio.
+
+        Each size moves in multiples of its step (``inference.Fit.steps``: a strided network's total
+        stride); the unit of size i is value_i / g, g the gcd of value_i / step_i, so the ratio
+        holds exactly and every size stays on its stride. Returns the network (the symbol at g),
+        the symbol's name and each size's unit.
+        """
+        unknown = [n for n in names if n not in self.input_sizes]
+        if unknown or not names:
+            have = ", ".join(self.input_sizes) or "none"
+            raise UserError(f"{self.name}: no input size {', '.join(unknown) or '(none named)'} to grow (its input "
+                            f"sizes: {have}; name them with --vary NAME[,NAME])")
+        dtype = regime.weights if not regime.train else regime.precision
+        fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"))
+        steps = dict(zip(fit.names, fit.steps))
+        values = self.sizes()
+        g = math.gcd(*(values[n] // steps[n] for n in names))
+        units = {n: values[n] // g for n in names}
+        symbol = self.scope.info(GROWN).symbol if GROWN in self.scope else self.scope.declare(
+            GROWN, r"k_{\mathrm{size}}", "steps of the input sizes fit grows (each size = its unit · k_size)", "count")
+        grown = replace(self, numbers={**self.numbers, GROWN: g}, varied=(symbol, {n: sympy.Integer(u)
+                                                                                   for n, u in units.items()}))
+        return grown, GROWN, units
 
     def pytorch_saved(self, setup: Any, refused: Sequence[str] = ()) -> Any:
         """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B."""
@@ -323,6 +428,6 @@ def module_network(source: ModuleSource) -> ModuleNetwork:
         positions=0, source=f"{source.origin}: {source.label}, probed on the meta device", cache_kinds=(),
         config={"model_type": "module"}, kind="module", label=f"the torch module {source.label}", sequence=False,
         has_attention=False, tensor_parallel=False, saved_family=FAMILY,
-        cannot_say={"serving": f"serving a torch module ({source.label}) is not modelled: it is planned for training",
+        cannot_say={"serving": INFER_NOTE,
                     "flops": "FLOPs of a torch module are not modelled yet"},
         module_source=source, probed=params, symbols=scope, from_cache=hit)
