@@ -698,6 +698,8 @@ def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
                 [pypeak.chunked_loss_gradients_term(chunks, tp_s)])
     if kind != "hf":
         return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
+    if tp_s != 1:  # logits sharded over the vocabulary: PyTorch's loss_parallel (torchtitan's, whenever tp > 1)
+        return [pypeak.loss_parallel_forward_term(act_bytes, tp_s)], [pypeak.loss_parallel_gradients_term(tp_s)]
     return [pypeak.logits_forward_term(act_bytes, tp_s)], [pypeak.loss_gradients_term(tp_s)]
 
 

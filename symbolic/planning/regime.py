@@ -525,8 +525,7 @@ def _cp_options(model: ModelShape, pick: Callable[[str, object], object], *, fsd
     cp = _checked("cp", pick("cp", _default("cp")))
     if cp == 1:
         return {"cp": cp}
-    refused = [what for what, on in ((f"pipeline parallelism (pp {pp})", pp > 1), ("--no-flash (the ring needs "
-                                     "SDPA's flash or efficient kernel)", not flash),
+    refused = [what for what, on in (("--no-flash (the ring needs SDPA's flash or efficient kernel)", not flash),
                                      (f"activations {activations}", activations != "korthikanti"),
                                      (f"{model.name} ({_what(model)}): no attention over a sequence",
                                       not (model.sequence and model.has_attention))) if on]
