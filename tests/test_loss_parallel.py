@@ -8,8 +8,16 @@ PyTorch 2.13.0 ``torch/distributed/tensor/parallel/loss.py`` (``_log_softmax``, 
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from symbolic import planning
 
+HERE = Path(__file__).resolve().parent
 GIB = 2**30
 B, S = 2, 1024
 
@@ -57,3 +65,18 @@ def test_torchtitan_70b_2d_rows_within_10_percent() -> None:
     # full checkpointing under sequence parallelism: each block's input sharded over the tp ranks (Shard(1))
     assert terms["activations"] == 2 * 16 * 8192 * values["H"] * values["L"] // 8
     assert plan.peak_phase == "backward"  # the loss-parallel backward beside every checkpointed input
+
+
+@pytest.mark.torch
+def test_loss_parallel_measured_on_the_cpu() -> None:
+    """One gloo rank (loss.py's handlers run at any tp): the plan's loss terms per logit of the shard, within 1 %."""
+    done = subprocess.run([sys.executable, str(HERE / "loss_parallel_child.py")], capture_output=True, text=True,
+                          timeout=120, check=True)
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    V = planning.plan("llama-3-8b").values["V"]
+    terms = _loss_terms(8)
+    per_logit = {k: terms[k] / (B * S * V / 8) for k in ("logits", "logits_forward", "loss_gradients")}
+    hidden = 2 * planning.plan("llama-3-8b").values["H"] / V  # the logits term also holds the head's bf16 input
+    saved = per_logit["logits"] - hidden  # the fp32 log-softmax
+    assert abs(saved + per_logit["logits_forward"] - measured["forward"]) < 0.01 * measured["forward"]  # 14 bytes
+    assert abs(saved + per_logit["loss_gradients"] - measured["step"]) < 0.01 * measured["step"]  # 16 bytes

@@ -124,7 +124,7 @@ def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: in
             pins: Mapping[str, object], cps: tuple[int, ...] = (1,),
             uneven: bool = False) -> list[tuple[int, int, int, int, int]]:
     """(gpus, dp, tp, pp, cp) with dp·tp·pp·cp one of ``counts``, dp dividing the batch and pp the layers (pp 1
-    with cp > 1: torchtitan's ring is not modelled under a pipeline); ``uneven``: also every pp dividing a GPU
+    with cp > 1: the ring is not searched under a pipeline); ``uneven``: also every pp dividing a GPU
     count whose stages torchtitan's split fills (``_pipeline_degrees``).
 
     Walked from the divisors of the batch, of the layers and of the counts (never every number up to a GPU
