@@ -50,6 +50,7 @@ import sympy
 from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
 from ..core.memo import BoundedMemo
+from ..core.symbols import N, N_gpu
 from ..library.timing import P_gpu
 from ..networks.network import load as load_shape
 from ..networks.shape import divisors
@@ -317,8 +318,11 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             step[rows] = np.inf
             continue
         cols = {k: v[rows] for k, v in every.items()}
-        if compiled.other_rank:  # a split pipeline: the busier of the first and the last rank
-            memory[rows] = _busier(compiled, cols)
+        last = None
+        if compiled.other_rank:  # a split pipeline: the busier of the first and the last rank (build's rule)
+            first_total, last_total = _end_totals(compiled, cols)
+            last = last_total > first_total
+            memory[rows] = np.where(last, last_total, first_total)
         for term in () if compiled.other_rank else compiled.memory_terms:  # one call per term over every structure
             by_term.setdefault(id(term), (term, []))[1].append(rows)
         columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
@@ -328,6 +332,9 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         if compiled.held is not None:
             columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
                                           dtype=np.float64)
+        if last is not None and compiled.other_held is not None:  # the busier rank's parameters, as `time` takes
+            other = compiled.other_held(_arrays(columns, {}, compiled.other_held.inputs), exact=False)
+            columns["P_gpu"] = np.where(last, np.asarray(other, dtype=np.float64), columns["P_gpu"])
         step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
                                 dtype=np.float64)
     for term, parts in by_term.values():
@@ -345,8 +352,8 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     return memory, step, skipped
 
 
-def _busier(compiled: _Compiled, cols: dict[str, np.ndarray]) -> np.ndarray:
-    """Per layout, the larger total of the first pipeline rank's terms and the last rank's (each rounded up per term)."""
+def _end_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per layout, the totals of the first pipeline rank's terms and of the last rank's (each rounded up per term)."""
     import numpy as np
 
     columns = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"], "n_d": cols["dp"], "n_mb": cols["grad_accum"]}
@@ -357,7 +364,7 @@ def _busier(compiled: _Compiled, cols: dict[str, np.ndarray]) -> np.ndarray:
             value = np.asarray(term(_arrays(columns, {}, term.inputs)))
             total = total + _ceil(np.broadcast_to(value, total.shape)).astype(object)
         totals.append(total)
-    return np.maximum(*totals)
+    return totals[0], totals[1]
 
 
 def _describe(layout: dict[str, object]) -> str:
@@ -374,6 +381,7 @@ class _Compiled:
     step: CompiledFormula
     step_scalars: dict[str, float]
     other_rank: tuple[CompiledFormula, ...] = ()  # a split pipeline's other end rank (memory_terms: the first)
+    other_held: CompiledFormula | None = None  # its P_gpu (held: the first rank's)
 
 
 LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "W_cp", "P_gpu")
@@ -410,21 +418,30 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
     exact = _numbers(plan.values, plan.model.scope)
     terms = _memory_terms(plan)
     other: tuple[CompiledFormula, ...] = ()
+    held = other_held = None
+    if P_gpu in formula.definitions:
+        held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
     if structure[-2] is not None:  # a split pipeline (see _structure): the first and the last rank, each exact
         first_rank, last_rank = end_ranks(plan.model, plan.regime)
         terms, other = _memory_terms(first_rank), _memory_terms(last_rank)
-    held = None
-    if P_gpu in formula.definitions:
-        held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
+        if held is not None:
+            held, other_held = _held(first_rank), _held(last_rank)
     # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
     # over a few symbols instead of the whole composed parameter count
     # (numbers are passed, not substituted: rebuilding max() with numbers inside costs SymPy seconds)
     step_scalars = {k: float(v) for k, v in values.items() if k not in LAYOUT_SYMBOLS and not isinstance(v, str)}
-    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars, other)
+    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars, other, other_held)
     if key is not None:
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found
+
+
+def _held(plan: Plan) -> CompiledFormula:
+    """P_gpu of one plan: the parameters its GPU computes with (N_gpu, or N), as ``time.step_formula`` takes them."""
+    held = N_gpu if N_gpu in plan.formula.definitions else N
+    expr = plan.formula.definitions[held].composed()
+    return _compiled(expr.xreplace(_numbers(plan.values, plan.model.scope)), "P_gpu", "params")
 
 
 def _memory_terms(plan: Plan) -> tuple[CompiledFormula, ...]:
