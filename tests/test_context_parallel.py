@@ -70,9 +70,12 @@ def test_refused_combinations_say_why(options: dict, words: str) -> None:
         planning.plan("llama-3-8b", **options)
 
 
-def test_refused_with_pipeline_parallelism() -> None:
-    with pytest.raises(UserError, match="pipeline parallelism"):
-        planning.plan("llama-3-8b", cp=2, pp=2, fsdp=True)
+def test_within_pipeline_stages_each_stage_holds_its_share_of_the_sequence() -> None:
+    """CP under a pipeline: every micro-batch's sequence sharded over cp on each stage, the ring per stage's layer."""
+    staged = planning.plan("llama-3-8b", cp=2, pp=2, dp=2, fsdp=True, seq=8192, recompute="full").terms()
+    half = planning.plan("llama-3-8b", pp=2, dp=2, fsdp=True, seq=4096, recompute="full").terms()
+    assert staged["activations"] == half["activations"]  # the stage's checkpointed inputs at S/c_p tokens
+    assert staged["cp_ring_forward"] > 0 and "cp_ring_forward" not in half
 
 
 def _step_terms(**options: object) -> dict[str, float]:

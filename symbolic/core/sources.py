@@ -183,6 +183,12 @@ register("pytorch-context-parallel", "PyTorch 2.13.0, torch/distributed/tensor/e
          "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/experimental/_context_parallel/"
          "_attention.py")
 
+register("pytorch-loss-parallel", "PyTorch 2.13.0, torch/distributed/tensor/parallel/loss.py: loss_parallel() "
+         "(cross-entropy on logits sharded over the vocabulary), _log_softmax (x − max, then exp and sum: two fp32 "
+         "temporaries of the shard), _nll_loss_and_log_softmax_backward (zeros_like, exp(x), their sum and the "
+         "product with grad_output: fp32 shards alive at once)",
+         "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/parallel/loss.py")
+
 # --- issue 29: image tokens of vision-language models ----------------------------------------------
 register("qwen2-vl-processor", "Hugging Face transformers 5.24.0, models/qwen2_vl/image_processing_qwen2_vl.py: "
          "smart_resize (factor patch_size·merge_size = 28, min_pixels 56·56, max_pixels 28·28·1280), 14-pixel "

@@ -417,6 +417,28 @@ def logits_forward_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
                 + ("" if upcast else " In fp32 the upcast is the logits themselves."))
 
 
+LOSS_PARALLEL = "pytorch-loss-parallel"
+
+
+def loss_parallel_forward_term(act_bytes: int, tp: sympy.Expr) -> Term:
+    """PyTorch's loss_parallel in the forward pass: the logits' shard, its fp32 upcast and log-softmax's temporary."""
+    upcast = 4 if act_bytes != 4 else 0
+    return Term("logits_forward", f"the logits' vocabulary shard ({act_bytes} bytes), its fp32 upcast and "
+                "log-softmax's shifted copy (x − max, then exp(x − max)) while the loss runs",
+                (act_bytes + upcast + 4) * S * B * V / tp, "bytes", LOSS_PARALLEL, "_log_softmax",
+                "Under tensor parallelism the loss runs on logits sharded over the vocabulary (torchtitan enables "
+                "loss_parallel whenever tp > 1): its log-softmax is decomposed, so x − max and its exp are fp32 "
+                "tensors of their own beside the upcast, where the one-device kernel writes only its output.")
+
+
+def loss_parallel_gradients_term(tp: sympy.Expr) -> Term:
+    """PyTorch's loss_parallel backward: zeros_like, exp(x) (or the product) and their sum, fp32 shards at once."""
+    return Term("loss_gradients", "fp32 shards of loss_parallel's backward: zeros_like(x), exp(x) and their sum "
+                "(12·B·S·V/t)", 12 * S * B * V / tp, "bytes", LOSS_PARALLEL, "_nll_loss_and_log_softmax_backward",
+                "grad_input = zeros_like(x) stays alive while (grad_input + exp(x)) and its product with grad_output "
+                "are written: three fp32 shards beside the saved log-softmax.")
+
+
 def chunked_logits_forward_term(act_bytes: int, chunks: int, tp: sympy.Expr | int = 1) -> Term:
     """torchtune's chunked loss in the forward pass: every chunk's logits and one chunk's fp32 upcast (measured)."""
     upcast = 4 if act_bytes != 4 else 0

@@ -170,7 +170,7 @@ def peak_microbatches(schedule: str, rank: int, pp: int, m: int, stage: int, v: 
 def bubble_fraction_text(schedule: str) -> str:
     """How the schedule's idle time is counted in ``time`` (the bubble term's divisor)."""
     return {"gpipe": "(p − 1)/m", "1f1b": "(p − 1)/m", "interleaved": "(p − 1)/(v·m)",
-            "zbv": "(p − 1)/(v·m), v = 2 (an upper bound: W fills the bubble)"}[schedule]
+            "zbv": "max(p − 1, 2·(2p − 1 − m))/(6·m) (PyTorch's order, equal F, I and W passes)"}[schedule]
 
 
 def stage_params(first_stage: sympy.Expr, head: sympy.Expr, layers: int, embeddings: bool, has_head: bool,

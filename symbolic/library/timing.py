@@ -6,7 +6,9 @@ A training step (``step_terms``) is the sum of
   Williams et al. 2009), η the model FLOP utilisation of the compute alone (``--mfu``);
 - ``bubble``: the pipeline's idle share, compute · (p − 1)/(v · m), so that the step is the
   ideal time × (m + p − 1)/m: a bubble of (p − 1)/(m + p − 1) of the step (GPipe, Huang et al.
-  2019; 1F1B and interleaving by v, Narayanan et al. 2021 §2.2);
+  2019; 1F1B and interleaving by v, Narayanan et al. 2021 §2.2), or with ``--pp-schedule zbv`` the zero-bubble V
+  schedule's (Qi et al. 2023 §6, PyTorch's ScheduleZBVZeroBubble): compute · max(p − 1, 2·(2p − 1 − m))/(6m),
+  the pass-times PyTorch's order leaves idle when F, I and W take equal time;
 - ``tp_comm``: Megatron's all-reduces of the B·S·H activations, two per layer forward and two
   backward (two more with full recompute), each moving 2·(t − 1)/t of the buffer per GPU
   (ring all-reduce, Patarasuk & Yuan 2009) over the tensor-parallel group's link;
@@ -80,6 +82,8 @@ for _id, _citation, _url in (
      "Parallelism\", NeurIPS 2019", "https://arxiv.org/abs/1811.06965"),
     ("shoeybi2019", "M. Shoeybi et al., \"Megatron-LM: Training Multi-Billion Parameter Language Models Using "
      "Model Parallelism\", 2019, §3", "https://arxiv.org/abs/1909.08053"),
+    ("qi2023", "P. Qi, X. Wan, G. Huang, M. Lin, \"Zero Bubble Pipeline Parallelism\", ICLR 2024 (arXiv 2023)",
+     "https://arxiv.org/abs/2401.10241"),
 ):
     if _id not in sources.SOURCES:
         sources.register(_id, _citation, _url)
@@ -93,13 +97,15 @@ def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", not
 
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
-               flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None) -> list[Term]:
+               flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
+               schedule: str | None = None) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
     planner defines as N or N_gpu); ``state_bytes`` the model-state bytes per parameter the optimizer
     reads and writes; element sizes are numbers chosen by the training regime. ``cp_width``: context
     parallelism's K/V elements per token and rank (a·d_head/t, K and V repeated to every head), None without it.
+    ``schedule``: the pipeline schedule (``--pp-schedule``); ``zbv`` takes the zero-bubble V schedule's bubble.
     """
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
     flop_time = flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
@@ -110,8 +116,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     terms = [_s("compute", "roofline: max(FLOPs / (F_peak·η), bytes moved / HBM bandwidth)", compute, "williams2009",
                 "", f"FLOPs: tokens per GPU × F_tok / (t·p); bytes: weights read {passes}× per micro-batch, model "
                     "states read and written once.")]
-    terms.append(_s("bubble", "pipeline bubble: (p − 1)/(v·m) × compute", compute * (p - 1) / (v_pp * n_mb),
-                    "narayanan2021", "§2.2", "The step becomes (m + p − 1)/m × the ideal: a bubble of (p − 1)/(m + p − 1)."))
+    terms.append(_bubble(compute, schedule))
     per_layer = 6 if recompute == "full" else 4
     ring = 2 * (t - 1) / t
     layer_bytes = act_bytes * B * tokens * H
@@ -137,6 +142,21 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     if cp_width is not None:
         terms.append(_ring_term(cp_width, recompute, act_bytes))
     return terms
+
+
+def _bubble(compute: sympy.Expr, schedule: str | None) -> Term:
+    """The pipeline's idle time: 1F1B's (p − 1)/(v·m) of the compute, or PyTorch's zero-bubble V schedule's."""
+    if schedule != "zbv":
+        return _s("bubble", "pipeline bubble: (p − 1)/(v·m) × compute", compute * (p - 1) / (v_pp * n_mb),
+                  "narayanan2021", "§2.2", "The step becomes (m + p − 1)/m × the ideal: a bubble of (p − 1)/(m + p − 1).")
+    idle = sympy.Max(p - 1, 2 * (2 * p - 1 - n_mb), evaluate=False)  # pass-times idle per rank
+    return _s("bubble", "pipeline bubble, zero-bubble V: max(p − 1, 2·(2p − 1 − m)) of the 6·m passes × compute",
+              compute * idle / (6 * n_mb), "qi2023", "§6 (ZB-V); PyTorch's ScheduleZBVZeroBubble",
+              "Two stages per rank; each micro-batch a forward F, an input-gradient I and a weight-gradient W "
+              "pass per stage, all taking equal time (the paper's assumption; each is 2 FLOPs per parameter and "
+              "token, so the roofline's compute splits so); the sends take no time. PyTorch's order of passes "
+              "then leaves max(p − 1, 2·(2p − 1 − m)) pass-times idle on every rank: p − 1 once m ≥ (3p − 1)/2, "
+              "where 1F1B leaves 6·(p − 1) (a stage's F + B + W is two passes each).")
 
 
 def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int) -> Term:

@@ -256,7 +256,8 @@ OPTIONS: tuple[Option, ...] = (
            concern="parallel"),
     # issue 28 (pipeline schedules): torch.distributed.pipelining's schedules, torchtitan's uneven stages
     Option("pp_schedule", "train", "choice", None, "pipeline schedule (torch.distributed.pipelining): gpipe, "
-           "1f1b, interleaved (--interleave v stages per GPU, default 2) or zbv (zero-bubble V, 2 stages per GPU); "
+           "1f1b, interleaved (--interleave v stages per GPU, default 2) or zbv (zero-bubble V, 2 stages per GPU; "
+           "time takes its own bubble); "
            "stages split as torchtitan splits them (default: 1F1B, interleaved with --interleave, as Megatron "
            "counts them)", _pipeline.SCHEDULES, concern="parallel", fallback=""),
     # issue 28: torch.compile per block (torchtitan's apply_compile) and of the loss (torchtune's compile_loss)

@@ -379,7 +379,7 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     """The plan of ``model`` under an already resolved ``regime`` (the busiest pipeline rank when split unevenly)."""
     if not framework_pipeline(model, regime):
         return _build(model, regime)
-    first, last = (_build(model, regime, pipeline_stage(model, regime, rank)) for rank in (0, regime.pp - 1))
+    first, last = end_ranks(model, regime)
     busiest, other = (last, first) if last.total > first.total else (first, last)
     which = "the last rank (the norm, head and loss)" if busiest is last else "the first rank (the embeddings)"
     stage = pipeline_stage(model, regime, busiest.regime.pp - 1 if busiest is last else 0)
@@ -388,6 +388,12 @@ def build(model: ModelShape, regime: Regime) -> Plan:
                          f"{stage.peak} layer-micro-batches of activations at once; the other end holds "
                          f"{format_bytes(other.total)}")
     return busiest
+
+
+def end_ranks(model: ModelShape, regime: Regime) -> tuple[Plan, Plan]:
+    """The first and the last pipeline rank's plans (torchtitan's split): the busier one is the job's peak."""
+    first, last = (_build(model, regime, pipeline_stage(model, regime, rank)) for rank in (0, regime.pp - 1))
+    return first, last
 
 
 def _layers_text(layers: tuple[int, ...]) -> str:
@@ -692,6 +698,8 @@ def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
                 [pypeak.chunked_loss_gradients_term(chunks, tp_s)])
     if kind != "hf":
         return [], []  # Megatron's vocab-parallel cross-entropy works in place; a fused kernel keeps no logits
+    if tp_s != 1:  # logits sharded over the vocabulary: PyTorch's loss_parallel (torchtitan's, whenever tp > 1)
+        return [pypeak.loss_parallel_forward_term(act_bytes, tp_s)], [pypeak.loss_parallel_gradients_term(tp_s)]
     return [pypeak.logits_forward_term(act_bytes, tp_s)], [pypeak.loss_gradients_term(tp_s)]
 
 

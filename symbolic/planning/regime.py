@@ -368,7 +368,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                            activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
                              pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
-    context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), pp=pp, flash=flash, activations=activations)
+    context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
@@ -520,14 +520,13 @@ def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given
     return out
 
 
-def _cp_options(model: ModelShape, pick: Callable[[str, object], object], *, fsdp: bool, pp: int, flash: bool,
+def _cp_options(model: ModelShape, pick: Callable[[str, object], object], *, fsdp: bool, flash: bool,
                 activations: str) -> dict[str, object]:
     """Context parallelism (issue 28): torchtitan's ring attention, refused where torchtitan or this model cannot."""
     cp = _checked("cp", pick("cp", _default("cp")))
     if cp == 1:
         return {"cp": cp}
-    refused = [what for what, on in ((f"pipeline parallelism (pp {pp})", pp > 1), ("--no-flash (the ring needs "
-                                     "SDPA's flash or efficient kernel)", not flash),
+    refused = [what for what, on in (("--no-flash (the ring needs SDPA's flash or efficient kernel)", not flash),
                                      (f"activations {activations}", activations != "korthikanti"),
                                      (f"{model.name} ({_what(model)}): no attention over a sequence",
                                       not (model.sequence and model.has_attention))) if on]

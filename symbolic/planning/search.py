@@ -15,7 +15,10 @@ a whole byte as ``Plan.total`` does, so a layout's ``memory_bytes`` equals ``sym
 total for the same flags. Step time is float64.
 
 Search space and its limits (stated): tp divides the attention heads and the key/value heads
-and stays within one node (gpus_per_node); pp divides the layers; ZeRO 2 and 3 only without
+and stays within one node (gpus_per_node); pp divides the layers or, where the planner splits stages as
+torchtitan does (a model over a sequence, Korthikanti's activations), divides a GPU count and leaves every
+stage a layer (the pinned pp, or a power of two: each such (pp, m) a structure of its own, the busier end
+rank deciding); ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
 LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none,
@@ -47,10 +50,12 @@ import sympy
 from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
 from ..core.memo import BoundedMemo
+from ..core.symbols import N, N_gpu
 from ..library.timing import P_gpu
 from ..networks.network import load as load_shape
 from ..networks.shape import divisors
 from . import time as ptime
+from .build import Plan, end_ranks
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -117,27 +122,51 @@ def global_batch_size(value: object) -> int:
 
 
 def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: int,
-            pins: Mapping[str, object], cps: tuple[int, ...] = (1,)) -> list[tuple[int, int, int, int, int]]:
+            pins: Mapping[str, object], cps: tuple[int, ...] = (1,),
+            uneven: bool = False) -> list[tuple[int, int, int, int, int]]:
     """(gpus, dp, tp, pp, cp) with dp·tp·pp·cp one of ``counts``, dp dividing the batch and pp the layers (pp 1
-    with cp > 1: torchtitan's ring is not modelled under a pipeline).
+    with cp > 1: the ring is not searched under a pipeline); ``uneven``: also every pp dividing a GPU
+    count whose stages torchtitan's split fills (``_pipeline_degrees``).
 
-    Walked from the divisors of the batch and of the layers (never every number up to a GPU count),
-    in the order of ``counts``, then tp, then pp, then cp.
+    Walked from the divisors of the batch, of the layers and of the counts (never every number up to a GPU
+    count), in the order of ``counts``, then tp, then pp, then cp.
     """
+    counts = list(counts)
     order: dict[int, int] = {}
     for i, n in enumerate(counts):
         order.setdefault(n, i)
+    pps = _pipeline_degrees(layers, counts, uneven, pins.get("pp"))
     found = []
     for dp in divisors(global_batch):
         if pins.get("dp", dp) != dp:
             continue
         for tp in tps:
-            for pp in divisors(layers):
+            for pp in pps:
                 for cp in cps:
                     n = dp * tp * pp * cp
                     if n in order and pins.get("pp", pp) == pp and (cp == 1 or pp == 1):
                         found.append((order[n], tp, pp, cp, n, dp))
     return [(n, dp, tp, pp, cp) for _, tp, pp, cp, n, dp in sorted(found)]
+
+
+def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: object = None) -> list[int]:
+    """The pp degrees tried: the divisors of the layers, and with ``uneven`` the pinned pp and every power of two
+    dividing a GPU count, where torchtitan's split (``pipeline.stage_layers``: L + 2 layer-equivalents) leaves
+    every stage a transformer layer."""
+    from ..library import pipeline
+
+    found = set(divisors(layers))
+    if not uneven:
+        return sorted(found)
+    powers = (2**k for k in range(layers.bit_length()))  # a stage a layer at least: pp ≤ L
+    tried = {d for d in powers if any(n % d == 0 for n in counts)} | ({pinned} if isinstance(pinned, int) else set())
+    for pp in tried - found:
+        try:
+            if min(pipeline.stage_layers(layers, pp)) > 0:
+                found.add(pp)
+        except ValueError:
+            continue
+    return sorted(found)
 
 
 def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
@@ -163,11 +192,13 @@ def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None, cp: int = 1) -> tup
 
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
                       pins: dict[str, object] | None = None, ops: bool = False,
-                      fsdp: bool | None = False, cps: tuple[int, ...] = (1,)) -> list[dict[str, object]]:
+                      fsdp: bool | None = False, cps: tuple[int, ...] = (1,),
+                      uneven: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
     ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
-    stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried.
+    stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried; ``uneven``: also pp degrees
+    that do not divide the layers (torchtitan's split).
     """
     shape = load_shape(model)
     pins = dict(pins or {})
@@ -177,7 +208,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     splits = divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
-    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, shape.layers, pins, cps):
+    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, shape.layers, pins, cps, uneven):
         per_rank = global_batch // dp
         for zero, sharded in _shardings(dp, tp, pp, fsdp, cp):
             if pins.get("zero", zero) != zero or (offload and zero == 0):
@@ -198,8 +229,11 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     return out
 
 
-def _structure(layout: dict[str, object]) -> tuple[object, ...]:
+def _structure(layout: dict[str, object], layers: int = 0, staged: bool = False) -> tuple[object, ...]:
     tp, pp, dp, m = layout["tp"], layout["pp"], layout["dp"], layout["grad_accum"]
+    # a pipeline split as torchtitan splits it (pp not dividing the layers, or a schedule given) writes each
+    # stage's layers and its schedule's peak as numbers of (p, m): a structure per (p, m)
+    split = (pp, m) if pp > 1 and (staged or layers % pp) else None  # type: ignore[operator]
     # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage), and
     # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation); FSDP2's
     # shard group n_s is a number of the plan (dp / hsdp · cp), so each dp is a structure of its own, and so is each
@@ -207,7 +241,7 @@ def _structure(layout: dict[str, object]) -> tuple[object, ...]:
     cp = layout.get("cp", 1)
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
             pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
-            pp == 1 and m > 1, dp if layout["fsdp"] else 0, cp,  # type: ignore[operator]
+            pp == 1 and m > 1, dp if layout["fsdp"] else 0, cp, split,  # type: ignore[operator]
             _nccl(dp, tp, pp, cp))  # type: ignore[arg-type]
 
 
@@ -263,10 +297,12 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     import numpy as np
 
     memory = np.zeros(len(layouts), dtype=object)
+    memory[:] = 0
     step = np.zeros(len(layouts), dtype=np.float64)
     groups: dict[tuple[object, ...], list[int]] = {}
+    layers = load_shape(model[0] if isinstance(model, tuple) else model).layers
     for i, layout in enumerate(layouts):
-        groups.setdefault(_structure(layout), []).append(i)
+        groups.setdefault(_structure(layout, layers, bool(fixed.get("pp_schedule"))), []).append(i)
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
              for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
     every["cp"] = np.array([lay.get("cp", 1) for lay in layouts], dtype=np.int64)
@@ -281,9 +317,14 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             invalid.extend(rows)
             step[rows] = np.inf
             continue
-        for term in compiled.memory_terms:  # one call per distinct term over every structure that has it
-            by_term.setdefault(id(term), (term, []))[1].append(rows)
         cols = {k: v[rows] for k, v in every.items()}
+        last = None
+        if compiled.other_rank:  # a split pipeline: the busier of the first and the last rank (build's rule)
+            first_total, last_total = _end_totals(compiled, cols)
+            last = last_total > first_total
+            memory[rows] = np.where(last, last_total, first_total)
+        for term in () if compiled.other_rank else compiled.memory_terms:  # one call per term over every structure
+            by_term.setdefault(id(term), (term, []))[1].append(rows)
         columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
                                           "n_d": cols["dp"], "n_mb": cols["grad_accum"], "n_gpu": cols["gpus"]}
         if how == "mfu":
@@ -291,9 +332,11 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         if compiled.held is not None:
             columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
                                           dtype=np.float64)
+        if last is not None and compiled.other_held is not None:  # the busier rank's parameters, as `time` takes
+            other = compiled.other_held(_arrays(columns, {}, compiled.other_held.inputs), exact=False)
+            columns["P_gpu"] = np.where(last, np.asarray(other, dtype=np.float64), columns["P_gpu"])
         step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
                                 dtype=np.float64)
-    memory[:] = 0
     for term, parts in by_term.values():
         rows = np.concatenate([np.asarray(r, dtype=np.int64) for r in parts])
         columns = {"B": every["micro_batch"][rows], "t": every["tp"][rows], "p": every["pp"][rows],
@@ -309,6 +352,21 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     return memory, step, skipped
 
 
+def _end_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per layout, the totals of the first pipeline rank's terms and of the last rank's (each rounded up per term)."""
+    import numpy as np
+
+    columns = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"], "n_d": cols["dp"], "n_mb": cols["grad_accum"]}
+    totals = []
+    for terms in (compiled.memory_terms, compiled.other_rank):
+        total = np.zeros(len(cols["tp"]), dtype=object)
+        for term in terms:
+            value = np.asarray(term(_arrays(columns, {}, term.inputs)))
+            total = total + _ceil(np.broadcast_to(value, total.shape)).astype(object)
+        totals.append(total)
+    return totals[0], totals[1]
+
+
 def _describe(layout: dict[str, object]) -> str:
     text = ", ".join(f"{k} {layout[k]}" for k in ("dp", "tp", "pp", "cp", "zero", "recompute") if k in layout)
     return text + ", fsdp" if layout.get("fsdp") else text
@@ -322,6 +380,8 @@ class _Compiled:
     held: CompiledFormula | None  # P_gpu, the parameters one GPU computes with
     step: CompiledFormula
     step_scalars: dict[str, float]
+    other_rank: tuple[CompiledFormula, ...] = ()  # a split pipeline's other end rank (memory_terms: the first)
+    other_held: CompiledFormula | None = None  # its P_gpu (held: the first rank's)
 
 
 LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "W_cp", "P_gpu")
@@ -356,30 +416,53 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
     plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
     values["F_tok"] = fl_.per_token()
     exact = _numbers(plan.values, plan.model.scope)
-    expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
-    terms = tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
-                  for term in plan.formula.terms)
-    held = None
+    terms = _memory_terms(plan)
+    other: tuple[CompiledFormula, ...] = ()
+    held = other_held = None
     if P_gpu in formula.definitions:
         held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
+    if structure[-2] is not None:  # a split pipeline (see _structure): the first and the last rank, each exact
+        first_rank, last_rank = end_ranks(plan.model, plan.regime)
+        terms, other = _memory_terms(first_rank), _memory_terms(last_rank)
+        if held is not None:
+            held, other_held = _held(first_rank), _held(last_rank)
     # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
     # over a few symbols instead of the whole composed parameter count
     # (numbers are passed, not substituted: rebuilding max() with numbers inside costs SymPy seconds)
     step_scalars = {k: float(v) for k, v in values.items() if k not in LAYOUT_SYMBOLS and not isinstance(v, str)}
-    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars)
+    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars, other, other_held)
     if key is not None:
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found
 
 
+def _held(plan: Plan) -> CompiledFormula:
+    """P_gpu of one plan: the parameters its GPU computes with (N_gpu, or N), as ``time.step_formula`` takes them."""
+    held = N_gpu if N_gpu in plan.formula.definitions else N
+    expr = plan.formula.definitions[held].composed()
+    return _compiled(expr.xreplace(_numbers(plan.values, plan.model.scope)), "P_gpu", "params")
+
+
+def _memory_terms(plan: Plan) -> tuple[CompiledFormula, ...]:
+    """A plan's memory terms compiled, the model's numbers substituted (the layout's symbols left)."""
+    exact = _numbers(plan.values, plan.model.scope)
+    expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
+    return tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
+                 for term in plan.formula.terms)
+
+
 def _with_nccl(base: _Compiled, nccl: tuple[tuple[str, int], ...]) -> _Compiled:
     """``base`` with its NCCL term (a constant) set to the buffers of ``nccl``'s communicators."""
     total = sum(size for _, size in nccl)
-    terms = [t for t in base.memory_terms if t.key != "nccl"]
-    if total:
-        terms.append(_compiled(sympy.Integer(total), "nccl", "bytes"))
-    return replace(base, memory_terms=tuple(terms))
+    def swapped(memory_terms: tuple[CompiledFormula, ...]) -> tuple[CompiledFormula, ...]:
+        terms = [t for t in memory_terms if t.key != "nccl"]
+        if total:
+            terms.append(_compiled(sympy.Integer(total), "nccl", "bytes"))
+        return tuple(terms)
+
+    return replace(base, memory_terms=swapped(base.memory_terms),
+                   other_rank=swapped(base.other_rank) if base.other_rank else ())
 
 
 def _substitute(expr: sympy.Expr, mapping: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
@@ -450,7 +533,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
     cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
                                 flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
-                                fsdp=fsdp, cps=cps)
+                                fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options))
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
@@ -525,6 +608,13 @@ def _cp_degrees(shape: object, options: Mapping[str, object], counts: Iterable[i
     if refused:
         return ()
     return tuple(sorted({c for n in counts for c in divisors(n) if c > 1 and seq % (2 * c) == 0}))
+
+
+def _uneven_apply(shape: object, options: Mapping[str, object]) -> bool:
+    """Whether pp degrees that do not divide the layers are tried: where the planner splits stages as torchtitan
+    does (``build.framework_pipeline``: a model over a sequence, Korthikanti's activations, no interleaving)."""
+    return (bool(getattr(shape, "sequence", False)) and options.get("activations", "korthikanti") == "korthikanti"
+            and int(options.get("interleave", 1) or 1) == 1)  # type: ignore[call-overload]
 
 
 def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:

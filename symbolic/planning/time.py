@@ -413,7 +413,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           act_bytes=pr.activation_bytes, weight_bytes=pr.weight_bytes,
                           grad_bytes=pr.grad_bytes(r.grads),
                           state_bytes=states if states is not None else sympy.Integer(16),
-                          cp_width=a * memory.model.head_dim / t if r.cp > 1 else None)
+                          cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
+                          schedule=r.pp_schedule)
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
