@@ -51,9 +51,8 @@ from ..core.symbols import H, L, N, N_gpu, S, UnknownSymbolError, a, e_p, n_d, n
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
-from ..library import chunked_backward
+from ..library import chunked_backward, fsdp, offload, registry, runtime
 from ..library import context_parallel as cpar
-from ..library import fsdp, offload, registry, runtime
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
