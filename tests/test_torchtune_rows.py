@@ -74,10 +74,10 @@ def test_lora_takes_activation_offloading(tmp_path):
 def test_paged_states_would_leave_the_row_far_under(tmp_path):
     """bitsandbytes' PagedAdamW8bit (the full config's optimizer) puts the state of every tensor of 1e5 elements
     or more in CUDA managed memory (optim/optimizer.py get_state_buffer, functional.get_paged), which the caching
-    allocator never sees: peak active without them would be 38 % under. The row counted its 8-bit states."""
+    allocator never sees: peak active without them would be 44 % under. The row counted its 8-bit states."""
     plan = _plan(tmp_path, **OFFLOADING_ROW, optimizer="adam-8bit")
     without = _gib(plan) - plan.as_dict()["terms"]["optimizer_states"] / GIB
-    assert without / 17.6 - 1 < -0.35
+    assert without / 17.6 - 1 < -0.40
 
 
 def test_checkpointing_row_is_below_any_full_size_temporary(tmp_path):
