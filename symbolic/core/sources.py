@@ -209,6 +209,12 @@ register("torch-partitioner", "PyTorch 2.13.0, torch/_functorch/partitioners.py:
          "(the compiled forward saves what the min cut keeps: matmul and attention outputs and inputs; pointwise ops, "
          "norms and activations are recomputed in the compiled backward); measured with inductor on the CPU "
          "(tests/compile_child.py)", "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/_functorch/partitioners.py")
+register("torchtune-chunked-backward", "torchtune CEWithChunkedOutputLoss with compile_loss (commit bd2a0fc) under "
+         "PyTorch 2.13.0's autograd engine (torch/csrc/autograd/engine.h CompareNodeTaskTime: the highest sequence "
+         "number first, so every chunk's loss before the head): each compiled loss frees its chunk's saved logits as "
+         "it writes their gradient; a trained head's H·V weight gradients are summed out of place; measured on the "
+         "CPU with inductor (tests/chunked_backward_child.py)", "https://github.com/pytorch/torchtune/blob/"
+         "bd2a0fc7c/torchtune/modules/loss/ce_chunked_output_loss.py")
 register("torchtitan-compile", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370: "
          "apply_compile (torch.compile per TransformerBlock, after apply_ac, before FSDP); train.py leaves the loss "
          "uncompiled at that commit", "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"

@@ -51,8 +51,8 @@ from ..core.symbols import H, L, N, N_gpu, S, UnknownSymbolError, a, e_p, n_d, n
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
+from ..library import chunked_backward, fsdp, offload, registry, runtime
 from ..library import context_parallel as cpar
-from ..library import fsdp, offload, registry, runtime
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
@@ -524,6 +524,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
                                                    r.compile and r.compile_loss)
+        if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
+            loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         forward += during_loss
         backward += loss_grads
     if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
@@ -543,6 +545,15 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         backward += ring[1]
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
                                     "optimizer": tuple(optimizer)}), definitions, host
+
+
+def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: list[Term], act_bytes: int,
+                      tp_s: sympy.Expr | int) -> Term:
+    """The compiled chunked loss's backward over what is saved: its loss, head and recompute moments' largest."""
+    saved_logits = sympy.Add(*(t.expr for t in kept if t.key == "logits"))
+    head_trained = not (r.lora_rank or (r.freeze_embeddings and model.head == 0))
+    return chunked_backward.backward_term(act_bytes, r.logit_chunks, saved_logits,
+                                          sympy.Add(*(t.expr for t in rebuilt)), head_trained, tp_s)
 
 
 def _offloaded(model: ModelShape, kept: list[Term], host: list[Term],

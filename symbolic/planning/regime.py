@@ -365,7 +365,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                        attn=str(attn), precision=str(precision))
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
-                           activations=activations, microbatches=microbatches, lora=bool(tuning.get("lora_rank")))
+                           activations=activations, microbatches=microbatches)
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
                              pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
     context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
@@ -428,7 +428,7 @@ def _accumulation(pick: Callable[[str, object], object], given: Collection[str],
 
 
 def _lifetimes(pick: Callable[[str, object], object], notes: list[str], *, pp: int, zero: int, offload: bool,
-               recompute: str, activations: str, microbatches: int, lora: bool) -> dict[str, object]:
+               recompute: str, activations: str, microbatches: int) -> dict[str, object]:
     """The step's lifetimes (issue 28): the optimizer in backward and activation offloading, and their refusals."""
     in_backward = _checked("optimizer_in_backward", pick("optimizer_in_backward", _default("optimizer_in_backward")))
     offloading = _checked("offload_activations", pick("offload_activations", _default("offload_activations")))
@@ -441,9 +441,9 @@ def _lifetimes(pick: Callable[[str, object], object], notes: list[str], *, pp: i
     if offloading and recompute != "full":
         raise PlanOptionError("offload_activations offloads the checkpointed layer inputs: it needs recompute full "
                               "(torchtune's recipe refuses it without activation checkpointing)")
-    if offloading and (activations != "korthikanti" or pp > 1 or lora):
-        raise PlanOptionError("offload_activations is modelled with activations korthikanti, pp 1 and full "
-                              "training (torchtune's full_finetune recipes)")
+    if offloading and (activations != "korthikanti" or pp > 1):
+        raise PlanOptionError("offload_activations is modelled with activations korthikanti and pp 1 (torchtune's "
+                              "single-device full_finetune and lora_finetune recipes)")
     if pp == 1 and microbatches > 1:
         notes.append(f"grad_accum {microbatches}: the gradients of the earlier micro-batches are alive through the "
                      "forward and backward of each later one; activations are per micro-batch")
