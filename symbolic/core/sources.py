@@ -53,7 +53,7 @@ register("narayanan2021", "D. Narayanan et al., \"Efficient Large-Scale Language
 register("ren2021", "J. Ren et al., \"ZeRO-Offload: Democratizing Billion-Scale Model Training\", USENIX ATC 2021",
          "https://arxiv.org/abs/2101.06840")
 register("dettmers2022", "T. Dettmers et al., \"8-bit Optimizers via Block-wise Quantization\", ICLR 2022 "
-         "(bitsandbytes: 2048-element blocks, one fp32 absmax each)", "https://arxiv.org/abs/2110.02861")
+         "(the paper: 2048-element blocks; bitsandbytes >= 0.44: 256, one fp32 absmax each)", "https://arxiv.org/abs/2110.02861")
 register("chen2023", "X. Chen et al., \"Symbolic Discovery of Optimization Algorithms\" (Lion), NeurIPS 2023",
          "https://arxiv.org/abs/2302.06675")
 register("shazeer2018", "N. Shazeer, M. Stern, \"Adafactor: Adaptive Learning Rates with Sublinear Memory Cost\", "

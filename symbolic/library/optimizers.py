@@ -4,8 +4,10 @@ Every optimizer here keeps some number of full-size per-parameter states (SGD no
 one, Adam/AdamW two, Lion one), except two that change the element size or the shape:
 
 - ``adam-8bit`` (bitsandbytes, Dettmers et al. 2022) stores Adam's two states as 8-bit codes
-  in blocks of 2048 elements with one fp32 absmax per block: 2 · (1 + 4/2048) = 2 + 1/256 bytes
-  per parameter, whatever the training precision. bitsandbytes keeps tensors smaller than
+  in blocks with one fp32 absmax per block. The paper's blocks are 2048 elements; bitsandbytes
+  has used 256 since 0.44.0 (0.50.2: ``optim/optimizer.py``, ``Optimizer2State.init_state``,
+  ``blocksize = 256``), so 2 · (1 + 4/256) = 2 + 1/32 bytes per parameter, whatever the
+  training precision. bitsandbytes keeps tensors smaller than
   4096 elements (norm weights, biases) in 32-bit; that difference is ignored here.
 - ``adafactor`` (Shazeer & Stern 2018, no first moment: the paper's and Hugging Face's default
   beta1 = None) keeps, for an r × c weight matrix, a row accumulator of r and a column
@@ -34,7 +36,7 @@ from ..core.term import Term
 from ..math.formula import Formula
 from .registry import register
 
-BLOCK_8BIT = 2048  # bitsandbytes block-wise quantization: elements per fp32 absmax
+BLOCK_8BIT = 256  # bitsandbytes >= 0.44 block-wise quantization: elements per fp32 absmax (the paper: 2048)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,8 @@ OPTIMIZERS: dict[str, Optimizer] = {o.key: o for o in (
     Optimizer("adamw", "Adam / AdamW", 2, "zero2020", "§3.1 (K = 12 with the fp32 master copy)",
               "First and second moments m and v per parameter."),
     Optimizer("adam-8bit", "8-bit Adam (bitsandbytes)", 2, "dettmers2022", "§2 block-wise quantization",
-              "m and v as 8-bit codes, one fp32 absmax per 2048-element block: 2 + 1/256 bytes/param; "
+              "m and v as 8-bit codes, one fp32 absmax per 256-element block (bitsandbytes >= 0.44; the paper's "
+              "blocks are 2048): 2 + 1/32 bytes/param; "
               "tensors under 4096 elements stay 32-bit in bitsandbytes (ignored).", quantized=True),
     Optimizer("lion", "Lion", 1, "chen2023", "Algorithm 2",
               "Only the momentum is kept (half of Adam's state)."),
