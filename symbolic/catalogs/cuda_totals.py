@@ -14,6 +14,10 @@ read 14.76 GiB in 2021 and 14.56 GiB in 2025). The rule: the
 median of the readings, the lower of the middle two for an even count (a mean is a number no device
 printed; the lower claims nothing a reported device lacked). A reading printed in GiB with two
 decimals is known to ±0.005 GiB (±5 MiB); it is taken as printed and floored to whole bytes.
+Readings on Windows are left out: there the driver (WDDM) reports the board's whole memory
+(sdbds/TRELLIS-for-windows#7: an RTX 3090 at 24.00 GiB, nvidia-smi's own total), not what CUDA
+gives a process on Linux, where the engines run. Volta reports nearly all of it (a V100 32GB:
+31.74 GiB of nvidia-smi's 31.75).
 GPUs absent here have no published reading in our sources: engines then use nvidia-smi's total
 (slightly high) and say so.
 """
@@ -26,6 +30,13 @@ GIB = 2**30
 
 # id -> readings: (GiB as printed, or whole bytes as an int; where it was printed and what it says)
 READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
+    "v100-16gb": (
+        ("15.78", "https://github.com/kchengiva/Shift-GCN/issues/34 (16G V100, 2021: '15.78 GiB total capacity')"),
+    ),
+    "v100-32gb": (
+        ("31.74", "https://github.com/liucongg/ChatGLM-Finetuning/issues/73 (V100 32GB, 2023: '31.74 GiB total "
+                  "capacity')"),
+    ),
     "t4": (
         ("14.56", "https://github.com/Zheng-Chong/CatVTON/issues/133 (Tesla T4 on GCP, 2025: 'GPU 0 has a total "
                   "capacity of 14.56 GiB')"),
@@ -37,8 +48,6 @@ READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
     "rtx-3090": (
         ("23.70", "https://github.com/GaoLii/DSP/issues/10 (two 3090s: '23.70 GiB total capacity')"),
         ("23.70", "https://github.com/xiaoxiangAQ/GAS-Net/issues/7 (3090: '23.70 GiB total capacity')"),
-        ("24.00", "https://github.com/sdbds/TRELLIS-for-windows/issues/7 (RTX 3090 on Windows: 'total capacity of "
-                  "24.00 GiB')"),
     ),
     "rtx-4090": (
         ("23.52", "https://github.com/Soul-AILab/SoulX-FlashTalk/issues/5 (4090 24G, 2026: 'total capacity of "
