@@ -39,7 +39,7 @@ def test_cuda_total_is_below_nvidia_smi_total(name):
 
 
 def test_h100_total_is_llm_d_reading():
-    # three readings (79.11, 79.18, 79.22 GiB): the median is llm-d's 79.18 GiB, the source the vLLM tests cite
+    # four readings (79.11, 79.18, 79.22, 79.22 GiB): the lower middle is llm-d's 79.18 GiB, which the vLLM tests cite
     assert "llm-d-vllm-memory" in SOURCES
     assert GPUS["h100-80gb"].cuda_bytes == int(Decimal("79.18") * 2**30)
 

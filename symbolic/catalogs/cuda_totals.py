@@ -77,6 +77,8 @@ READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
                   "79.11 GiB')"),
         ("79.18", "llm-d-benchmark config_explorer/empirical-vllm-memory-results.md (H100 vLLM logs: 79.18 GiB "
                   "CUDA total; source id llm-d-vllm-memory)"),
+        ("79.22", "https://github.com/vllm-project/vllm/pull/10511 (H100, 2024: 'total_gpu_memory 79.22GiB'; the "
+                  "vLLM tests cite its weights lines)"),
         ("79.22", "https://github.com/vllm-project/vllm/pull/12126 (H100-80G, 2025: 'total_gpu_memory (79.22GiB)')"),
     ),
 }
