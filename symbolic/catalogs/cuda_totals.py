@@ -10,14 +10,14 @@ answer on a catalogue GPU starts from this number, not nvidia-smi's.
 Readings are quoted from public sources: PyTorch's out-of-memory message ("GPU 0 has a total capacity
 of X GiB"), vLLM's start-up log ("total_gpu_memory (X GiB)"), CUDA's deviceQuery (bytes). They
 differ by up to ~0.2 GiB for one GPU: the driver release and the ECC setting move the figure (a T4
-read 14.76 GiB in 2021 and 14.56 GiB in 2025). The rule: the
-median of the readings, the lower of the middle two for an even count (a mean is a number no device
-printed; the lower claims nothing a reported device lacked). A reading printed in GiB with two
-decimals is known to ±0.005 GiB (±5 MiB); it is taken as printed and floored to whole bytes.
-Readings on Windows are left out: there the driver (WDDM) reports the board's whole memory
-(sdbds/TRELLIS-for-windows#7: an RTX 3090 at 24.00 GiB, nvidia-smi's own total), not what CUDA
-gives a process on Linux, where the engines run. Volta reports nearly all of it (a V100 32GB:
-31.74 GiB of nvidia-smi's 31.75).
+read 14.76 GiB in 2021 and 14.56 GiB in 2025). The rule: the median of the readings, the lower of
+the middle two for an even count (a mean is a number no device printed; the lower claims nothing a
+reported device lacked). A reading printed in GiB with two decimals is known to ±0.005 GiB
+(±5 MiB); it is taken as printed and floored to whole bytes. Readings on Windows are left out:
+there the driver (WDDM) reports the board's whole memory (sdbds/TRELLIS-for-windows#7: an RTX 3090
+at 24.00 GiB, nvidia-smi's own total), not what CUDA gives a process on Linux, where the engines
+run. Volta keeps almost nothing back (a V100 32GB: 31.74 GiB of nvidia-smi's 31.75).
+
 GPUs absent here have no published reading in our sources: engines then use nvidia-smi's total
 (slightly high) and say so.
 """

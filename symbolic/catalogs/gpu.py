@@ -55,7 +55,8 @@ class GPU:
                 "note": self.note, "flops": dict(self.flops), "hbm_bandwidth": self.hbm_bandwidth,
                 "nvlink_bandwidth": self.nvlink_bandwidth, "network_bandwidth": self.network_bandwidth,
                 "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source,
-                "cuda_bytes": self.cuda_bytes, "cuda_gib": None if self.cuda_bytes is None else round(self.cuda_bytes / 2**30, 3),
+                "cuda_bytes": self.cuda_bytes,
+                "cuda_gib": None if self.cuda_bytes is None else round(self.cuda_bytes / 2**30, 3),
                 "cuda_source": self.cuda_source}
 
     def peak_flops(self, dtype: str) -> float:

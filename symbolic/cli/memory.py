@@ -355,6 +355,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
           "no device report was found. CUDA GiB: CUDA's own total (cudaMemGetInfo), what vLLM, SGLang and llama.cpp "
           "read, the median of published readings (blank: none found, the engines use 'bytes' and say so); training "
-          "plans use 'bytes'. The CUDA context takes a few hundred MiB more. Rates: peak dense bf16 and memory bandwidth from each datasheet or architecture whitepaper "
+          "plans use 'bytes'. The CUDA context takes a few hundred MiB more. Rates: peak dense bf16 and memory "
+          "bandwidth from each datasheet or architecture whitepaper "
           "(blank where the catalogue has none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
     return 0
