@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from symbolic.catalogs import GPUS
 from symbolic.core.errors import UserError
 from symbolic.engines import serve
 from symbolic.engines import vllm as engine
@@ -67,10 +68,32 @@ def test_full_attention_page_and_blocks_follow_the_source():
 
 
 def test_budget_is_the_fraction_of_the_total_rounded_up():
-    # worker/utils.py request_memory: ceil(total × utilization); 0.92 is 0.34's default
+    # worker/utils.py request_memory: ceil(total × utilization), total being CUDA's (the catalogue's cuda_bytes,
+    # published readings: catalogs.cuda_totals); 0.92 is 0.34's default
     plan = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
-    assert plan.budget_bytes == math.ceil(81559 * 2**20 * 92 / 100)
+    assert plan.budget_bytes == math.ceil(GPUS["h100-80gb"].cuda_bytes * 92 / 100)
     assert plan.figures["gpu_memory_utilization"] == 0.92
+    assert plan.figures["gpu_total_bytes"] == GPUS["h100-80gb"].cuda_bytes
+    assert plan.figures["gpu_total_basis"] == "cuda"
+
+
+def test_a_catalogue_gpu_is_its_cuda_total_and_a_given_size_is_itself():
+    # the catalogue's H100 CUDA total and "--gpu" with the same bytes give one answer; the given size gets no note
+    total = GPUS["h100-80gb"].cuda_bytes
+    named = serve("llama-3-8b", engine="vllm", gpu="h100-80gb", max_model_len=8192)
+    given = serve("llama-3-8b", engine="vllm", gpu=f"{total}B", max_model_len=8192)
+    assert named.kv_cache_tokens == given.kv_cache_tokens and named.budget_bytes == given.budget_bytes
+    assert any("CUDA's 79.18 GiB for h100-80gb" in n for n in named.notes)
+    assert not any(n.startswith("GPU total") for n in given.notes) and given.figures["gpu_total_basis"] == "given"
+
+
+def test_a_gpu_without_a_published_cuda_total_uses_nvidia_smi_and_says_so():
+    # no CUDA reading for the H200 in catalogs.cuda_totals: nvidia-smi's 143,771 MiB, with a note
+    plan = serve("llama-3-8b", engine="vllm", gpu="h200-141gb", max_model_len=8192)
+    assert GPUS["h200-141gb"].cuda_bytes is None
+    assert plan.budget_bytes == math.ceil(143771 * 2**20 * 92 / 100)
+    assert plan.figures["gpu_total_basis"] == "nvidia-smi"
+    assert any("nvidia-smi's 140.40 GiB for h200-141gb: no published CUDA total" in n for n in plan.notes)
 
 
 def test_sliding_window_layers_hold_window_pages_plus_one():

@@ -341,3 +341,18 @@ def test_gpt_oss_graph_adds_its_qkv_biases_and_llama_does_not():
     # openai-moe.cpp builds Q, K, V with biases; the compute rows above check what that costs
     assert graph_shape(load("gpt-oss-20b")).qkv_bias
     assert not graph_shape(load("llama-3-8b")).qkv_bias
+
+
+def test_buffers_are_checked_against_cuda_total_on_a_catalogue_gpu():
+    # llama.cpp allocates from the memory CUDA reports (cudaMemGetInfo): on a catalogue GPU with a published CUDA
+    # total (catalogs.cuda_totals) the longest context is the one that CUDA's total gives, shorter than nvidia-smi's
+    from symbolic.catalogs import GPUS
+
+    gpu = GPUS["rtx-4090"]
+    flags = dict(weights="gguf:Q4_K_M", tp=2, n_gpu_layers=99, parallel=1, flash_attn="on", fit="context")
+    named = serve("llama-3.1-70b", "llamacpp", "rtx-4090", **flags)
+    cuda = serve("llama-3.1-70b", "llamacpp", f"{gpu.cuda_bytes}B", **flags)
+    smi = serve("llama-3.1-70b", "llamacpp", f"{gpu.bytes}B", **flags)
+    assert named.budget_bytes == gpu.cuda_bytes and named.figures["gpu_total_basis"] == "cuda"
+    assert named.figures["fit_answer"] == cuda.figures["fit_answer"] != smi.figures["fit_answer"]
+    assert named.figures["n_ctx"] < smi.figures["n_ctx"]

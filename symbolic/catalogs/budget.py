@@ -6,7 +6,17 @@ the one the GPU alone gives. A fraction says what a serving engine may take (vLL
 ("another process, 2 GiB"). Usable bytes = ⌊capacity × fraction⌋ − Σ reservations, a whole
 number: the fraction's share is rounded down, and a size that is not a whole number of bytes
 (``20.24GiB``) is rounded down too for a capacity and up for a reservation, each with a note, so
-the budget never claims a byte the GPU does not have::
+the budget never claims a byte the GPU does not have.
+
+Which total: a plan is checked against the catalogue's ``bytes`` (nvidia-smi's total). A serving
+engine reads CUDA's total instead (vLLM's ``gpu_memory_utilization`` × ``cudaMemGetInfo``'s total,
+SGLang's and llama.cpp's free memory), a few hundred MiB lower: ``over_cuda()`` is the same budget
+over ``GPU.cuda_total``. Training plans keep nvidia-smi's number, a choice: PyTorch's allocator can
+only get what CUDA gives, so a training verdict is an upper bound by the difference (0.47 GiB on an
+H100), but every training verdict and table built on them (docs/accuracy.md) is stated against
+nvidia-smi's total, and moving them all at once belongs with the training side, not with the
+serving engines (``symbolic gpus`` shows both numbers; ``--gpu`` with CUDA's total gives the
+strict verdict). ``--gpu 79.18GiB`` means exactly that many bytes in both::
 
     from symbolic.catalogs import make_budget
     b = make_budget("l4", fraction="0.9", reserve={"other-process": "1GiB"})
@@ -18,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..core.errors import UserError, quote, single_line
@@ -111,6 +121,14 @@ class Budget:
                        f"{exact_decimal_text(exact)} bytes{rounded}")
         out += [f"reserved {r.name}: {r.bytes:,} bytes = {format_bytes(r.bytes)} ({r.source})" for r in self.reservations]
         return tuple(out)
+
+    def over_cuda(self) -> Budget:
+        """This budget over CUDA's total memory (``GPU.cuda_total``), what serving engines read; itself where equal."""
+        gpu = self.gpu
+        if gpu.cuda_total == gpu.bytes:
+            return self
+        return Budget(replace(gpu, bytes=gpu.cuda_total, basis="cuda"), self.fraction, self.reservations,
+                      self.size_notes)
 
     def lines(self) -> tuple[str, ...]:
         """What a command prints under its answer: ``describe()`` unless the whole GPU, then the notes."""

@@ -29,6 +29,9 @@ class GPU:
     network_bandwidth: float | None = None
     gpus_per_node: int = 8
     rates_source: str = ""
+    # CUDA's total (cudaMemGetInfo), what serving engines budget from; None where no reading is published
+    cuda_bytes: int | None = None
+    cuda_source: str = ""
 
     @property
     def gib(self) -> float:
@@ -40,13 +43,21 @@ class GPU:
         """Capacity in decimal GB (10⁹ bytes)."""
         return self.bytes / 10**9
 
+    @property
+    def cuda_total(self) -> int:
+        """CUDA's total memory where the catalogue has it, else ``bytes`` (nvidia-smi's, the vendor's or given)."""
+        return self.bytes if self.cuda_bytes is None else self.cuda_bytes
+
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
         return {"name": self.name, "title": self.title, "vendor_label": self.vendor_label, "bytes": self.bytes,
                 "gib": round(self.gib, 3), "gb": round(self.gb, 3), "basis": self.basis, "source": self.source,
                 "note": self.note, "flops": dict(self.flops), "hbm_bandwidth": self.hbm_bandwidth,
                 "nvlink_bandwidth": self.nvlink_bandwidth, "network_bandwidth": self.network_bandwidth,
-                "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source}
+                "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source,
+                "cuda_bytes": self.cuda_bytes,
+                "cuda_gib": None if self.cuda_bytes is None else round(self.cuda_bytes / 2**30, 3),
+                "cuda_source": self.cuda_source}
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s in ``dtype``; a one-line error when the datasheet gives none."""

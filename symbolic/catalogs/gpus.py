@@ -15,6 +15,10 @@ label, and says which number it stores (``basis``):
   reports the same number in the source).
 - ``vendor``: no device report was found; the vendor's figure, taken as decimal gigabytes.
 
+Beside it, ``cuda_bytes``: CUDA's own total where readings are published (``cuda_totals``), the
+number serving engines read (vLLM's budget, SGLang's free memory, llama.cpp's buffers), chosen from
+the readings by a stated rule. Training plans keep ``bytes`` (see ``catalogs.budget``).
+
 Nothing here is measured by this project; every entry names its source.
 """
 
@@ -61,12 +65,15 @@ _ENTRIES = (
          "nvidia-smi outputs quoted in public repositories (NVIDIA B200, 183359MiB)", "179.1 GiB = 192.3 × 10⁹ bytes."),
     GPU("mi300x", "AMD Instinct MI300X", "192GB HBM3", 205_822_885_888, "rocm-smi",
         "rocm-smi --showmeminfo vram and torch.cuda.mem_get_info outputs quoted in public repositories "
-        "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes."),
+        "(VRAM Total Memory (B): 205822885888)", "191.7 GiB = 205.8 × 10⁹ bytes.",
+        cuda_bytes=205_822_885_888, cuda_source="torch.cuda.mem_get_info on ROCm reports rocm-smi's VRAM total "
+        "(205822885888) in the same source"),
 )
 
+from .cuda_totals import cuda_fields  # noqa: E402  (CUDA's total, which serving engines read)
 from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
 
-GPUS: dict[str, GPU] = {g.name: replace(g, **RATES[g.name]) if g.name in RATES else g for g in _ENTRIES}
+GPUS: dict[str, GPU] = {g.name: replace(g, **RATES.get(g.name, {}), **cuda_fields(g.name)) for g in _ENTRIES}
 # Names people also say, where they name one entry. "h100" is not one of them: it names the
 # 80 GB SXM5 and the 94 GB NVL, and a lookup that picked one would plan against the wrong size.
 ALIASES = {"h100-sxm": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",

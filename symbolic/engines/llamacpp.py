@@ -34,6 +34,10 @@ The rules were checked against that llama.cpp: ``benchmarks/llamacpp_buffers.py`
 compute buffer within 4 %, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
 caching allocator, NCCL or cuBLAS workspace of the kind ``torch`` counts.
 
+Each GPU's buffers are checked against the budget over CUDA's total (``ServeSetup.engine_budget``: the catalogue's
+``cuda_bytes`` where published, else nvidia-smi's total with a note), as llama.cpp allocates from the memory CUDA
+reports (``ggml_backend_cuda_get_device_memory``: ``cudaMemGetInfo``).
+
 Devices are ``cpu``, ``cuda:0`` … ; ``--tp N`` (or the length of ``--tensor-split``) is the number of GPUs. The
 headline per-GPU fields of the ``ServePlan`` are those of the GPU with the largest total (the one that limits),
 ``figures`` has every device and the job's sums.
@@ -57,7 +61,7 @@ from .flag_table import TABLES
 from .flags import EngineFlagError, Flag
 from .ggml_graph import Reserve, Shape, compute_buffer
 from .result import ServePlan
-from .setup import ServeError, ServeSetup
+from .setup import ServeError, ServeSetup, total_figures, total_note
 
 NAME = "llamacpp"
 COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
@@ -359,7 +363,7 @@ def graph_shape(net) -> Shape:
 
 
 def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list[str]) -> ServePlan:
-    net = setup.network
+    net, budget = setup.network, setup.engine_budget  # CUDA's total: llama.cpp allocates what CUDA reports free
     gpus = [d for d in devs.values() if d.name != "cpu"]
     top = max(gpus, key=lambda d: d.total)
     sums = {k: sum(getattr(d, a) for d in devs.values()) for k, a in
@@ -368,7 +372,7 @@ def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list
     figures = {"devices": [d.as_dict() for d in devs.values()], **sums, "n_ctx": s.n_ctx, "n_seq_max": s.n_seq,
                "n_batch": s.n_batch, "n_ubatch": s.n_ubatch, "flash_attn": s.flash_attn,
                "n_gpu_layers": s.n_gpu_layers, "cache_type_k": s.type_k, "cache_type_v": s.type_v,
-               "kv_unified": s.unified, "fits": all(d.total <= setup.budget.bytes for d in gpus)}
+               "kv_unified": s.unified, "fits": all(d.total <= budget.bytes for d in gpus), **total_figures(setup)}
     logs = []
     for d in devs.values():
         label = "CPU" if d.name == "cpu" else "CUDA" + d.name.split(":")[1]
@@ -376,6 +380,7 @@ def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list
         logs += [f"llama_kv_cache: {label} KV buffer size = {d.kv / 2**20:.2f} MiB" for _ in [0] if d.kv]
         logs += [f"llama_context: {label} compute buffer size = {d.compute / 2**20:.2f} MiB" for _ in [0] if d.compute]
     logs.append(f"llama_context: CPU output buffer size = {devs['cpu'].output / 2**20:.2f} MiB")
+    notes += [n for n in (total_note(setup),) if n]
     if not figures["fits"]:
         notes.append(f"the busiest GPU ({top.name}) needs {format_bytes(top.total)}, over {setup.budget.label}")
     seq, batch = setup.seq, setup.batch
@@ -385,7 +390,7 @@ def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list
                        "bytes", SOURCE) for d in devs.values() for k in ("model", "kv", "compute", "output")
                   if getattr(d, k))
     return ServePlan(NAME, VERSION, net.name, setup.budget.gpu.name, s.gpus, setup.weights, setup.weights_from,
-                     f"{s.type_k}/{s.type_v}", setup.budget.bytes, top.model, top.kv, s.n_ctx,
+                     f"{s.type_k}/{s.type_v}", budget.bytes, top.model, top.kv, s.n_ctx,
                      top.model + top.compute, seq, concurrency, batch, room // batch if batch else None,
                      terms=terms, figures=figures, log_lines=tuple(logs), notes=tuple(notes))
 

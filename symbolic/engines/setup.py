@@ -48,10 +48,34 @@ class ServeSetup:
         """GPUs in the job (tensor × pipeline ranks)."""
         return self.tp * self.pp
 
+    @property
+    def engine_budget(self) -> Budget:
+        """``budget`` over CUDA's total memory, the total vLLM, SGLang and llama.cpp read (``Budget.over_cuda``)."""
+        return self.budget.over_cuda()
+
     def option(self, dest: str, default: object = None) -> object:
         """The engine flag ``dest`` as given, else ``default``."""
         value = self.options.get(dest)
         return default if value is None else value
+
+
+def total_note(setup: ServeSetup) -> str:
+    """Which GPU total the engine's budget starts from, where it is not a size the user gave."""
+    gpu = setup.budget.gpu
+    if gpu.cuda_bytes is not None and gpu.cuda_bytes != gpu.bytes:
+        return (f"GPU total: CUDA's {gpu.cuda_bytes / 2**30:.2f} GiB for {gpu.name} (published readings, "
+                f"'symbolic gpus'), not nvidia-smi's {gpu.gib:.2f} GiB")
+    if gpu.cuda_bytes is None and gpu.basis in ("nvidia-smi", "vendor"):
+        what = "nvidia-smi's" if gpu.basis == "nvidia-smi" else "the vendor's"
+        return (f"GPU total: {what} {gpu.gib:.2f} GiB for {gpu.name}: no published CUDA total, which is a little "
+                f"lower (so this budget is a little high); --gpu SIZE gives CUDA's own")
+    return ""
+
+
+def total_figures(setup: ServeSetup) -> dict[str, object]:
+    """The GPU total the engine read, for --json: bytes and which number it is (cuda, nvidia-smi, given, ...)."""
+    gpu = setup.engine_budget.gpu
+    return {"gpu_total_bytes": gpu.bytes, "gpu_total_basis": gpu.basis}
 
 
 def model_weights(network: ModelShape) -> tuple[str, str]:

@@ -29,7 +29,12 @@ Read from SGLang 0.5.23 (the PyPI wheel; its ``sglang/_version.py`` names no com
   line "KV Cache is allocated. dtype: …, #tokens: …, K size: … GB, V size: … GB" (GB = 2³⁰ bytes),
   and ``managers/scheduler.py`` the line with max_total_num_tokens.
 
-Approximations, said as such: pre_model_load_memory is the GPU's total less the CUDA context (the
+Two totals, as SGLang reads them: the default chunked prefill size, graph batch and mem_fraction_static
+come from nvidia-smi's total (the catalogue's ``bytes``); pre_model_load_memory is CUDA's free memory
+(``cudaMemGetInfo``), so it starts from CUDA's total (the catalogue's ``cuda_bytes`` where published,
+else nvidia-smi's with a note; a ``--gpu SIZE`` is both).
+
+Approximations, said as such: pre_model_load_memory is the GPU's CUDA total less the CUDA context (the
 published 400 MiB of ``library.runtime``) and, at tp·pp > 1, less what SGLang starts before it measures:
 the PyNccl communicators and the custom all-reduce (``sglang_startup``; each byte there costs
 mem_fraction_static bytes of KV pool). The weights are the stored bytes over tp × pp (SGLang's "mem
@@ -50,7 +55,7 @@ from ..networks.stored import stored_weights
 from .flag_table import SGLANG_KV_CHOICES, TABLES
 from .flags import Flag
 from .result import ServePlan
-from .setup import ServeError, ServeSetup
+from .setup import ServeError, ServeSetup, total_figures, total_note
 from .sglang_startup import terms as startup_terms
 
 NAME = "sglang"
@@ -240,7 +245,7 @@ def serve(setup: ServeSetup) -> ServePlan:
     weights = math.ceil(sum(stored_weights(net, setup.weights).values()) / setup.gpus)
     startup = startup_terms(setup.tp, setup.pp, budget.gpu)
     startup_bytes = int(sum(t.expr for t in startup))
-    pre = budget.bytes - CONTEXT_BYTES - startup_bytes
+    pre = setup.engine_budget.bytes - CONTEXT_BYTES - startup_bytes  # CUDA's free memory: from CUDA's total
     available = kv_budget(pre, weights, fraction)
     cell = cell_bytes(net, setup.tp, setup.pp, element)
     tokens = pool_tokens(available, cell, page)
@@ -269,7 +274,7 @@ def serve(setup: ServeSetup) -> ServePlan:
                "max_running_requests": running, "cuda_graph_max_bs": decode_bs, "page_size": page,
                "context_len": context_len, "startup_bytes": startup_bytes, "pre_model_load_bytes": pre, "available_kv_cache_bytes": available,
                "cell_bytes": cell, "reserved_mib": reserved_mib(gpu_mib, chunked, decode_bs, setup.tp, setup.pp,
-                                                                 bool(net.spec.kv_lora_rank))}
+                                                                 bool(net.spec.kv_lora_rank)), **total_figures(setup)}
     if sliding:
         figures["swa_max_total_num_tokens"] = swa_tokens
     notes = _notes(setup, given=setup.option("mem_fraction_static") is not None, sliding=bool(sliding),
@@ -298,6 +303,7 @@ def _notes(setup: ServeSetup, given: bool, sliding: bool, startup: tuple[str, ..
              + ("" if not startup else " and less what SGLang starts before measuring it: "
                 + " and ".join(parts[key] for key in startup)
                 + "; each costs mem_fraction_static times its bytes of KV pool")]
+    notes += [n for n in (total_note(setup),) if n]
     if not given:
         notes.append("mem_fraction_static is SGLang 0.5.23's default rule for this GPU (CUDA: decode and prefill "
                      "CUDA graphs on)")

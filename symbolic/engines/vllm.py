@@ -4,8 +4,9 @@ Read from vLLM 0.34.0 (commit 62d4bc3c7, as the PyPI wheel's ``vllm/_version.py`
 ``vllm``):
 
 - ``vllm/v1/worker/utils.py`` ``request_memory``: the budget is ⌈total × gpu_memory_utilization⌉,
-  ``total`` being CUDA's total (``torch.accelerator.get_memory_info``). We take the GPU's bytes from
-  the catalogue (nvidia-smi's total, a little above CUDA's), or a size given as ``--gpu 79.18GiB``.
+  ``total`` being CUDA's total (``torch.accelerator.get_memory_info``): the catalogue's ``cuda_bytes``
+  (published readings, ``catalogs.cuda_totals``), nvidia-smi's total with a note where none is
+  published, or a size given as ``--gpu 79.18GiB``, taken as it is.
   Default utilization 0.92 (``CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION``, ``vllm/config/cache.py``).
 - ``vllm/v1/worker/gpu_worker.py`` ``determine_available_memory`` and ``vllm/utils/mem_utils.py``
   ``memory_profiling``: KV = budget − (weights + the profile run's activation peak + the non-torch
@@ -114,7 +115,7 @@ from ..networks.stored import stored_weights
 from .flag_table import TABLES
 from .flags import Flag
 from .result import ServePlan
-from .setup import ServeError, ServeSetup
+from .setup import ServeError, ServeSetup, total_figures, total_note
 
 NAME = "vllm"
 VERSION = "vLLM 0.34.0 (commit 62d4bc3c7)"
@@ -408,7 +409,7 @@ def non_torch_bytes(tp: int) -> int:
 def serve(setup: ServeSetup) -> ServePlan:
     """vLLM's answer on ``setup``: blocks, the log line, concurrency and the refusal vLLM gives."""
     net, budget = setup.network, setup.budget
-    total = budget.bytes
+    total = setup.engine_budget.bytes  # CUDA's total where the catalogue has it (torch.accelerator.get_memory_info)
     given = setup.option("gpu_memory_utilization")
     fraction = DEFAULT_UTILIZATION
     if given is not None:
@@ -451,6 +452,7 @@ def serve(setup: ServeSetup) -> ServePlan:
              sampler_note(flashinfer, setup),
              f"non-torch memory is llm-d's H100 measurement ({non_torch / GIB:.2f} GiB"
              f"{', tp 2 figure reused for tp > 2' if setup.tp > 2 else ''}), not a rule read from vLLM"]
+    notes += [n for n in (total_note(setup),) if n]
     if "conv" in groups:
         if net.spec.kv_lora_rank:
             raise ServeError(f"{net.name}: convolution layers with latent attention have no vLLM page rule here")
@@ -481,7 +483,7 @@ def serve(setup: ServeSetup) -> ServePlan:
                "block_size": block, "max_model_len": max_len, "max_num_seqs": seqs,
                "max_num_batched_tokens": tokens, "gpu_memory_utilization": float(fraction),
                "max_concurrency_at_max_model_len": concurrency_text(concurrency), "flashinfer_sampler": flashinfer,
-               "sampler_state_bytes": t_bytes(state)}
+               "sampler_state_bytes": t_bytes(state), **total_figures(setup)}
     return ServePlan(NAME, VERSION, net.name, budget.gpu.name, setup.gpus, setup.weights, setup.weights_from, kv_fmt,
                      requested, weights, kv_bytes, kv_tokens, non_kv, seq, fit, setup.batch, context,
                      terms=tuple(terms), figures=figures,
