@@ -269,6 +269,13 @@ class ModelShape:
         """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
         return None
 
+    def own_flops(self, batch: int, precision: str) -> Any:
+        """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
+
+        None for a network whose FLOPs ``time`` derives from its weight matrices (``flop_parts``, the family tables).
+        """
+        return None
+
     @property
     def heads(self) -> int:
         return self.numbers["a"]

@@ -33,7 +33,7 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, probe
+from . import cache, flops, probe
 from .source import ModuleError, ModuleSource
 
 FAMILY = "module"  # the saved-tensor model's key (pytorch.saved.module, pytorch.peak.module)
@@ -190,6 +190,23 @@ class ModuleNetwork(ModelShape):
             self._fits[dtype] = (*_fit(data), hit)
         return self._fits[dtype]
 
+    def flop_fit(self, dtype: str) -> flops.FlopFit:
+        """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
+        key = f"flops.{dtype}"
+        if key not in self._fits:
+            source = self.module_source
+            name = cache.key("flops", _source_key(source), dict(source.sizes), dtype)
+            data, _ = cache.cached(name, lambda: flops.to_data(flops.fit(source, dtype)))
+            self._fits[key] = flops.from_data(data)
+        return self._fits[key]
+
+    def own_flops(self, batch: int, precision: str) -> flops.OwnFlops:
+        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads."""
+        if precision not in probe.DTYPES:
+            raise UserError(REFUSED.format(what=f"precision {precision}", name=self.name))
+        result = self.flop_fit(probe.DTYPES[precision])
+        return flops.own_flops(self.name, result, self.sizes(), batch)
+
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
         sizes = self.sizes()
         return poly.expr([B, *(sympy.Integer(sizes[n]) for n in names)])
@@ -324,6 +341,5 @@ def module_network(source: ModuleSource) -> ModuleNetwork:
         positions=0, source=f"{source.origin}: {source.label}, probed on the meta device", cache_kinds=(),
         config={"model_type": "module"}, kind="module", label=f"the torch module {source.label}", sequence=False,
         has_attention=False, tensor_parallel=False, saved_family=FAMILY,
-        cannot_say={"serving": f"serving a torch module ({source.label}) is not modelled: it is planned for training",
-                    "flops": "FLOPs of a torch module are not modelled yet"},
+        cannot_say={"serving": f"serving a torch module ({source.label}) is not modelled: it is planned for training"},
         module_source=source, probed=params, symbols=scope, from_cache=hit)
