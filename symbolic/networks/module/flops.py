@@ -143,7 +143,9 @@ def count(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     counter = FlopCounterMode(display=False)
     with probe.running_modules(module) as stack, _marking(module, stack, marks):
         try:
-            with probe._quiet(), counter, _attributing(counter.flop_registry, stack, marks, counts):
+            # FlopCounterMode innermost: it decomposes what it cannot count (attention), and the parts it counts
+            # reach the attributing mode below it
+            with probe._quiet(), _attributing(counter.flop_registry, stack, marks, counts), counter:
                 loss = loss_of(module(**inputs), source.loss)
                 loss.backward()
         except ModuleError:
