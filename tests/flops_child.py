@@ -66,7 +66,8 @@ def _fitted(source, batch, sizes):
     fit = net.flop_fit("float32")
     point = (batch, *(sizes[n] for n in fit.names))
     return {"forward": fit.total("forward", point), "backward": fit.total("backward", point),
-            "forward_modules": {m: int(p.at(point)) for m, p in fit.forward}, "names": list(fit.names),
+            "forward_modules": {m: int(p.at(point)) for m, p in fit.forward},
+            "backward_modules": {m: int(p.at(point)) for m, p in fit.backward}, "names": list(fit.names),
             "fit_sizes": {n: source.sizes[n] for n in fit.names}}
 
 
@@ -89,6 +90,8 @@ def cases():
                      {"H": 40, "W": 24}),
         "resnet18": _case(resnet, 4, {"H": 96, "W": 128}),  # fitted at 32-96, multiples of its stride 32
         "vit": _case(vit, 3, {"H": 40, "W": 56}),  # fitted at 48-144 (multiples of its patch size 8)
+        "depthwise": _case(_file("nets.py:Depthwise", {"channels": 8}, ["x=B,8,H,W"], "mean", {"H": 8, "W": 8}), 3,
+                           {"H": 12, "W": 20}),
     }
 
 

@@ -38,9 +38,23 @@ def test_fitted_flops_equal_flopcountermode_on_a_cpu_step(child: dict, name: str
     assert {m: _inclusive(own, m) for m in real["forward_modules"]} == real["forward_modules"]
 
 
+def test_grouped_convolution_weight_gradient_counted_once(child: dict) -> None:
+    """torch 2.13's conv_backward_flop ignores groups in the weight gradient; the probe counts it once.
+
+    A depthwise convolution's input gradient and weight gradient each run the forward's multiply-adds
+    (every output element times every tap, once): its backward is 2 × its forward (the formula
+    itself). FlopCounterMode's stock count of the weight gradient is ``groups`` (8) times that.
+    """
+    fitted, real = child["cases"]["depthwise"]["fitted"], child["cases"]["depthwise"]["real"]
+    dw = fitted["forward_modules"]["dw"]
+    assert fitted["backward_modules"]["dw"] == 2 * dw
+    assert fitted["forward"] == real["forward"]
+    assert real["backward"] - fitted["backward"] == (8 - 1) * dw  # the stock count's surplus: groups − 1 times
+
+
 def test_image_sizes_are_fitted_as_polynomials(child: dict) -> None:
     """Convolutions and attention need the input sizes: fitted at the sources' sizes, not the asked ones."""
-    for name in ("cnn", "resnet18", "vit"):
+    for name in ("cnn", "resnet18", "vit", "depthwise"):
         assert child["cases"][name]["fitted"]["names"] == ["H", "W"]
     assert child["cases"]["resnet18"]["fitted"]["fit_sizes"] == {"H": 32, "W": 32}
 

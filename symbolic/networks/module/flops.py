@@ -3,7 +3,8 @@
 What is counted: ``torch.utils.flop_counter.FlopCounterMode``'s operators (matmuls, convolutions
 and fused attention, forward and backward; 2 FLOPs per multiply-add; element-wise operators,
 norms and softmax count nothing), over the forward, the loss and the backward that autograd
-really runs (no input gradient of the first layer: the inputs need none). Each operator is
+really runs (no input gradient of the first layer: the inputs need none). One correction: a
+grouped convolution's weight gradient counted once, not ``groups`` times (``_conv_backward``). Each operator is
 charged to the innermost module running it: in the forward the module hooks' stack
 (``probe.running_modules``); in the backward the module whose forward created the autograd node
 being run (``torch._C._current_autograd_node``), found from the nodes' sequence numbers, which
@@ -129,6 +130,23 @@ def _attributing(registry: Mapping[Any, Any], stack: list[str], marks: _Marks,
     return _Attribute()
 
 
+def _conv_backward(grad_out_shape: Any, x_shape: Any, w_shape: Any, bias: Any, stride: Any, padding: Any,
+                   dilation: Any, transposed: bool, output_padding: Any, groups: int, output_mask: Sequence[bool],
+                   out_shape: Any, **kwargs: Any) -> int:
+    """FlopCounterMode's convolution backward with a grouped convolution's weight gradient counted once.
+
+    torch's ``conv_backward_flop`` ignores ``groups`` in the weight gradient (it counts the
+    convolution of every input channel with every output channel's gradient): ``groups`` times the
+    multiply-adds a depthwise convolution runs. The input gradient it counts right.
+    """
+    from torch.utils.flop_counter import conv_backward_flop
+
+    rest = (grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed, output_padding, groups)
+    inputs = conv_backward_flop(*rest, [output_mask[0], False], out_val=out_shape, **kwargs)  # shapes pass through
+    weights = conv_backward_flop(*rest, [False, output_mask[1]], out_val=out_shape, **kwargs)
+    return int(inputs) + int(weights) // int(groups)
+
+
 def count(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
           module: Any = None) -> Count:
     """Forward, loss and backward of one step on the meta device, FLOPs per module (see the module docstring)."""
@@ -140,7 +158,7 @@ def count(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     inputs = make_inputs(source, batch, sizes, device="meta", float_dtype=getattr(torch, dtype))
     counts: dict[str, dict[str, int]] = {phase: {} for phase in PHASES}
     marks = _Marks()
-    counter = FlopCounterMode(display=False)
+    counter = FlopCounterMode(display=False, custom_mapping={torch.ops.aten.convolution_backward: _conv_backward})
     with probe.running_modules(module) as stack, _marking(module, stack, marks):
         try:
             # FlopCounterMode innermost: it decomposes what it cannot count (attention), and the parts it counts
