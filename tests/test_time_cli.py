@@ -219,3 +219,8 @@ def test_time_of_article_as_network_counts_a_sample_as_a_token(capsys) -> None:
     assert weights == network.total - (d_h + d_h + d_in + n_out)  # every parameter but the four Linear biases
     assert data["flops_per_token"] == 3 * 2 * weights
     assert data["tokens_per_step"] == 16 * 2 and "step_terms" in data and "tp_comm" not in data["step_terms"]
+
+
+def test_time_refuses_seq_for_a_network_without_a_token_sequence(capsys) -> None:
+    code, _, err = run(capsys, "time", "mlp", "--seq", "128", "--gpu", "h100-80gb", "--mfu", "0.4")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seq applies to" in err

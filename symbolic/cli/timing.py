@@ -131,6 +131,9 @@ def cmd_time(args: argparse.Namespace) -> int:
     result = ptime.time_plan(model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
                              achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
                              **options)
+    if getattr(args, "seq", None) is not None and not result.memory.model.sequence:  # a sample is its token
+        raise CliError(f"--seq applies to a network that takes a token sequence; {result.model} takes none (a token "
+                       "of its figures is one sample)")
     warn_plan_context(args, result.memory)
     if args.json:
         print_json(result.as_dict(formulas=args.formula))
