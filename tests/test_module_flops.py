@@ -38,6 +38,18 @@ def test_fitted_flops_equal_flopcountermode_on_a_cpu_step(child: dict, name: str
     assert {m: _inclusive(own, m) for m in real["forward_modules"]} == real["forward_modules"]
 
 
+@pytest.mark.parametrize("name, first", [("resnet18", "conv1"), ("vit", "vit.embeddings.patch_embeddings.projection")])
+def test_backward_is_charged_to_the_module_whose_forward_made_it(child: dict, name: str, first: str) -> None:
+    """Each matmul or convolution's backward runs two of its forward's size (input and weight gradients): 2 × its
+    forward per module, branches (ResNet's downsample) and attention included; the first layer's input needs no
+    gradient, so its backward is its forward. (FlopCounterMode's own module tracker keeps a module active across
+    other modules' backward, so its per-module backward is no reference; the totals are, above.)"""
+    fitted = child["cases"][name]["fitted"]
+    forward, backward = fitted["forward_modules"], fitted["backward_modules"]
+    assert set(backward) == set(forward) and backward[first] == forward[first]
+    assert {m: v for m, v in backward.items() if m != first} == {m: 2 * v for m, v in forward.items() if m != first}
+
+
 def test_grouped_convolution_weight_gradient_counted_once(child: dict) -> None:
     """torch 2.13's conv_backward_flop ignores groups in the weight gradient; the probe counts it once.
 
