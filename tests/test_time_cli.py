@@ -203,3 +203,24 @@ def test_plan_works_for_the_layer_kinds(model) -> None:
         if lay["offload"]:
             opts["offload"] = True
         assert lay["memory_bytes"] == planning.plan(model, "train", **opts).total
+
+
+def test_time_of_article_as_network_counts_a_sample_as_a_token(capsys) -> None:
+    """Article A's network (no token sequence): 2 FLOPs per weight of its matrices per sample, × 3 for training."""
+    code, out, err = run(capsys, "time", "mlp", "--arg", "d_in=512", "--gpu", "h100-80gb", "--mfu", "0.4", "--batch",
+                         "16", "--microbatches", "2", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    from symbolic.networks.shape import article_a_shape
+
+    network = article_a_shape("mlp", {"d_in": 512})
+    weights = sum(int(network.value(rows * cols * n)) for _, rows, cols, n in network.matrices)
+    d_in, d_h, n_out = 512, 4096, 10
+    assert weights == network.total - (d_h + d_h + d_in + n_out)  # every parameter but the four Linear biases
+    assert data["flops_per_token"] == 3 * 2 * weights
+    assert data["tokens_per_step"] == 16 * 2 and "step_terms" in data and "tp_comm" not in data["step_terms"]
+
+
+def test_time_refuses_seq_for_a_network_without_a_token_sequence(capsys) -> None:
+    code, _, err = run(capsys, "time", "mlp", "--seq", "128", "--gpu", "h100-80gb", "--mfu", "0.4")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seq applies to" in err

@@ -124,11 +124,16 @@ def cmd_time(args: argparse.Namespace) -> int:
     from ..planning import time as ptime
     from .common import budget_of
     from .memory import warn_plan_context
+    from .modules import model_of
 
+    model = model_of(args)  # before the options: a module's --loss is its own
     options = memory_options(args)
-    result = ptime.time_plan(args.model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
+    result = ptime.time_plan(model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
                              achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
                              **options)
+    if getattr(args, "seq", None) is not None and not result.memory.model.sequence:  # a sample is its token
+        raise CliError(f"--seq applies to a network that takes a token sequence; {result.model} takes none (a token "
+                       "of its figures is one sample)")
     warn_plan_context(args, result.memory)
     if args.json:
         print_json(result.as_dict(formulas=args.formula))
@@ -163,6 +168,24 @@ def _print_time(result: TimePlan, formulas: bool) -> None:
         print(textwrap.fill(values, width=110, initial_indent="  at ", subsequent_indent="     "))
     for note in result.notes:
         print(f"  note: {note}")
+    if result.flops_by_module:
+        _print_module_flops(result)
+
+
+def _print_module_flops(result: TimePlan) -> None:
+    """The network's own FLOPs per module: forward and backward, a formula in B and the input sizes, per micro-batch."""
+    from ..text import printing
+
+    rows = [("module", "forward", "backward", "forward formula", "backward formula")]
+    for row in result.flops_by_module:
+        rows.append((str(row["module"]), f"{row['forward']:,}", f"{row['backward']:,}",
+                     printing.text(row["forward_formula"]), printing.text(row["backward_formula"])))
+    fwd = sum(int(row["forward"]) for row in result.flops_by_module)  # type: ignore[call-overload]
+    bwd = sum(int(row["backward"]) for row in result.flops_by_module)  # type: ignore[call-overload]
+    rows.append(("total", f"{fwd:,}", f"{bwd:,}", "", ""))
+    print(f"FLOPs per micro-batch of {result.memory.regime.batch} by module (counted by FlopCounterMode on the meta "
+          "device, fitted in B and the input sizes):")
+    print(table(rows, "<>><<"))
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -15,7 +15,8 @@ reports need, so that none of them branches on a model's name or type string:
   saved-tensor model of it, or None), ``lora_layout`` and ``lora_targets``, ``attention_bias``;
 - its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
-  serving cache), ``flop_parts`` (matmuls for ``time``);
+  serving cache), ``flop_parts`` (matmuls for ``time``), ``own_flops`` (a network's own counted FLOPs
+  per sample and per module, which ``time`` takes instead: a torch module's);
 - a forward of its own: ``forward_inference`` and ``inference_terms`` (inference as one forward pass,
   a probed torch module; None: the serving terms), ``input_sizes`` and ``varying`` (the input sizes
   ``fit`` may grow, a module's H, W or S);

@@ -290,6 +290,20 @@ class ModelShape:
 
         raise UserError(f"{self.name} has no input sizes to grow ({', '.join(names)}): ask for the batch, seq or gpus")
 
+    def flop_parts(self) -> tuple[list[tuple[str, str, sympy.Expr, sympy.Expr]], sympy.Expr | None]:
+        """(matmuls: key, title, weights of one instance, instances per token; no output layer) from ``matrices``.
+
+        What ``time`` counts for a network without layer formulas (article A's): 2 FLOPs per weight per token.
+        """
+        return [(name, f"{name} ({rows} → {cols})", rows * cols, count) for name, rows, cols, count in self.matrices], None
+
+    def own_flops(self, batch: int, precision: str) -> Any:
+        """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
+
+        None for a network whose FLOPs ``time`` derives from its weight matrices (``flop_parts``, the family tables).
+        """
+        return None
+
     @property
     def heads(self) -> int:
         return self.numbers["a"]

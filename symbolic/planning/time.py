@@ -54,6 +54,9 @@ _MATMUL_PREFIXES = ("attention.", "mlp.", "moe.", "mixer.", "ssm.", "cross_atten
 _NOT_MATMUL = ("bias", "norm", "sinks")  # sinks: one logit per head, no matmul
 
 
+_SEQUENCE_TRAFFIC = ("tp_comm", "pp_comm")  # step terms in a token sequence's widths (B·S·H per layer)
+
+
 def _is_matmul(key: str) -> bool:
     return key.startswith(_MATMUL_PREFIXES) and not any(word in key for word in _NOT_MATMUL)
 
@@ -66,6 +69,7 @@ class Flops:
     forward: Formula
     train: Formula
     values: dict[str, int]
+    parts: tuple[dict[str, object], ...] = ()  # per module: forward and backward FLOPs (a network's own count)
     _cache: dict[str, sympy.Rational] = field(default_factory=dict, compare=False, repr=False)
 
     def per_token(self, train: bool = True) -> float:
@@ -193,6 +197,7 @@ class TimePlan:
     figures: dict[str, float | int]
     notes: list[str] = field(default_factory=list)
     budget: Budget | None = None  # what the memory was checked against (None: all of ``gpu``)
+    flops_by_module: tuple[dict[str, object], ...] = ()  # a network's own count per module (Flops.parts)
 
     @property
     def limit(self) -> Budget:
@@ -218,6 +223,9 @@ class TimePlan:
             data["step_terms"] = {tm_.key: float(v) for tm_, v in ev.terms}
         if self.limit.notes or not self.limit.whole:
             data["budget"] = self.limit.as_dict()
+        if self.flops_by_module:
+            data["flops_by_module"] = [{k: str(v) if isinstance(v, sympy.Basic) else v for k, v in row.items()}
+                                       for row in self.flops_by_module]
         if formulas:
             data["formulas"] = {k: {"key": f.key, "text": str(f), "latex": f.latex(equation=True),
                                     "terms": {tm_.key: str(tm_.expr) for tm_ in f.terms}}
@@ -348,7 +356,7 @@ def train_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     budget = to_budget(gpu)
     how, rate = _efficiency(mfu, achieved_tflops)
     memory, fl_, step, values = train_parts(model, budget.gpu, how, rate, compute, _layout_options(gpus, options))
-    return _finish("train", memory, budget, fl_.train, step, values, tokens, price, how)
+    return _finish("train", memory, budget, fl_.train, step, values, tokens, price, how, fl_.parts)
 
 
 def to_budget(gpu: GPU | Budget | str) -> Budget:
@@ -375,10 +383,24 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
     if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
-    fl_ = flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
+    fl_ = _own_flops(memory) or flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
     step = step_formula(memory, fl_, how)
     values = _train_values(memory, fl_, gpu, how, rate, compute)
     return memory, fl_, step, values
+
+
+def _own_flops(memory: Plan) -> Flops | None:
+    """The network's own FLOPs per sample at the plan's micro-batch (``Network.own_flops``), or None."""
+    r = memory.regime
+    own = memory.model.own_flops(r.batch, r.precision)
+    if own is None:
+        return None
+    return Flops(own.forward, own.train, dict(own.values), tuple(own.modules))
+
+
+def sequence_length(memory: Plan) -> int:
+    """Tokens per sequence of the plan; 1 for a network without a token sequence (a token is then a sample)."""
+    return memory.regime.seq if memory.model.sequence else 1
 
 
 def _layout_options(gpus: int | None, options: dict[str, object]) -> dict[str, object]:
@@ -415,6 +437,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           state_bytes=states if states is not None else sympy.Integer(16),
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
                           schedule=r.pp_schedule)
+    if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
+        terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
@@ -423,7 +447,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
 
 def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, compute: str | None) -> dict[str, object]:
     r = memory.regime
-    values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": r.seq, "n_d": r.dp,
+    values: dict[str, object] = {**memory.model.numbers, **fl_.values, "B": r.batch, "S": sequence_length(memory),
+                                 "n_d": r.dp,
                                  "t": r.tp, "p": r.pp, "n_mb": r.microbatches, "v_pp": r.interleave,
                                  "n_gpu": r.gpus}
     if r.cp > 1:
@@ -441,7 +466,8 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
 
 
 def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: Formula, values: dict[str, object],
-            tokens: int | None, price: float | None, how: str) -> TimePlan:
+            tokens: int | None, price: float | None, how: str, parts: tuple[dict[str, object], ...] = ()
+            ) -> TimePlan:
     name = memory.model.name
     per_step = tm.step_flops_formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}", per_token)
     formulas = {"flops_per_token": per_token, "flops_per_step": per_step, "step_seconds": step,
@@ -460,7 +486,8 @@ def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: F
         raise UserError("price needs tokens (the cost is of training on T tokens)")
     figures: dict[str, float | int] = {"gpus": memory.regime.gpus,
                                        "tokens_per_step": int(memory.regime.dp * memory.regime.batch
-                                                              * memory.regime.microbatches * memory.regime.seq)}
+                                                              * memory.regime.microbatches
+                                                              * sequence_length(memory))}
     _chain(formulas, values, figures, {"flops_per_token": "F_tok", "step_seconds": "t_step",
                                        "train_seconds": "t_train"})
     figures["train_days"] = figures["train_seconds"] / 86400 if "train_seconds" in figures else None  # type: ignore[assignment]
@@ -474,10 +501,14 @@ def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: F
     if not fits:
         notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
     kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")] + _cannot_count(memory)
-    notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
-                 "(microbatches: gradient-accumulation steps, and the pipeline's m)")
+    if memory.model.sequence:
+        notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
+                     "(microbatches: gradient-accumulation steps, and the pipeline's m)")
+    else:
+        notes.append(f"{name} takes no token sequence: a token is one sample, tokens per step = dp × batch × "
+                     f"microbatches = {figures['tokens_per_step']:,}")
     return TimePlan(mode, name, budget.gpu, memory, formulas, values, figures,
-                    notes + kept_notes + budget_notes(budget), budget)
+                    notes + kept_notes + budget_notes(budget), budget, parts)
 
 
 # --- serving ------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, inference, probe
+from . import cache, flops, inference, probe
 from .files import package_version
 from .source import ModuleError, ModuleSource
 
@@ -213,6 +213,23 @@ class ModuleNetwork(ModelShape):
             data, hit = cache.cached(name, make)
             self._fits[dtype] = (*_fit(data), hit)
         return self._fits[dtype]
+
+    def flop_fit(self, dtype: str) -> flops.FlopFit:
+        """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
+        key = f"flops.{dtype}"
+        if key not in self._fits:
+            source = self.module_source
+            name = cache.key("flops", _source_key(source), dict(source.sizes), dtype)
+            data, _ = cache.cached(name, lambda: flops.to_data(flops.fit(source, dtype)))
+            self._fits[key] = flops.from_data(data)
+        return self._fits[key]
+
+    def own_flops(self, batch: int, precision: str) -> flops.OwnFlops:
+        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads."""
+        if precision not in probe.DTYPES:
+            raise UserError(REFUSED.format(what=f"precision {precision}", name=self.name))
+        result = self.flop_fit(probe.DTYPES[precision])
+        return flops.own_flops(self.name, result, self.sizes(), batch)
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
         return poly.expr([B, *(self._size(n) for n in names)])
@@ -428,6 +445,5 @@ def module_network(source: ModuleSource) -> ModuleNetwork:
         positions=0, source=f"{source.origin}: {source.label}, probed on the meta device", cache_kinds=(),
         config={"model_type": "module"}, kind="module", label=f"the torch module {source.label}", sequence=False,
         has_attention=False, tensor_parallel=False, saved_family=FAMILY,
-        cannot_say={"serving": INFER_NOTE,
-                    "flops": "FLOPs of a torch module are not modelled yet"},
+        cannot_say={"serving": INFER_NOTE},
         module_source=source, probed=params, symbols=scope, from_cache=hit)

@@ -56,3 +56,14 @@ class DataDependent(nn.Module):
 
 
 NOT_A_MODULE = 3
+
+
+class Depthwise(nn.Module):
+    """A pointwise then a depthwise convolution (groups = channels), as MobileNet and ConvNeXt blocks have."""
+    def __init__(self, channels=8):
+        super().__init__()
+        self.pre = nn.Conv2d(channels, channels, 1)
+        self.dw = nn.Conv2d(channels, channels, 3, padding=1, groups=channels, bias=False)
+
+    def forward(self, x):
+        return self.dw(self.pre(x))
