@@ -35,6 +35,7 @@ from ...core import symbols as symtab
 from ...core.errors import UserError
 from ...core.symbols import B, N
 from ...core.term import Term
+from ...formats import table as formats
 from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
@@ -273,7 +274,7 @@ class ModuleNetwork(ModelShape):
         if split or regime.prefill_chunk:
             raise UserError(INFER_REFUSED.format(what=", ".join(split) or "prefill-chunk", name=self.name))
         fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights])
-        tb = {"fp32": 4, "bf16": 2, "fp16": 2}[regime.weights]
+        tb = formats.nbytes(regime.weights)
         where = f"inference.{FAMILY}"
 
         def term(key: str, title: str, expr: sympy.Expr, note: str = "") -> Term:
