@@ -22,7 +22,9 @@
   the check fails and the error names that rule.
 
 The meta device runs the CPU's composite kernels (dropout keeps a mask of its input's dtype,
-attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures.
+attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures. SDPA
+takes the reference path there; with ``kernels="cpu"`` (``--device cpu``) it runs the CPU's flash
+kernel where the CPU would (``kernels.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import sympy
 from ...core import symbols as symtab
 from ...core.term import Term
 from .files import first_line
+from .kernels import following
 from .source import BATCH, ModuleError, ModuleSource, loss_of, make_inputs
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the pure precisions a probe runs in
@@ -235,8 +238,8 @@ TOP = "loss"  # what is saved outside every module: the loss applied to the outp
 
 
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
-          module: Any = None) -> Trace:
-    """Forward, loss and backward of one step on the meta device (see the module docstring)."""
+          module: Any = None, kernels: str | None = None) -> Trace:
+    """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``)."""
     import torch
 
     module = build(source, dtype=dtype) if module is None else module
@@ -260,7 +263,8 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
             return t
 
         try:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet():
+            with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
+                  following(kernels)):
                 loss = loss_of(module(**inputs), source.loss)
                 forward = live.moments + [live.current]
                 live.moments = [live.current]
@@ -384,7 +388,7 @@ class StepFit:
         return max(p.at(point) for p in getattr(self, phase))
 
 
-def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
+def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None) -> StepFit:
     """Fit one step's saved and live bytes (see the module docstring); checked at an independent point."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
@@ -394,7 +398,7 @@ def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
 
     def at(point: Point) -> Trace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels)
         return done[point]
 
     points = grid(base)
