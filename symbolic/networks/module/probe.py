@@ -248,7 +248,8 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     inputs = make_inputs(source, batch, sizes, device="meta", float_dtype=float_dtype)
     excluded = {id(t.untyped_storage()) for t in (*module.parameters(), *module.buffers())}
     keep = [t.untyped_storage() for t in (*module.parameters(), *module.buffers())]  # ids stay theirs
-    seen: dict[int, tuple[str, int]] = {}  # no reference kept: backward frees them as it goes
+    seen: dict[int, tuple[str, int, weakref.ref]] = {}  # weak: backward frees them as it goes
+    dropped: list[tuple[str, int]] = []  # saved, then freed within the forward (a discarded branch's)
     live = _Live()
     for t in (*module.parameters(), *module.buffers(), *(v for v in inputs.values() if isinstance(v, torch.Tensor))):
         live.known(t)
@@ -258,8 +259,12 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
                 st = t.untyped_storage()
             except (RuntimeError, NotImplementedError):
                 return t
-            if id(st) not in excluded and id(st) not in seen:
-                seen[id(st)] = (stack[-1] if stack else TOP, int(st.nbytes()))
+            if id(st) in excluded:
+                return t
+            if id(st) in seen and seen[id(st)][2]() is not st:  # a freed storage's id, reused
+                dropped.append(seen.pop(id(st))[:2])
+            if id(st) not in seen:
+                seen[id(st)] = (stack[-1] if stack else TOP, int(st.nbytes()), weakref.ref(st))
             return t
 
         try:
@@ -275,7 +280,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
         except Exception as err:
             raise ModuleError(_forward_error(source, batch, sizes, err)) from None
     saved: dict[str, int] = {}
-    for name, nbytes in seen.values():
+    for name, nbytes in [*dropped, *(v[:2] for v in seen.values())]:  # each storage once, as measure counts them
         saved[name] = saved.get(name, 0) + nbytes
     del keep
     in_bytes = sum(int(t.untyped_storage().nbytes()) for t in inputs.values() if isinstance(t, torch.Tensor))
