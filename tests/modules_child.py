@@ -111,8 +111,8 @@ def cached():
     from symbolic.networks.module import resolve
 
     again = resolve.module_network(source)
-    again.step_fit("float32")
-    return {"params": again.from_cache, "step": again.step_fit("float32")[2]}
+    again.step_fit("float32", "cpu")  # as the plans above asked it (--device cpu)
+    return {"params": again.from_cache, "step": again.step_fit("float32", "cpu")[2]}
 
 
 def refusals():

@@ -18,7 +18,7 @@ def child() -> dict:
     return torch_child("library_modules_child.py")
 
 
-@pytest.mark.parametrize("name", ["resnet18", "resnet18_160x192", "vit", "vit64", "bert", "t5", "whisper"])
+@pytest.mark.parametrize("name", ["resnet18", "resnet18_160x192", "vit", "vit_sdpa", "vit64", "bert", "t5", "whisper"])
 def test_plan_against_a_cpu_step(child: dict, name: str) -> None:
     """Parameters exact, saved bytes within 1 %, the AdamW step's peak within 2 %."""
     case = child["cases"][name]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 LIMIT = 256
-VERSION = 2
+VERSION = 3  # 3: a saved storage freed in the forward no longer hides one that reuses its id
 
 
 def folder() -> Path:

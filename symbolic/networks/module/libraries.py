@@ -6,7 +6,8 @@ FILE.json``), only when its package is installed. The inputs have size names wit
 the library: a classifier's ``x=(B,3,H,W)`` at its weights' crop size (torchvision) or its
 ``pretrained_cfg`` input size (timm), a fixed size where the model only takes that one (a
 torchvision ViT, a timm model whose ``fixed_input_size`` is set); a diffusion model's latent
-``sample``/``hidden_states=(B,C,h,w)`` at its config's ``sample_size``, with ``timestep``,
+``sample``/``hidden_states=(B,C,h,w)`` at its config's ``sample_size`` (``(B,C,h,h)`` for DiT, whose
+forward takes only square latents), with ``timestep``,
 ``encoder_hidden_states=(B,S,cross_attention_dim)`` and ``class_labels`` where its config has them.
 """
 
@@ -29,6 +30,7 @@ TEXT_TOKENS = 77  # default S of a diffusion model's text conditioning (CLIP's c
 TIMESTEPS = 1000  # timestep ids below this when the config names no num_train_timesteps
 # torchvision classifiers whose builder fixes the image size (their position embeddings or windows)
 FIXED_SIZE_PREFIXES = ("vit_", "maxvit_")
+SQUARE = ("DiTTransformer2DModel", "Transformer2DModel")  # diffusers models whose latents must be square (_square)
 
 
 def library_source(prefix: str, name: str, arguments: Mapping[str, Any],
@@ -186,6 +188,8 @@ def diffusers_inputs(cls: Any, config: Mapping[str, Any]) -> tuple[tuple[Input, 
     size = config.get("sample_size") or 64
     rows, cols = (size, size) if isinstance(size, int) else (int(size[0]), int(size[1]))
     channels = int(config.get("in_channels") or 4)
+    if _square(cls, config):
+        width, cols = height, rows
     image = (BATCH, channels, height, width)
     inputs = []
     for key in ("sample", "hidden_states"):
@@ -207,6 +211,15 @@ def diffusers_inputs(cls: Any, config: Mapping[str, Any]) -> tuple[tuple[Input, 
     if "class_labels" in params and classes:
         inputs.append(Input("class_labels", (BATCH,), "int64", int(classes)))
     return tuple(inputs), sizes
+
+
+def _square(cls: Any, config: Mapping[str, Any]) -> bool:
+    """Whether the model's forward takes only square latents (one size name for both sides).
+
+    DiT and a patched Transformer2DModel unpatchify with ``height = width = int(tokens ** 0.5)``
+    (diffusers 0.42.1, ``models/transformers/dit_transformer_2d.py`` and ``transformer_2d.py``).
+    """
+    return cls.__name__ in SQUARE and config.get("patch_size") is not None
 
 
 def _diffusers_build(arguments: Mapping[str, Any], *, name: str) -> Any:

@@ -42,6 +42,7 @@ from ...math.formula import Formula
 from ..shape import ModelShape
 from . import cache, flops, inference, probe
 from .files import package_version
+from .kernels import KERNELS
 from .source import ModuleError, ModuleSource
 
 FAMILY = "module"  # the saved-tensor model's key (pytorch.saved.module, pytorch.peak.module)
@@ -200,20 +201,25 @@ class ModuleNetwork(ModelShape):
         """The input sizes' values the plan uses (the source's, with --set's)."""
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
-    def step_fit(self, dtype: str) -> tuple[probe.StepFit, int, bool]:
-        """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache."""
-        if dtype not in self._fits:
+    def step_fit(self, dtype: str, device: str | None = None) -> tuple[probe.StepFit, int, bool]:
+        """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
+
+        ``device`` "cpu": attention as the CPU's kernels run it (``kernels.py``); else the reference path.
+        """
+        kernels = device if device in KERNELS else None
+        if (dtype, kernels) not in self._fits:
             source = self.module_source
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype)
+                fit = probe.fit_step(source, dtype, kernels)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
-            name = cache.key("step", _source_key(source), dict(source.sizes), dtype)
+            parts = (dtype,) if kernels is None else (dtype, kernels)
+            name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[dtype] = (*_fit(data), hit)
-        return self._fits[dtype]
+            self._fits[(dtype, kernels)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels)]
 
     def flop_fit(self, dtype: str) -> flops.FlopFit:
         """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
@@ -321,7 +327,7 @@ class ModuleNetwork(ModelShape):
         from ...library import activations_pytorch as act
 
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision])
+        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -346,7 +352,7 @@ class ModuleNetwork(ModelShape):
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
                      in_backward: bool = False) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision])
+        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device)
         tb = setup.param_bytes
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"

@@ -22,7 +22,9 @@
   the check fails and the error names that rule.
 
 The meta device runs the CPU's composite kernels (dropout keeps a mask of its input's dtype,
-attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures.
+attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures. SDPA
+takes the reference path there; with ``kernels="cpu"`` (``--device cpu``) it runs the CPU's flash
+kernel where the CPU would (``kernels.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import sympy
 from ...core import symbols as symtab
 from ...core.term import Term
 from .files import first_line
+from .kernels import following
 from .source import BATCH, ModuleError, ModuleSource, loss_of, make_inputs
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # the pure precisions a probe runs in
@@ -235,8 +238,8 @@ TOP = "loss"  # what is saved outside every module: the loss applied to the outp
 
 
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
-          module: Any = None) -> Trace:
-    """Forward, loss and backward of one step on the meta device (see the module docstring)."""
+          module: Any = None, kernels: str | None = None) -> Trace:
+    """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``)."""
     import torch
 
     module = build(source, dtype=dtype) if module is None else module
@@ -245,7 +248,8 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     inputs = make_inputs(source, batch, sizes, device="meta", float_dtype=float_dtype)
     excluded = {id(t.untyped_storage()) for t in (*module.parameters(), *module.buffers())}
     keep = [t.untyped_storage() for t in (*module.parameters(), *module.buffers())]  # ids stay theirs
-    seen: dict[int, tuple[str, int]] = {}  # no reference kept: backward frees them as it goes
+    seen: dict[int, tuple[str, int, weakref.ref]] = {}  # weak: backward frees them as it goes
+    dropped: list[tuple[str, int]] = []  # saved, then freed within the forward (a discarded branch's)
     live = _Live()
     for t in (*module.parameters(), *module.buffers(), *(v for v in inputs.values() if isinstance(v, torch.Tensor))):
         live.known(t)
@@ -255,12 +259,17 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
                 st = t.untyped_storage()
             except (RuntimeError, NotImplementedError):
                 return t
-            if id(st) not in excluded and id(st) not in seen:
-                seen[id(st)] = (stack[-1] if stack else TOP, int(st.nbytes()))
+            if id(st) in excluded:
+                return t
+            if id(st) in seen and seen[id(st)][2]() is not st:  # a freed storage's id, reused
+                dropped.append(seen.pop(id(st))[:2])
+            if id(st) not in seen:
+                seen[id(st)] = (stack[-1] if stack else TOP, int(st.nbytes()), weakref.ref(st))
             return t
 
         try:
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet():
+            with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
+                  following(kernels)):
                 loss = loss_of(module(**inputs), source.loss)
                 forward = live.moments + [live.current]
                 live.moments = [live.current]
@@ -271,7 +280,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
         except Exception as err:
             raise ModuleError(_forward_error(source, batch, sizes, err)) from None
     saved: dict[str, int] = {}
-    for name, nbytes in seen.values():
+    for name, nbytes in [*dropped, *(v[:2] for v in seen.values())]:  # each storage once, as measure counts them
         saved[name] = saved.get(name, 0) + nbytes
     del keep
     in_bytes = sum(int(t.untyped_storage().nbytes()) for t in inputs.values() if isinstance(t, torch.Tensor))
@@ -384,7 +393,7 @@ class StepFit:
         return max(p.at(point) for p in getattr(self, phase))
 
 
-def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
+def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None) -> StepFit:
     """Fit one step's saved and live bytes (see the module docstring); checked at an independent point."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
@@ -394,7 +403,7 @@ def fit_step(source: ModuleSource, dtype: str = "float32") -> StepFit:
 
     def at(point: Point) -> Trace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels)
         return done[point]
 
     points = grid(base)
