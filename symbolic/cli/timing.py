@@ -191,19 +191,21 @@ def _print_module_flops(result: TimePlan) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from ..planning import load, search
     from .common import budget_of, warn_context
+    from .modules import model_of
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
+    model = model_of(args)  # before the options: a module's --loss is its own
     options = memory_options(args)
     seq = options.pop("seq", None)
-    if seq is None:
-        raise CliError("plan needs --seq (tokens per sequence)")
-    result = search.search(args.model, budget_of(args), seq=seq, global_batch=args.global_batch, gpus=args.gpus,
+    shape = load(model)  # the model's config, as 'symbolic memory' reads it; a module network is itself
+    _check_seq(seq, shape)
+    result = search.search(model, budget_of(args), seq=seq, global_batch=args.global_batch, gpus=args.gpus,
                            max_gpus=args.max_gpus, tokens=args.tokens, mfu=args.mfu,
                            achieved_tflops=args.achieved_tflops, price=args.price, objective=args.objective,
                            top=args.top, compute=args.compute_dtype, **options)
-    shape = load(args.model)  # for the warning: the model's config, as 'symbolic memory' reads it
-    warn_context(args, shape.config, shape.name, seq, shape.positions)
+    if seq is not None:
+        warn_context(args, shape.config, shape.name, seq, shape.positions)
     if args.json:
         print_json(result.as_dict())
         return 0
@@ -239,6 +241,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"  searched {result.considered:,} layouts in {result.seconds:.2f} s; {result.fitting:,} fit; "
               f"{len(result.layouts)} shown (--top)")
     return 0
+
+
+def _check_seq(seq: int | None, shape: object) -> None:
+    """--seq: needed by a network over a token sequence, refused in one line by one without (as ``time`` does)."""
+    if getattr(shape, "sequence", True):
+        if seq is None:
+            raise CliError("plan needs --seq (tokens per sequence)")
+    elif seq is not None:
+        raise CliError(f"--seq applies to a network that takes a token sequence; {shape.name} takes none (a token "  # type: ignore[attr-defined]
+                       "of its figures is one sample)")
 
 
 def _cp_factor(layout: dict) -> str:
