@@ -24,8 +24,9 @@ RATE = ["--gpu", "h100-80gb", "--mfu", "0.4"]
 # forward, whose FLOPs per sample differ between micro-batches (FLOPs alone: --achieved-tflops)
 MODELS = {"mlp": [f"{DATA}/mlp.py:MLP", "--arg", "d_in=64", "--arg", "d_h=48", "--input", "x=B,64", "--loss",
                   "cross-entropy"],
-          "factored": [f"{DATA}/factored.py:Factored", "--input", "x=B,32", "--loss", "mean"]}
-RATES = {"mlp": RATE, "factored": ["--gpu", "h100-80gb", "--achieved-tflops", "0.001"]}
+          "factored": [f"{DATA}/factored.py:Factored", "--input", "x=B,32", "--loss", "mean"],
+          "attention": [f"{DATA}/nets.py:Attention", "--input", "ids=B,S:int64", "--set", "S=24", "--loss", "mean"]}
+RATES = {"mlp": RATE, "factored": ["--gpu", "h100-80gb", "--achieved-tflops", "0.001"], "attention": RATE}
 SEARCH = ["--max-gpus", "4", "--global-batch", "8", "--top", "100"]
 
 
@@ -57,6 +58,7 @@ def bad():
     return {"seq": _cli("plan", *mlp, *RATE, *SEARCH, "--seq", "128"),
             "tp": _cli("plan", *mlp, *RATE, *SEARCH, "--tp", "2"),
             "missing": _cli("plan", f"{DATA}/nets.py:Missing", "--input", "x=B,4", *RATE, *SEARCH),
+            "set": _cli("plan", *mlp, *RATE, *SEARCH, "--set", "H=4"),
             "mixed": _cli("plan", *mlp, *RATE, *SEARCH, "--precision", "bf16-mixed")}
 
 
@@ -72,7 +74,7 @@ def main() -> None:
     torch_env.ready()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({"mlp": searched("mlp"), "factored": searched("factored"), "bad": bad()}, sys.stdout)
+        json.dump({**{name: searched(name) for name in MODELS}, "bad": bad()}, sys.stdout)
 
 
 if __name__ == "__main__":

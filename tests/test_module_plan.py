@@ -22,9 +22,10 @@ def child() -> dict:
     return torch_child("module_plan_child.py")
 
 
-@pytest.mark.parametrize("name", ["mlp", "factored"])
+@pytest.mark.parametrize("name", ["mlp", "factored", "attention"])
 def test_every_layout_equals_memory_and_time(child: dict, name: str) -> None:
-    """Bytes exact, step time to 1e-9 (factored: FLOPs per sample that differ between micro-batches)."""
+    """Bytes exact, step time to 1e-9 (factored: FLOPs per sample that differ between micro-batches; attention: an
+    input size given with --set S=24)."""
     out = child[name]
     layouts = out["plan"]["layouts"]
     assert layouts and len(layouts) == len(out["same"])
@@ -33,7 +34,7 @@ def test_every_layout_equals_memory_and_time(child: dict, name: str) -> None:
         assert lay["step_seconds"] == pytest.approx(same["time"]["step_seconds"], rel=1e-9), lay
 
 
-@pytest.mark.parametrize("name", ["mlp", "factored"])
+@pytest.mark.parametrize("name", ["mlp", "factored", "attention"])
 def test_the_search_is_data_parallel_zero_and_accumulation_on_one_device(child: dict, name: str) -> None:
     """What applies to a module: dp × ZeRO stage × micro-batch × accumulation; tp, pp, cp, FSDP2 and recompute are
     refused by the planner for it, so not searched. Ranked by step time; a token of the figures is one sample."""
@@ -62,7 +63,8 @@ def test_plan_table_of_a_module(child: dict) -> None:
 
 @pytest.mark.parametrize("name, needle", [("seq", "--seq applies to a network that takes a token sequence"),
                                           ("tp", "no tensor, pipeline or context parallelism"),
-                                          ("missing", "does not define"), ("mixed", "precision bf16-mixed")])
+                                          ("missing", "does not define"), ("mixed", "precision bf16-mixed"),
+                                          ("set", "--set H=4: not an input size of mlp.py:MLP")])
 def test_plan_bad_input_is_one_line_exit_2(child: dict, name: str, needle: str) -> None:
     done = child["bad"][name]
     lines = done["err"].strip().splitlines()

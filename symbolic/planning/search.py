@@ -36,6 +36,14 @@ and the step time counts the ring's K/V traffic (``library.timing``). Options gi
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
 ``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
 the layers, never from every number up to a GPU count.
+
+Measured activations (``activations pytorch``, and every network without a token sequence: a torch
+module, article A's network, which the planner plans that way only) were measured on one device:
+tp, pp, cp and FSDP2 are not searched (a pinned tp, pp or cp is refused in one line), recompute only
+none (and full over a sequence). A network without a token sequence takes no ``seq`` (refused in
+one line): its global batch is samples, a token of the figures one sample. Its own FLOPs per sample
+(``Network.own_flops``) may vary with the micro-batch (a term that does not grow with it): F_tok is
+then evaluated at each layout's micro-batch, as ``symbolic time`` takes it.
 """
 
 from __future__ import annotations
