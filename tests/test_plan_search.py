@@ -170,3 +170,60 @@ def test_cp_is_not_searched_for_short_sequences(result) -> None:
     """At 2,048 tokens layouts fit without recompute: no cp is searched, every layout is cp 1 as before."""
     assert all(lay["cp"] == 1 for lay in result.layouts)
     assert not any("context parallelism" in note for note in result.notes)
+
+
+def _one_device(lay: dict) -> dict:
+    """The planner's flags of a layout of a network without a token sequence (no seq: a token is a sample)."""
+    return {"batch": lay["micro_batch"], "dp": lay["dp"], "zero": lay["zero"], "microbatches": lay["grad_accum"]}
+
+
+@pytest.mark.parametrize("widths", [None, {"d_in": 512, "d_h": 256}])
+def test_a_network_without_a_sequence_is_searched_on_one_device_and_agrees_with_memory_and_time(widths) -> None:
+    """Article A's network (and at other widths: a network object, not a name) needs no seq; tp, pp, cp, FSDP2 and
+    recompute are what the planner refuses for it (activations pytorch), so the search is dp × ZeRO × micro-batch ×
+    accumulation, and each layout's memory and step time are `memory`'s and `time`'s for the same flags."""
+    from symbolic.networks.shape import article_a_shape
+
+    model = "mlp" if widths is None else article_a_shape("mlp", widths)
+    res = search.search(model, "h100-80gb", max_gpus=4, global_batch=8, tokens=10**9, mfu=0.4, top=None)
+    # the search space from its definition: counts 1, 2, 4; dp = gpus dividing the batch; ZeRO > 0 only with dp > 1
+    space = {(dp, zero, mb, 8 // dp // mb) for dp in (1, 2, 4) for zero in ((0,) if dp == 1 else (0, 1, 2, 3))
+             for mb in range(1, 8 // dp + 1) if (8 // dp) % mb == 0}
+    assert res.considered == len(space) == res.fitting
+    assert {(lay["dp"], lay["zero"], lay["micro_batch"], lay["grad_accum"]) for lay in res.layouts} == space
+    assert all((lay["tp"], lay["pp"], lay["cp"], lay["recompute"], lay["fsdp"]) == (1, 1, 1, "none", False)
+               for lay in res.layouts)
+    for lay in res.layouts:
+        plan = planning.plan(model, "train", **_one_device(lay))
+        one = ptime.train_time(model, "h100-80gb", tokens=10**9, mfu=0.4, **_one_device(lay))
+        assert lay["memory_bytes"] == plan.total == one.memory.total, lay
+        assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay
+        assert lay["tokens_per_second"] == pytest.approx(8 / lay["step_seconds"], rel=1e-12)  # a token is a sample
+
+
+@pytest.mark.parametrize(("options", "message"), [({"seq": 128}, "takes none"), ({"tp": 2}, "tp 2"),
+                                                  ({"cp": 2}, "cp 2")])
+def test_a_network_without_a_sequence_refuses_seq_and_splits(options, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        search.search("mlp", "h100-80gb", gpus=4, global_batch=8, mfu=0.4, **options)
+
+
+def test_plan_cli_of_a_network_without_a_sequence(capsys) -> None:
+    code, out, err = run(capsys, "plan", "mlp", "--arg", "d_in=512", "--gpu", "h100-80gb", "--gpus", "2",
+                         "--global-batch", "8", "--mfu", "0.4", "--json")
+    assert code == 0, err
+    assert json.loads(out)["layouts"][0]["dp"] == 2
+    code, _, err = run(capsys, "plan", "mlp", "--gpu", "h100-80gb", "--gpus", "2", "--global-batch", "8", "--mfu",
+                       "0.4", "--seq", "128")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seq applies to a network that takes" in err
+
+
+def test_achieved_tflops_search_agrees_with_time() -> None:
+    """With an achieved rate the step is FLOPs / (GPUs · X): no P_gpu in its formula, only F_tok kept."""
+    kw = {**KW, "mfu": None, "achieved_tflops": 400e12}
+    res = search.search("llama-3-8b", "h100-80gb", gpus=8, top=3, **kw)
+    assert res.layouts
+    for lay in res.layouts:
+        one = ptime.train_time("llama-3-8b", "h100-80gb", **{k: v for k, v in kw.items() if k not in ("seq",
+                               "global_batch")}, **_flags(lay))
+        assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay

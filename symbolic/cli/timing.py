@@ -76,6 +76,19 @@ def _add_rate_flags(p: argparse.ArgumentParser) -> None:
                    help="dtype whose peak FLOP/s applies (default: the training precision's, or the weights')")
     p.add_argument("--tokens", type=_count, help="tokens to train on (serving: tokens to generate), e.g. 3e11")
     p.add_argument("--price", type=_real, help="USD per GPU-hour (gives the cost)")
+    p.add_argument("--set", action="append", metavar="SIZE=N",
+                   help="the value of a torch module's input size (an --input size name; a library model's H, W, S)")
+
+
+def module_model(args: argparse.Namespace) -> object:
+    """``modules.model_of``; a --set item that names no input size of the model refused in one line."""
+    from .modules import model_of
+
+    model = model_of(args)  # takes the --set items that name an input size out of args.set
+    if args.set:
+        raise CliError(f"--set {args.set[0]}: not an input size of {getattr(model, 'name', model)} (--set gives a "
+                       "torch module's input sizes here)")
+    return model
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -99,7 +112,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     count.add_argument("--max-gpus", dest="max_gpus", type=_count,
                        help="every GPU count up to this (powers of two and whole nodes)")
     p.add_argument("--global-batch", dest="global_batch", type=_count, required=True,
-                   help="sequences per optimizer step (dp × micro-batch × gradient accumulation)")
+                   help="sequences per optimizer step (dp × micro-batch × gradient accumulation); samples for a "
+                        "network without a token sequence (a torch module), which takes no --seq")
     p.add_argument("--objective", choices=("time", "cost"), default="time", help="rank by time (default) or cost")
     p.add_argument("--top", type=_count, default=10, help="how many layouts to show (default 10)")
     p.set_defaults(handler=cmd_plan)
@@ -124,9 +138,8 @@ def cmd_time(args: argparse.Namespace) -> int:
     from ..planning import time as ptime
     from .common import budget_of
     from .memory import warn_plan_context
-    from .modules import model_of
 
-    model = model_of(args)  # before the options: a module's --loss is its own
+    model = module_model(args)  # before the options: a module's --loss is its own
     options = memory_options(args)
     result = ptime.time_plan(model, budget_of(args), args.mode, gpus=args.gpus, tokens=args.tokens, mfu=args.mfu,
                              achieved_tflops=args.achieved_tflops, price=args.price, compute=args.compute_dtype,
@@ -194,16 +207,17 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.mode != "train":
         raise CliError("plan searches training layouts; --mode infer is not searched (use 'symbolic time')")
+    model = module_model(args)  # before the options: a module's --loss is its own
     options = memory_options(args)
     seq = options.pop("seq", None)
-    if seq is None:
-        raise CliError("plan needs --seq (tokens per sequence)")
-    result = search.search(args.model, budget_of(args), seq=seq, global_batch=args.global_batch, gpus=args.gpus,
+    shape = load(model)  # the model's config, as 'symbolic memory' reads it; a module network is itself
+    _check_seq(seq, shape)
+    result = search.search(model, budget_of(args), seq=seq, global_batch=args.global_batch, gpus=args.gpus,
                            max_gpus=args.max_gpus, tokens=args.tokens, mfu=args.mfu,
                            achieved_tflops=args.achieved_tflops, price=args.price, objective=args.objective,
                            top=args.top, compute=args.compute_dtype, **options)
-    shape = load(args.model)  # for the warning: the model's config, as 'symbolic memory' reads it
-    warn_context(args, shape.config, shape.name, seq, shape.positions)
+    if seq is not None:
+        warn_context(args, shape.config, shape.name, seq, shape.positions)
     if args.json:
         print_json(result.as_dict())
         return 0
@@ -239,6 +253,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"  searched {result.considered:,} layouts in {result.seconds:.2f} s; {result.fitting:,} fit; "
               f"{len(result.layouts)} shown (--top)")
     return 0
+
+
+def _check_seq(seq: int | None, shape: object) -> None:
+    """--seq: needed by a network over a token sequence, refused in one line by one without (as ``time`` does)."""
+    if getattr(shape, "sequence", True):
+        if seq is None:
+            raise CliError("plan needs --seq (tokens per sequence)")
+    elif seq is not None:
+        raise CliError(f"--seq applies to a network that takes a token sequence; {shape.name} takes none (a token "  # type: ignore[attr-defined]
+                       "of its figures is one sample)")
 
 
 def _cp_factor(layout: dict) -> str:

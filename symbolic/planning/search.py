@@ -36,6 +36,14 @@ and the step time counts the ring's K/V traffic (``library.timing``). Options gi
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
 ``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
 the layers, never from every number up to a GPU count.
+
+Measured activations (``activations pytorch``, and every network without a token sequence: a torch
+module, article A's network, which the planner plans that way only) were measured on one device:
+tp, pp, cp and FSDP2 are not searched (a pinned tp, pp or cp is refused in one line), recompute only
+none (and full over a sequence). A network without a token sequence takes no ``seq`` (refused in
+one line): its global batch is samples, a token of the figures one sample. Its own FLOPs per sample
+(``Network.own_flops``) may vary with the micro-batch (a term that does not grow with it): F_tok is
+then evaluated at each layout's micro-batch, as ``symbolic time`` takes it.
 """
 
 from __future__ import annotations
@@ -50,10 +58,10 @@ import sympy
 from ..catalogs import GPU, Budget, as_budget
 from ..core.errors import UserError
 from ..core.memo import BoundedMemo
-from ..core.symbols import N, N_gpu
+from ..core.symbols import B, N, N_gpu
 from ..library.timing import P_gpu
 from ..networks.network import load as load_shape
-from ..networks.shape import divisors
+from ..networks.shape import ModelShape, divisors
 from . import time as ptime
 from .build import Plan, end_ranks
 
@@ -169,8 +177,12 @@ def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: obje
     return sorted(found)
 
 
-def _recomputes(flash: bool, ops: bool) -> tuple[str, ...]:
-    """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies."""
+def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True) -> tuple[str, ...]:
+    """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies;
+    with measured activations (``_measured``) whole layers only, and none for a network without a token sequence
+    (the planner's rules: nothing to checkpoint)."""
+    if measured:
+        return ("none", "full") if sequence else ("none",)
     if not flash:
         return ("none", "selective", "full")
     return ("none", "ops", "full") if ops else ("none", "full")
@@ -193,22 +205,27 @@ def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None, cp: int = 1) -> tup
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
                       pins: dict[str, object] | None = None, ops: bool = False,
                       fsdp: bool | None = False, cps: tuple[int, ...] = (1,),
-                      uneven: bool = False) -> list[dict[str, object]]:
+                      uneven: bool = False, measured: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
     ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
     stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried; ``uneven``: also pp degrees
-    that do not divide the layers (torchtitan's split).
+    that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
+    and pp 1 unless pinned (the planner's one-line refusal then says why).
     """
     shape = load_shape(model)
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = _recomputes(flash, ops)
+    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence))
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
-    splits = divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
+    if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
+        pins.setdefault("pp", 1)
+        recomputes = (str(pins["recompute"]),) if "recompute" in pins else recomputes
+    splits = [pins.get("tp", 1)] if measured else (divisors(math.gcd(shape.heads, shape.kv_head_count))
+                                                   if shape.tensor_parallel else [1])
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
-    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, shape.layers, pins, cps, uneven):
+    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, _layers(shape), pins, cps, uneven):
         per_rank = global_batch // dp
         for zero, sharded in _shardings(dp, tp, pp, fsdp, cp):
             if pins.get("zero", zero) != zero or (offload and zero == 0):
@@ -227,6 +244,11 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                                 "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
                                 "micro_batch": mb, "grad_accum": m, "offload": offload})
     return out
+
+
+def _layers(shape: ModelShape) -> int:
+    """The layers a pipeline splits; a network without a token sequence is one block (planned at pp 1 only)."""
+    return shape.layers if shape.sequence else 1
 
 
 def _structure(layout: dict[str, object], layers: int = 0, staged: bool = False) -> tuple[object, ...]:
@@ -253,10 +275,12 @@ def _nccl(dp: int, tp: int, pp: int, cp: int = 1) -> tuple[tuple[str, int], ...]
     return tuple((group, runtime.nccl_bytes(n)) for group, n in groups)
 
 
-def _options(layout: dict[str, object], seq: int, fixed: dict[str, object]) -> dict[str, object]:
-    opts = {**fixed, "batch": layout["micro_batch"], "seq": seq, "dp": layout["dp"], "tp": layout["tp"],
+def _options(layout: dict[str, object], seq: int | None, fixed: dict[str, object]) -> dict[str, object]:
+    opts = {**fixed, "batch": layout["micro_batch"], "dp": layout["dp"], "tp": layout["tp"],
             "pp": layout["pp"], "zero": layout["zero"], "recompute": layout["recompute"],
             "microbatches": layout["grad_accum"]}
+    if seq is not None:  # None: a network without a token sequence
+        opts["seq"] = seq
     if layout["sequence_parallel"]:
         opts["sequence_parallel"] = True
     if layout["fsdp"]:
@@ -287,7 +311,7 @@ def _ceil(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: int, fixed: dict[str, object],
+def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: int | None, fixed: dict[str, object],
              how: str, rate: float, compute: str | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(per-GPU memory bytes, step seconds, skipped) of every layout, by compiled formulas per structure.
 
@@ -300,7 +324,7 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     memory[:] = 0
     step = np.zeros(len(layouts), dtype=np.float64)
     groups: dict[tuple[object, ...], list[int]] = {}
-    layers = load_shape(model[0] if isinstance(model, tuple) else model).layers
+    layers = _layers(load_shape(model[0] if isinstance(model, tuple) else model))
     for i, layout in enumerate(layouts):
         groups.setdefault(_structure(layout, layers, bool(fixed.get("pp_schedule"))), []).append(i)
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
@@ -329,6 +353,9 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
                                           "n_d": cols["dp"], "n_mb": cols["grad_accum"], "n_gpu": cols["gpus"]}
         if how == "mfu":
             columns.update(_links(gpu, cols))
+        if compiled.flops is not None:  # FLOPs per sample at each layout's micro-batch, as `time` takes them
+            columns["F_tok"] = np.asarray(compiled.flops(_arrays(columns, {}, compiled.flops.inputs), exact=False),
+                                          dtype=np.float64)
         if compiled.held is not None:
             columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
                                           dtype=np.float64)
@@ -382,6 +409,7 @@ class _Compiled:
     step_scalars: dict[str, float]
     other_rank: tuple[CompiledFormula, ...] = ()  # a split pipeline's other end rank (memory_terms: the first)
     other_held: CompiledFormula | None = None  # its P_gpu (held: the first rank's)
+    flops: CompiledFormula | None = None  # F_tok in B where it varies with the micro-batch (``_flops_in_batch``)
 
 
 LAYOUT_SYMBOLS = ("B", "t", "p", "n_d", "n_mb", "n_gpu", "W_tp", "W_dp", "W_pp", "W_cp", "P_gpu")
@@ -396,7 +424,7 @@ def _numbers(values: dict[str, object], scope: SymbolScope | None = None) -> dic
             if name not in LAYOUT_SYMBOLS and not isinstance(value, str)}
 
 
-def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, seq: int, fixed: dict[str, object],
+def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, seq: int | None, fixed: dict[str, object],
            structure: tuple[object, ...], first: dict[str, object]) -> _Compiled:
     """One structure's compiled formulas, built once per session (the layouts' numbers differ)."""
     shape, spec, name = model if isinstance(model, tuple) else (model, None, model)
@@ -430,11 +458,27 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
     # over a few symbols instead of the whole composed parameter count
     # (numbers are passed, not substituted: rebuilding max() with numbers inside costs SymPy seconds)
     step_scalars = {k: float(v) for k, v in values.items() if k not in LAYOUT_SYMBOLS and not isinstance(v, str)}
-    found = _Compiled(terms, held, formula.compile(keep=("F_tok", "P_gpu")), step_scalars, other, other_held)
+    kept = tuple(s.name for s in formula.definitions if s.name in ("F_tok", "P_gpu"))  # achieved: no P_gpu
+    found = _Compiled(terms, held, formula.compile(keep=kept), step_scalars, other, other_held,
+                      _flops_in_batch(fl_, plan.model.scope))
     if key is not None:
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found
+
+
+def _flops_in_batch(fl_: ptime.Flops, scope: SymbolScope | None) -> CompiledFormula | None:
+    """F_tok as a formula in B where it varies with the micro-batch, else None (one number per structure).
+
+    A network's own count (``Flops.parts``: a torch module's) is per sample, the step's FLOPs over B: a term
+    that does not grow with the batch (a weight computed in the forward) makes it differ between micro-batches.
+    """
+    if not fl_.parts:
+        return None
+    expr = fl_.train.composed().xreplace(_numbers(fl_.values, scope))
+    if expr.free_symbols != {B}:
+        return None
+    return _compiled(expr, "F_tok", "flops")
 
 
 def _held(plan: Plan) -> CompiledFormula:
@@ -495,7 +539,7 @@ def _links(gpu: GPU, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return links
 
 
-def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: int, gpus: int | None = None,
+def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, global_batch: int, gpus: int | None = None,
            max_gpus: int | None = None, tokens: int | None = None, mfu: float | None = None,
            achieved_tflops: float | None = None, price: float | None = None, objective: str = "time",
            top: int | None = 10, compute: str | None = None, _cps: tuple[int, ...] | None = None,
@@ -517,7 +561,6 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
         raise UserError("objective cost needs a price per GPU-hour")
     if top is not None:
         ptime._whole(top, "top")
-    seq = ptime._whole(seq, "seq")
     global_batch = global_batch_size(global_batch)
     how, rate = ptime._efficiency(mfu, achieved_tflops)
     options = {k: v for k, v in options.items() if v is not None}
@@ -528,25 +571,28 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
     if "seq" in options:
         raise UserError("seq is given once (the search's seq)")
     shape = load_shape(model)
+    seq = _sequence(shape, seq)
+    if _measured(shape, options):
+        _one_device(shape, pins)
     fsdp = _fsdp_choice(shape, options, pins)
     counts = _gpu_counts(gpus, max_gpus, gpu.gpus_per_node)
     cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
                                 flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
-                                fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options))
+                                fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
+                                measured=_measured(shape, options))
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
                             ["no layout divides the global batch and the model's heads and layers"], budget)
-    # loaded once, not per structure; the name the caller gave keys the session cache
-    loaded = (shape, ptime._spec(model), model) if isinstance(model, str) else model
+    loaded = _loaded(model, shape)
     memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
                                      compute=compute)
     notes += [f"skipped {reason}" for reason in skipped[:3]]
     fits = np.array([m is not None and int(m) <= budget.bytes for m in memory])
     memory = np.array([m if m is not None else 2**62 for m in memory], dtype=object)
     n = np.array([lay["gpus"] for lay in layouts], dtype=np.float64)
-    tokens_step = float(global_batch * seq)
+    tokens_step = float(global_batch * (seq or 1))  # a network without a token sequence: a token is a sample
     order_key = step.copy()
     train = step * (tokens / tokens_step) if tokens is not None else None
     if train is not None:
@@ -598,6 +644,45 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int, global_batch: in
                         budget)
 
 
+def _sequence(shape: ModelShape, seq: object) -> int | None:
+    """The search's tokens per sequence: needed by a network over a token sequence, refused by one without (None)."""
+    if shape.sequence:
+        if seq is None:
+            raise UserError("plan needs seq (tokens per sequence)")
+        return ptime._whole(seq, "seq")
+    if seq is not None:
+        raise UserError(f"seq applies to a network that takes a token sequence; {shape.name} takes none (a token of "
+                        "its figures is one sample)")
+    return None
+
+
+def _loaded(model: object, shape: ModelShape) -> object:
+    """What ``evaluate`` takes: loaded once, not per structure, keyed in the session cache by the name the caller
+    gave; a network object that cannot key it (a probed torch module) by a key of this search alone, so that its
+    structures still share one build where they differ only in their NCCL buffers."""
+    if isinstance(model, str):
+        return (shape, ptime._spec(model), model)
+    try:
+        hash(model)
+    except TypeError:
+        return (model, None, object())
+    return model
+
+
+def _measured(shape: object, options: Mapping[str, object]) -> bool:
+    """Whether the plan's activations are PyTorch's measured saved tensors (``activations pytorch``: given, or a
+    network without a token sequence, which the planner plans that way only): one device, so no tp, pp, FSDP2."""
+    return options.get("activations") == "pytorch" or not getattr(shape, "sequence", True)
+
+
+def _one_device(shape: ModelShape, pins: Mapping[str, object]) -> None:
+    """A pinned tp, pp or cp above 1 refused in one line where the activations were measured on one device."""
+    split = [f"{k} {pins[k]}" for k in ("tp", "pp", "cp") if pins.get(k, 1) != 1]
+    if split:
+        raise UserError(f"{', '.join(split)}: {shape.name} is planned with activations pytorch (what PyTorch saves, "
+                        "measured on one device): no tensor, pipeline or context parallelism is searched")
+
+
 def _cp_degrees(shape: object, options: Mapping[str, object], counts: Iterable[int], seq: int) -> tuple[int, ...]:
     """The cp > 1 tried when nothing fits without context parallelism: each divides a GPU count and 2·cp the
     sequence; none where the planner refuses the ring (no flash, activations other than Korthikanti's, a model
@@ -632,7 +717,7 @@ def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, o
     if options.pop("fsdp", False):
         return True
     refused = ("zero" in pins or "offload" in pins or getattr(shape, "moe", False)
-               or options.get("activations") == "pytorch" or bool(options.get("lora_rank"))
+               or _measured(shape, options) or bool(options.get("lora_rank"))
                or int(options.get("ep", 1) or 1) > 1)  # type: ignore[call-overload]
     return False if refused else None
 
