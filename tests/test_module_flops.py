@@ -105,7 +105,7 @@ def test_time_asked_again_reads_the_cache(child: dict) -> None:
     assert json.loads(again["out"]) == json.loads(child["cli"]["json"]["out"])
 
 
-@pytest.mark.parametrize("name, needle", [("infer", "training only"), ("missing", "does not define"),
+@pytest.mark.parametrize("name, needle", [("infer", "takes none"), ("missing", "does not define"),
                                           ("shape", "raised")])
 def test_time_bad_input_is_one_line_exit_2(child: dict, name: str, needle: str) -> None:
     done = child["cli"][name]

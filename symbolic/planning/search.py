@@ -690,9 +690,10 @@ def _cp_degrees(shape: object, options: Mapping[str, object], counts: Iterable[i
     refused = (not options.get("flash", True) or options.get("activations", "korthikanti") != "korthikanti"
                or not (getattr(shape, "sequence", False) and getattr(shape, "has_attention", False))
                or bool(options.get("lora_rank")) or bool(options.get("offload")))
-    if refused:
+    if refused or seq % 2:
         return ()
-    return tuple(sorted({c for n in counts for c in divisors(n) if c > 1 and seq % (2 * c) == 0}))
+    counts = tuple(counts)  # 2·cp divides seq: cp is a divisor of seq/2 (few), then one count it divides
+    return tuple(c for c in divisors(seq // 2) if c > 1 and any(n % c == 0 for n in counts))
 
 
 def _uneven_apply(shape: object, options: Mapping[str, object]) -> bool:

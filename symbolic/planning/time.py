@@ -524,6 +524,10 @@ def infer_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     how, rate = _efficiency(mfu, achieved_tflops)
     options = _layout_options(gpus, options)
     memory = memory_plan(model, "infer", **options)
+    if not memory.model.sequence:  # prefill and decode are steps over a token sequence
+        raise UserError(f"time --mode infer times prefill and decode over a token sequence; {memory.model.name} takes "
+                        "none (its forward's memory: 'symbolic memory --mode infer'; its FLOPs per module: "
+                        "'symbolic time' in training)")
     r = memory.regime
     fl_ = flops(model, seq=r.seq)
     name = memory.model.name
