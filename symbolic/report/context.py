@@ -98,6 +98,13 @@ def count(value: sympy.Rational | int) -> str:
     return f"{float(value):,.0f}" if abs(value) >= 1000 else f"{float(value):.4g}"
 
 
+def whole(ev: Evaluation, unit: str) -> sympy.Rational:
+    """The total as the planner counts it: in bytes, each term rounded up to a whole byte (``Plan.total``)."""
+    if unit != "bytes":
+        return ev.total
+    return sympy.Integer(sum(int(sympy.ceiling(value)) for _, value in ev.terms))
+
+
 def amount(value: sympy.Rational | int, unit: str = "bytes") -> str:
     """IEC bytes ('7.01 GiB') or a grouped count with its unit word."""
     return format_bytes(value) if unit == "bytes" else f"{count(value)} {UNIT_NAMES[unit]}"
@@ -172,7 +179,7 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[
                    if s is not None and s in scenario.given)
     points = [
         f"{_title_case(formula.title)}: {amount(total, formula.unit)} per GPU "
-        f"({count(total)} {UNIT_NAMES[formula.unit]}){' at ' + at if at else ''}.",
+        f"({count(whole(ev, formula.unit))} {UNIT_NAMES[formula.unit]}){' at ' + at if at else ''}.",
     ]
     if scenario.gpus:
         if fits:
@@ -199,8 +206,9 @@ def _summary(scenario: Scenario, ev: Evaluation, ts: Typesetter, plan: Sequence[
     points.extend(scenario.caveats)
     return {
         "peak": _peak_summary(phases, total),
-        "total": amount(total, formula.unit), "total_exact": count(total), "unit": UNIT_NAMES[formula.unit],
-        "at": at, "exact_line": f"{count(total)} {UNIT_NAMES[formula.unit]}" + (f" at {at}" if at else ""), "points": points, "gpus": tables.table(columns, rows), "has_gpus": [1] if scenario.gpus else [],
+        "total": amount(total, formula.unit), "total_exact": count(whole(ev, formula.unit)),
+        "unit": UNIT_NAMES[formula.unit],
+        "at": at, "exact_line": f"{count(whole(ev, formula.unit))} {UNIT_NAMES[formula.unit]}" + (f" at {at}" if at else ""), "points": points, "gpus": tables.table(columns, rows), "has_gpus": [1] if scenario.gpus else [],
         "dominant": {"title": top_term.title, "share": percent(share), "value": amount(top_value, formula.unit),
                      "math": ts.math(printing.latex(top_term.expr))},
     }
@@ -280,7 +288,7 @@ def _calculation(formula: Formula, ev: Evaluation, ts: Typesetter, main: bool = 
     size), so that it lines up with the lines above and can be searched and copied in the PDF.
     """
     lines = calc.lines(formula, ev, ts.measure, CALC_WIDTH_PX, ts.tolerance)
-    result_line = (f"{count(ev.total)} bytes = {format_bytes(ev.total)}" if formula.unit == "bytes"
+    result_line = (f"{count(whole(ev, 'bytes'))} bytes = {format_bytes(ev.total)}" if formula.unit == "bytes"
                    else f"{count(ev.total)} {UNIT_NAMES[formula.unit]}")
     out = []
     for line in lines:
