@@ -47,7 +47,11 @@ Three measurements of one module, one input and one loss function:
       ``profile_memory=True`` for c10's CPU allocator, summed in time order on top of the
       bytes registered before the step. Unlike ``"dispatch"`` it also sees kernel-internal
       allocations made through c10's allocator; it is slower, and events closer together than
-      the profiler's clock resolution keep their recorded order.
+      the profiler's clock resolution keep their recorded order. It also sees the buffers inductor's
+      generated code allocates (``empty_strided_cpu``, below the dispatcher, which ``"dispatch"``
+      misses): each phase is a ``record_function`` range, ``StepPeak.phases`` its peaks, and
+      ``StepPeak.tensor_phases`` the same with each outermost ATen call's events folded into their
+      sum at its end (its own scratch left out, as ``"dispatch"`` leaves it out).
 """
 
 from __future__ import annotations
