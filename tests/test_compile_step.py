@@ -15,7 +15,6 @@ from symbolic.core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
 from symbolic.library import activations_pytorch as pyacts
 from symbolic.library import compiled_step
 
-pytestmark = [pytest.mark.torch]
 PHASES = ("forward", "backward", "optimizer")
 
 
@@ -32,12 +31,14 @@ def _plan(tmp_path, config: dict, batch: int, seq: int) -> planning.Plan:
                          precision="bf16", attn="sdpa", dropout=False, use_cache=False, compile=True)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_compiled_step_phases_within_one_percent(measured, tmp_path, family):
     """Every phase of every point within 1 % of the measured tensors' peak (each ATen call's scratch left out, as
     the eager step's dispatch measurement leaves it out): the moments were read at (2, 32) and (3, 48) and are
     checked at (2, 80) and (3, 20), where the loss's and the head's moments lead again."""
     for point in measured[family]["points"]:
+        assert point["compiled"] == 0 < measured["frames_compiled"]  # compiled before, none while measured
         plan = _plan(tmp_path, measured[family]["config"], point["batch"], point["seq"])
         planned = plan.phase_bytes()
         for phase in PHASES:
@@ -45,6 +46,7 @@ def test_compiled_step_phases_within_one_percent(measured, tmp_path, family):
             assert abs(error) < 0.01, (family, point["batch"], point["seq"], phase, error)
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("family", ["llama", "gpt2"])
 def test_each_backward_moment_leads_where_measured(measured, tmp_path, family):
     """The head's moment leads at B·S = 64 and 60, the loss's at 144 and 160: both moments are exercised."""
@@ -57,6 +59,7 @@ def test_each_backward_moment_leads_where_measured(measured, tmp_path, family):
     assert leaders == {"head", "loss"}
 
 
+@pytest.mark.torch
 def test_the_profiler_sees_inductors_buffers(measured):
     """Inductor's generated code allocates with ``empty_strided_cpu``, below the dispatcher: the profiler sees the
     allocator hand out at least the compiled blocks' saved bytes inside its calls (the formula's per-layer terms)."""
