@@ -1,7 +1,8 @@
 """Torch measurements for ``test_compile_step.py`` (issue 28, ``--compile``): the compiled step's peak by phase.
 
 The tiny bf16 GPT-2 and Llama of ``compile_child.py`` (two layers, sdpa, no dropout, no cache), each block
-compiled by inductor (torchtitan's ``apply_compile``) and the loss too (torchtune's ``compile_loss``), trained
+compiled by inductor (torchtitan's ``apply_compile``), the loss compiled too (torchtune's ``compile_loss``) or
+eager (torchtitan at 9dec370, ``--no-compile-loss``), trained
 with PyTorch's default AdamW (the CPU's single-tensor loop), one thread. Each phase's peak (forward with the
 loss, backward, optimizer) is read from the CPU allocator's own events (``measure.step_peak`` with
 ``method="profiler"``: ``torch.profiler``'s ``profile_memory``, each phase a ``record_function`` range): inductor's
@@ -74,15 +75,17 @@ def _inductor_bytes(torch: object, model: object, ids: object) -> int:
                and any(start <= e.start_ns() <= end for start, end in graphs))
 
 
-def measure_family(torch: object, transformers: object, family: str, loss: object) -> dict:
-    """The compiled step's phases at every point (the profiler), and what inductor's code allocates."""
+def measure_family(torch: object, transformers: object, family: str, losses: dict[str, object]) -> dict:
+    """The compiled blocks' step with each loss (``losses``: compiled, eager) at every point, by phase (the
+    profiler), and what inductor's code allocates in one forward."""
     rows = []
     model, config = _model(torch, transformers, family, backend="inductor")
     for batch, seq in POINTS:
         torch.manual_seed(1)
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         labels = torch.randint(0, config.vocab_size, (batch, seq))
-        rows.append({"batch": batch, "seq": seq, **_step(torch, model, ids, _loss(torch, labels, loss))})
+        rows.append({"batch": batch, "seq": seq,
+                     **{name: _step(torch, model, ids, _loss(torch, labels, fn)) for name, fn in losses.items()}})
     inductor = _inductor_bytes(torch, model, ids)
     return {"config": config.to_dict(), "points": rows, "inductor_forward_bytes": inductor}
 
@@ -95,9 +98,10 @@ def main() -> None:
     def cross_entropy(logits, labels):  # noqa: ANN001, ANN202  (compile_child's loss)
         return functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
-    loss = torch.compile(cross_entropy, backend="inductor", dynamic=True)
+    # torchtune's compile_loss; torchtitan at 9dec370 leaves the loss eager (--no-compile-loss)
+    losses = {"compiled_loss": torch.compile(cross_entropy, backend="inductor", dynamic=True), "eager_loss": cross_entropy}
     start = time.perf_counter()
-    out = {family: measure_family(torch, transformers, family, loss) for family in ("llama", "gpt2")}
+    out = {family: measure_family(torch, transformers, family, losses) for family in ("llama", "gpt2")}
     from torch._dynamo.utils import counters
 
     out.update(layers=LAYERS, seconds=time.perf_counter() - start, frames_compiled=counters["frames"]["ok"])
