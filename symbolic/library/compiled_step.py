@@ -31,9 +31,6 @@ import sympy
 
 from ..core.symbols import B, H, S, V
 
-SRC = "torch-inductor-step"
-WHERE = "compiled step (inductor blocks + compiled loss)"
-
 
 def loss_moment(act_bytes: int) -> sympy.Expr:
     """Over everything saved: the logits' gradient in their dtype and the loss backward's fp32 number per token."""

@@ -33,6 +33,10 @@ which reads the live bytes at every operator and keeps each phase's peak:
 
 The peak is the largest phase: ``StepModel.peak()`` = ``maximum(*phase_exprs().values())``.
 
+With the blocks and the loss compiled (``Setup.compile`` and ``compile_loss``), forward holds the saved tensors
+only and backward's first moments are the compiled loss's and the LM head's (``library.compiled_step``, measured
+with inductor); the rest is as above.
+
 GPT-2 (fp32 and 16 bit, not under autocast) has a third candidate moment in backward, just
 after the LM head, inside the last layer's gelu backward (``_head_moment``): the saved tensors
 less the loss's, the head's, ln_f's and that layer's c_proj input and dropout mask, beside the
