@@ -74,8 +74,8 @@ def _sibling(name: str):  # noqa: ANN202
     return module
 
 
-def _model(torch: object, transformers: object, family: str) -> tuple:
-    """The tiny bf16 model with its blocks compiled, and its config."""
+def _model(torch: object, transformers: object, family: str, backend: str = SAVED_BACKEND) -> tuple:
+    """The tiny bf16 model with its blocks compiled (by ``backend``), and its config."""
     torch.manual_seed(0)
     if family == "llama":
         config = transformers.LlamaConfig(**LLAMA, num_hidden_layers=LAYERS, attn_implementation="sdpa",
@@ -89,7 +89,7 @@ def _model(torch: object, transformers: object, family: str) -> tuple:
         blocks = model.transformer.h
     model = model.to(torch.bfloat16).train()
     for block in blocks:
-        block.compile(backend=SAVED_BACKEND, dynamic=True)
+        block.compile(backend=backend, dynamic=True)
     return model, config
 
 

@@ -80,3 +80,18 @@ def test_results_are_plain_data():
     peak = measure.StepPeak("cpu", "dispatch", 1, 20, (15, 20), "backward", 2)
     data = measure.Measurement(3, 12, saved, peak, "2.13.0").as_dict()
     assert data["saved"]["by_module"] == {"Linear": 10} and data["peak"]["per_step"] == [15, 20]
+
+
+def test_profiler_events_fold_each_aten_calls_scratch_into_its_net():
+    """A kernel's own allocations (here 300 bytes made and freed inside a call) do not count; the tensor it
+    returns (100) counts from the call's end; events outside every call stay as they are."""
+    calls = measure._outermost([(10, 20), (12, 18), (30, 40)])  # the nested call belongs to the first  # noqa: SLF001
+    assert calls == [(10, 20), (30, 40)]
+    memory = [(5, 0, 50), (11, 1, 100), (13, 2, 300), (17, 3, -300), (25, 4, -50), (35, 5, 8), (36, 6, -8)]
+    folded = measure._folded(memory, calls)  # noqa: SLF001
+    assert folded == [(5, 0, 50), (20, -1, 100), (25, 4, -50)]
+    ranges = [(0, 22, "forward"), (23, 50, "backward")]
+    raw, tensors = {}, {}
+    measure._phase_peaks(memory, ranges, 1000, raw)  # noqa: SLF001
+    measure._phase_peaks(folded, ranges, 1000, tensors)  # noqa: SLF001
+    assert raw == {"forward": 1450, "backward": 1108} and tensors == {"forward": 1150, "backward": 1100}

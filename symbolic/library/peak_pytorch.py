@@ -33,6 +33,10 @@ which reads the live bytes at every operator and keeps each phase's peak:
 
 The peak is the largest phase: ``StepModel.peak()`` = ``maximum(*phase_exprs().values())``.
 
+With the blocks and the loss compiled (``Setup.compile`` and ``compile_loss``), forward holds the saved tensors
+only and backward's first moments are the compiled loss's and the LM head's (``library.compiled_step``, measured
+with inductor); the rest is as above.
+
 GPT-2 (fp32 and 16 bit, not under autocast) has a third candidate moment in backward, just
 after the LM head, inside the last layer's gelu backward (``_head_moment``): the saved tensors
 less the loss's, the head's, ln_f's and that layer's c_proj input and dropout mask, beside the
@@ -64,6 +68,7 @@ from ..core.term import Term
 from ..math.extrema import maximum
 from ..math.formula import Formula
 from . import activations_pytorch as act
+from . import compiled_step
 from .registry import register
 
 SRC = "pytorch"
@@ -244,6 +249,7 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
         resident.append(_term("optimizer_state", "SGD momentum buffers", tb * count, where,
                               "torch.clone(grad) at the first step: the parameters' dtype."))
     saved_expr = model.formula.expr
+    compiled = s.compile and s.compile_loss and family != "mlp"
     saved_term = _term("saved", "tensors saved for backward (A_saved)", saved_expr, where,
                        f"pytorch.saved.{family}")
     if family == "mlp" and s.mixed:
@@ -251,9 +257,12 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
         before = saved_expr - sympy.Add(*(t.expr for t in model.formula.terms if t.key.startswith("loss.")))
         forward = [_term("saved_before_loss", "tensors saved for backward before the loss (A_saved less the loss's)",
                          before, where), *_forward_transients(family, s, loss, bias)]
+    elif compiled:  # issue 28: the compiled loss and blocks keep no transients beside what they save
+        forward = [saved_term]
     else:
         forward = [saved_term, *_forward_transients(family, s, loss, bias)]
-    early = saved_expr + _loss_gradients(family, s, loss)
+    moments = compiled_step.backward_moments(s.b, trainable is None) if compiled else [_loss_gradients(family, s, loss)]
+    early = maximum(*(saved_expr + m for m in moments))
     # the end of backward: every gradient, the inputs, and with a tied head the embedding's own
     # gradient beside the head's (buffered until then) and their sum, 2·V·H more
     tied_end = 2 * tb * V * H if tied and family != "mlp" and trainable is None else 0
@@ -268,11 +277,12 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
         else:
             late = late + b * B * d_h
         late = maximum(late, _mlp_up_moment(s, tb, bias))
-    head = _head_moment(family, model, tb) if trainable is None else None
+    head = _head_moment(family, model, tb) if trainable is None and not compiled else None
     backward = [_term("backward_live", "the larger of: everything saved + the loss's first gradients (start of "
                                        "backward) | every gradient + the inputs"
                       + (" + the tied embedding's two V·H gradients" if tied_end else "") + " (end of backward)",
                       maximum(early, late) if head is None else maximum(early, late, head), where,
+                      compiled_step.note() if compiled else
                       "At the start, autograd has freed nothing and the loss's gradients are the largest buffers; at "
                       "the end, every gradient exists and the saved tensors are gone.")]
     if optimizer == "adamw":

@@ -47,7 +47,11 @@ Three measurements of one module, one input and one loss function:
       ``profile_memory=True`` for c10's CPU allocator, summed in time order on top of the
       bytes registered before the step. Unlike ``"dispatch"`` it also sees kernel-internal
       allocations made through c10's allocator; it is slower, and events closer together than
-      the profiler's clock resolution keep their recorded order.
+      the profiler's clock resolution keep their recorded order. It also sees the buffers inductor's
+      generated code allocates (``empty_strided_cpu``, below the dispatcher, which ``"dispatch"``
+      misses): each phase is a ``record_function`` range, ``StepPeak.phases`` its peaks, and
+      ``StepPeak.tensor_phases`` the same with each outermost ATen call's events folded into their
+      sum at its end (its own scratch left out, as ``"dispatch"`` leaves it out).
 """
 
 from __future__ import annotations
@@ -116,11 +120,12 @@ class StepPeak:
     steps: int
     phases: dict[str, int] = field(default_factory=dict)
     alive: dict[str, tuple[tuple[int, str, tuple[int, ...]], ...]] = field(default_factory=dict, compare=False)
+    tensor_phases: dict[str, int] = field(default_factory=dict)  # profiler: each ATen call's scratch left out
 
     def as_dict(self) -> dict[str, object]:
         return {"device": self.device, "method": self.method, "baseline_bytes": self.baseline_bytes,
                 "peak_bytes": self.peak_bytes, "per_step": list(self.per_step), "phase": self.phase,
-                "steps": self.steps, "phases": dict(self.phases)}
+                "steps": self.steps, "phases": dict(self.phases), "tensor_phases": dict(self.tensor_phases)}
 
 
 @dataclass(frozen=True)
@@ -528,29 +533,121 @@ def _cuda_peak(torch: Any, device: Any, module: Any, opt: Any, inputs: Any,
     return StepPeak(str(device), "cuda", baseline, best, tuple(per_step), phase, steps, phases)
 
 
+class _ProfilerPhases:
+    """Marks each phase as a ``record_function`` range, so that the profiler's memory events get a phase."""
+
+    def __init__(self) -> None:
+        self._range: Any = None
+
+    @property
+    def phase(self) -> str:
+        return "" if self._range is None else self._range.name[len(PHASE_MARK):]
+
+    @phase.setter
+    def phase(self, name: str) -> None:
+        from torch.profiler import record_function
+
+        self.close()
+        self._range = record_function(PHASE_MARK + name)
+        self._range.__enter__()
+
+    def close(self) -> None:
+        """End the current phase's range."""
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+            self._range = None
+
+
+PHASE_MARK = "symbolic.phase:"
+
+
+def _phase_of(ranges: list[tuple[int, int, str]], when: int) -> str:
+    """The phase whose marked range holds ``when`` (``setup`` outside every range)."""
+    for start, end, name in ranges:
+        if start <= when <= end:
+            return name
+    return "setup"
+
+
+def _outermost(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges no other range holds, in time order."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(ranges, key=lambda r: (r[0], -r[1])):
+        if out and start <= out[-1][1]:
+            continue
+        out.append((start, end))
+    return out
+
+
+def _folded(memory: list[tuple[int, int, int]], calls: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """``memory`` (time, order, bytes) with each outermost ATen call's events replaced by their sum at its end.
+
+    What a kernel allocates and frees before it returns (its scratch: oneDNN's buffers, the CPU flash-attention
+    kernel's per-thread ones) then never counts, as the dispatch method never sees it; a tensor it returns counts
+    from its end on. Inductor's own buffers are allocated outside any ATen call and stay as they are."""
+    import bisect
+
+    starts = [start for start, _ in calls]
+    net: dict[int, int] = {}
+    out = []
+    for when, order, delta in memory:
+        i = bisect.bisect_right(starts, when) - 1
+        if i >= 0 and when <= calls[i][1]:
+            net[i] = net.get(i, 0) + delta
+        else:
+            out.append((when, order, delta))
+    out += [(calls[i][1], -1, delta) for i, delta in net.items() if delta]
+    return sorted(out)
+
+
+def _phase_peaks(memory: list[tuple[int, int, int]], ranges: list[tuple[int, int, str]], start: int,
+                 peaks: dict[str, int]) -> tuple[int, str]:
+    """The step's peak over ``start`` and its phase; each phase's peak raised in ``peaks``."""
+    current = peak = start
+    phase = "setup"
+    for when, _, delta in memory:
+        current += delta
+        name = _phase_of(ranges, when)
+        peaks[name] = max(peaks.get(name, 0), current)
+        if current > peak:
+            peak, phase = current, name
+    return peak, phase
+
+
 def _profiler_peak(torch: Any, module: Any, opt: Any, inputs: Any,
                    one_step: Callable[[Any], None], steps: int) -> StepPeak:
     from torch.profiler import ProfilerActivity, profile
 
     per_step = []
     baseline = 0
+    best, best_phase = 0, "setup"
+    phase_peaks: dict[str, int] = {}
+    tensor_peaks: dict[str, int] = {}
     for _ in range(steps):
         live = _LiveBytes()
         for t in _existing_state(module, opt, inputs):
             live.track(t)
         if not per_step:
             baseline = live.current
-        start = live.current
+        start = live.current  # before the step: its weak references follow the frees
+        marks = _ProfilerPhases()
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            one_step(None)
-        events = [(e.start_ns(), i, e.nbytes()) for i, e in enumerate(prof.profiler.kineto_results.events())
-                  if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
-        current = peak = start
-        for _, _, delta in sorted(events):
-            current += delta
-            peak = max(peak, current)
+            one_step(marks)
+            marks.close()
+        found = list(prof.profiler.kineto_results.events())
+        ranges = [(e.start_ns(), e.end_ns(), e.name()[len(PHASE_MARK):]) for e in found
+                  if e.name().startswith(PHASE_MARK)]
+        memory = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(found)
+                        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+        peak, phase = _phase_peaks(memory, ranges, start, phase_peaks)
+        calls = _outermost([(e.start_ns(), e.end_ns()) for e in found if e.name().startswith("aten::")])
+        _phase_peaks(_folded(memory, calls), ranges, start, tensor_peaks)
         per_step.append(peak)
-    return StepPeak("cpu", "profiler", baseline, max(per_step), tuple(per_step), "unknown", steps)
+        if peak > best:
+            best, best_phase = peak, phase
+    phases = {k: v for k, v in phase_peaks.items() if k != "setup"}
+    return StepPeak("cpu", "profiler", baseline, max(per_step), tuple(per_step), best_phase, steps, phases,
+                    tensor_phases={k: v for k, v in tensor_peaks.items() if k != "setup"})
 
 
 # --- everything at once --------------------------------------------------------------------
