@@ -10,15 +10,11 @@ exits with ``SKIP`` (77) when torch is missing.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
+import child_main  # this folder: sys.path[0] of a child script
 from modules_child import _cli  # this folder: sys.path[0] of a child script
 
-SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
 # the library child's tiny ViT (transformers), eager attention: the CPU's fused SDPA kernel is not in
@@ -130,18 +126,7 @@ def cli():
 
 
 def main() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:
-        print(f"torch is not installed: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    sys.path.insert(0, str(ROOT))
-    from symbolic.networks import torch_env
-
-    torch_env.ready()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({"cases": cases(), "published": published(), "cli": cli()}, sys.stdout)
+    child_main.run(lambda tmp: {"cases": cases(), "published": published(), "cli": cli()})
 
 
 if __name__ == "__main__":

@@ -9,14 +9,11 @@ shapes other than those its fit used. Writes one JSON object on stdout; exits 77
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
+import child_main  # this folder: sys.path[0] of a child script
 from modules_child import _cli, _measured  # this folder: sys.path[0] of a child script
 
-SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 BERT = {"model_type": "bert", "vocab_size": 128, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "intermediate_size": 64, "max_position_embeddings": 128, "type_vocab_size": 2}
@@ -135,18 +132,7 @@ def cli(tmp):
 
 
 def main() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:
-        print(f"torch is not installed: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    sys.path.insert(0, str(ROOT))
-    from symbolic.networks import torch_env
-
-    torch_env.ready()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({"cases": cases(), "cli": cli(tmp)}, sys.stdout)
+    child_main.run(lambda tmp: {"cases": cases(), "cli": cli(tmp)})
 
 
 if __name__ == "__main__":

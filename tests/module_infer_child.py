@@ -10,16 +10,12 @@ JSON object on stdout; exits 77 when torch is missing.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
+import child_main  # this folder: sys.path[0] of a child script
 from library_modules_child import VIT, _config  # this folder: sys.path[0] of a child script
 from modules_child import _cli
 
-SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
 CNN = f"{DATA}/cnn.py:CNN"
@@ -137,18 +133,7 @@ def cli():
 
 
 def main() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:
-        print(f"torch is not installed: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    sys.path.insert(0, str(ROOT))
-    from symbolic.networks import torch_env
-
-    torch_env.ready()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({"cases": cases(), "cached": cached(), "fits": fits(), "cli": cli()}, sys.stdout)
+    child_main.run(lambda tmp: {"cases": cases(), "cached": cached(), "fits": fits(), "cli": cli()})
 
 
 if __name__ == "__main__":

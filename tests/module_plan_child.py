@@ -9,14 +9,11 @@ Writes one JSON object on stdout; exits with ``SKIP`` (77) when torch is missing
 from __future__ import annotations
 
 import json
-import os
-import sys
-import tempfile
 from pathlib import Path
 
+import child_main  # this folder: sys.path[0] of a child script
 from modules_child import _cli  # this folder: sys.path[0] of a child script
 
-SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
 RATE = ["--gpu", "h100-80gb", "--mfu", "0.4"]
@@ -63,18 +60,7 @@ def bad():
 
 
 def main() -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError as err:
-        print(f"torch is not installed: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    sys.path.insert(0, str(ROOT))
-    from symbolic.networks import torch_env
-
-    torch_env.ready()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["SYMBOLIC_CACHE"] = tmp
-        json.dump({**{name: searched(name) for name in MODELS}, "bad": bad()}, sys.stdout)
+    child_main.run(lambda tmp: {**{name: searched(name) for name in MODELS}, "bad": bad()})
 
 
 if __name__ == "__main__":

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+import child_main  # this folder: sys.path[0] of a child script
 from library_modules_child import _case  # this folder: sys.path[0] of a child script
 
-SKIP = 77
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
 TEXT_TOKENS = 6  # the UNet's encoder_hidden_states length, fixed
@@ -83,20 +81,8 @@ def generative():
 
 
 def main() -> None:
-    try:
-        import torch
-    except ImportError as err:
-        print(f"torch is not installed: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    torch.set_num_threads(1)  # one core: the CPU steps are small, the machine shared
-    sys.path.insert(0, str(ROOT))
-    from symbolic.networks import torch_env
-
-    torch_env.ready()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["SYMBOLIC_CACHE"] = tmp
-        group = json.load(sys.stdin)["group"]
-        json.dump({"vision": vision, "generative": generative}[group](), sys.stdout)
+    child_main.run(lambda tmp: {"vision": vision, "generative": generative}[json.load(sys.stdin)["group"]](),
+                   threads=1)
 
 
 if __name__ == "__main__":
