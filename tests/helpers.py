@@ -43,3 +43,14 @@ def cli_json(argv):
     if code != 0:
         raise RuntimeError(f"symbolic {' '.join(argv)} exited {code}")
     return json.loads(out.getvalue())
+
+
+def layout_flags(lay, seq):
+    """A searched layout (``plan --json``'s row) as ``planning.plan`` keywords at ``seq``: to plan it again."""
+    out = {"batch": lay["micro_batch"], "seq": seq, "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
+           "zero": lay["zero"], "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
+    if lay["sequence_parallel"]:
+        out["sequence_parallel"] = True
+    if lay.get("fsdp"):
+        out["fsdp"] = True
+    return out

@@ -6,7 +6,7 @@ import json
 import random
 
 import pytest
-from helpers import run
+from helpers import layout_flags, run
 
 from symbolic import planning
 from symbolic.planning import search
@@ -21,13 +21,7 @@ def result() -> search.SearchResult:
 
 
 def _flags(lay: dict) -> dict:
-    out = {"batch": lay["micro_batch"], "seq": KW["seq"], "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
-           "zero": lay["zero"], "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
-    if lay["sequence_parallel"]:
-        out["sequence_parallel"] = True
-    if lay.get("fsdp"):
-        out["fsdp"] = True
-    return out
+    return layout_flags(lay, KW["seq"])
 
 
 def test_every_layout_fits_and_is_ranked_by_time(result) -> None:

@@ -10,6 +10,7 @@ import json
 import random
 
 import pytest
+from helpers import layout_flags
 
 from symbolic import planning
 from symbolic.catalogs import gpus
@@ -40,13 +41,7 @@ def found(small: str) -> search.SearchResult:
 
 
 def _flags(lay: dict) -> dict:
-    out = {"batch": lay["micro_batch"], "seq": KW["seq"], "dp": lay["dp"], "tp": lay["tp"], "pp": lay["pp"],
-           "zero": lay["zero"], "recompute": lay["recompute"], "microbatches": lay["grad_accum"]}
-    if lay["sequence_parallel"]:
-        out["sequence_parallel"] = True
-    if lay.get("fsdp"):
-        out["fsdp"] = True
-    return out
+    return layout_flags(lay, KW["seq"])
 
 
 def _uneven(result: search.SearchResult) -> list[dict]:
