@@ -21,16 +21,18 @@ from collections.abc import Iterator
 from typing import Any
 
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
-KERNELS = ("cpu",)  # the devices whose kernels a probe can follow besides the reference path
+KERNELS = ("cpu", "cuda")  # the devices whose kernels a probe can follow besides the reference path
 
 
 @contextlib.contextmanager
 def following(kernels: str | None) -> Iterator[None]:
-    """Within it, the meta device runs ``kernels``' attention ("cpu"); None: the reference path."""
+    """Within it, the meta device runs ``kernels``' attention ("cpu", "cuda": ``cuda_attention``); None: the reference path."""
     if kernels is None:
         yield
         return
-    with cpu_attention():
+    from .cuda_attention import cuda_attention
+
+    with cpu_attention() if kernels == "cpu" else cuda_attention():
         yield
 
 
@@ -45,7 +47,7 @@ def _proxy(t: Any) -> Any:
     return row.expand(t.shape)
 
 
-def _mask(mask: Any, dtype: Any) -> Any:
+def additive_mask(mask: Any, dtype: Any) -> Any:
     """SDPA's additive mask: a boolean one as 0 where attended and -inf elsewhere, in the query's dtype."""
     import torch
 
@@ -55,7 +57,7 @@ def _mask(mask: Any, dtype: Any) -> Any:
     return torch.where(mask, zero, torch.scalar_tensor(float("-inf"), dtype=dtype, device=mask.device))
 
 
-def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def sdpa_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
     out = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
     out.update(zip(names, args))
@@ -109,11 +111,11 @@ def cpu_attention() -> Any:
                 return _mse_storage(func(*args, **kwargs), args, kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
-            a = _arguments(args, kwargs)
+            a = sdpa_arguments(args, kwargs)
             query = a["query"]
             if query.device.type != "meta":
                 return func(*args, **kwargs)
-            a["attn_mask"] = _mask(a["attn_mask"], query.dtype)
+            a["attn_mask"] = additive_mask(a["attn_mask"], query.dtype)
             if not _flash(a):
                 return func(*args, **kwargs)
             return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
