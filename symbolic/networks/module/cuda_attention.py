@@ -196,7 +196,7 @@ def _efficient(a: dict[str, Any]) -> Any:
     """attention.cpp's efficient branch: the mask made additive and expanded, logsumexp saved when grads flow."""
     import torch
 
-    from .kernels import additive_mask
+    from .sdpa import additive_mask
 
     q, k, v = a["query"], a["key"], a["value"]
     mask = additive_mask(a["attn_mask"], q.dtype)
@@ -213,7 +213,7 @@ def cuda_attention(arch: tuple[int, int] = SM90) -> Any:
     import torch
     from torch.overrides import TorchFunctionMode
 
-    from .kernels import sdpa_arguments
+    from .sdpa import sdpa_arguments
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
 

@@ -20,6 +20,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from .cuda_attention import cuda_attention
+from .sdpa import additive_mask, sdpa_arguments
+
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
 KERNELS = ("cpu", "cuda")  # the devices whose kernels a probe can follow besides the reference path
 
@@ -30,8 +33,6 @@ def following(kernels: str | None) -> Iterator[None]:
     if kernels is None:
         yield
         return
-    from .cuda_attention import cuda_attention
-
     with cpu_attention() if kernels == "cpu" else cuda_attention():
         yield
 
@@ -45,24 +46,6 @@ def _proxy(t: Any) -> Any:
     step = int(t.stride(-1)) if t.size(-1) > 1 else 1
     row = torch.empty(int(t.size(-1)) * max(step, 1), dtype=t.dtype)[:: max(step, 1)]
     return row.expand(t.shape)
-
-
-def additive_mask(mask: Any, dtype: Any) -> Any:
-    """SDPA's additive mask: a boolean one as 0 where attended and -inf elsewhere, in the query's dtype."""
-    import torch
-
-    if mask is None or mask.dtype != torch.bool:
-        return mask
-    zero = torch.scalar_tensor(0.0, dtype=dtype, device=mask.device)
-    return torch.where(mask, zero, torch.scalar_tensor(float("-inf"), dtype=dtype, device=mask.device))
-
-
-def sdpa_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    out = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
-    out.update(zip(names, args))
-    out.update(kwargs)
-    return out
 
 
 def _flash(a: dict[str, Any]) -> bool:
