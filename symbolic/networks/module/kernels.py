@@ -11,7 +11,8 @@ nothing of the real size is allocated) and, where it answers flash, runs that ke
 function, which autograd records with its own backward. A boolean mask is first turned into an
 additive one in the query's dtype, as SDPA does before choosing. The same mode gives a reduced
 ``mse_loss`` the CPU's storage: the elementwise losses, alive as long as the loss (a diffusion
-model's loss: B·C·h·w·4 bytes through backward, about 2 % of a tiny DiT's peak).
+model's loss: B·C·h·w·4 bytes through backward, about 2 % of a tiny DiT's peak). ``following("cuda")``
+runs a CUDA GPU's choice instead (``cuda_attention.py``; the default device).
 """
 
 from __future__ import annotations
