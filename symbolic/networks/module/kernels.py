@@ -11,7 +11,8 @@ nothing of the real size is allocated) and, where it answers flash, runs that ke
 function, which autograd records with its own backward. A boolean mask is first turned into an
 additive one in the query's dtype, as SDPA does before choosing. The same mode gives a reduced
 ``mse_loss`` the CPU's storage: the elementwise losses, alive as long as the loss (a diffusion
-model's loss: B·C·h·w·4 bytes through backward, about 2 % of a tiny DiT's peak).
+model's loss: B·C·h·w·4 bytes through backward, about 2 % of a tiny DiT's peak). ``following("cuda")``
+runs a CUDA GPU's choice instead (``cuda_attention.py``; the default device).
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from .cuda_attention import cuda_attention
+from .sdpa import additive_mask, sdpa_arguments
+
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
-KERNELS = ("cpu",)  # the devices whose kernels a probe can follow besides the reference path
+KERNELS = ("cpu", "cuda")  # the devices whose kernels a probe can follow besides the reference path
 
 
 @contextlib.contextmanager
 def following(kernels: str | None) -> Iterator[None]:
-    """Within it, the meta device runs ``kernels``' attention ("cpu"); None: the reference path."""
+    """Within it, the meta device runs ``kernels``' attention ("cpu", "cuda": ``cuda_attention``); None: the reference path."""
     if kernels is None:
         yield
         return
-    with cpu_attention():
+    with cpu_attention() if kernels == "cpu" else cuda_attention():
         yield
 
 
@@ -43,24 +47,6 @@ def _proxy(t: Any) -> Any:
     step = int(t.stride(-1)) if t.size(-1) > 1 else 1
     row = torch.empty(int(t.size(-1)) * max(step, 1), dtype=t.dtype)[:: max(step, 1)]
     return row.expand(t.shape)
-
-
-def _mask(mask: Any, dtype: Any) -> Any:
-    """SDPA's additive mask: a boolean one as 0 where attended and -inf elsewhere, in the query's dtype."""
-    import torch
-
-    if mask is None or mask.dtype != torch.bool:
-        return mask
-    zero = torch.scalar_tensor(0.0, dtype=dtype, device=mask.device)
-    return torch.where(mask, zero, torch.scalar_tensor(float("-inf"), dtype=dtype, device=mask.device))
-
-
-def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
-    out = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False}
-    out.update(zip(names, args))
-    out.update(kwargs)
-    return out
 
 
 def _flash(a: dict[str, Any]) -> bool:
@@ -109,11 +95,11 @@ def cpu_attention() -> Any:
                 return _mse_storage(func(*args, **kwargs), args, kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
-            a = _arguments(args, kwargs)
+            a = sdpa_arguments(args, kwargs)
             query = a["query"]
             if query.device.type != "meta":
                 return func(*args, **kwargs)
-            a["attn_mask"] = _mask(a["attn_mask"], query.dtype)
+            a["attn_mask"] = additive_mask(a["attn_mask"], query.dtype)
             if not _flash(a):
                 return func(*args, **kwargs)
             return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(

@@ -204,7 +204,8 @@ class ModuleNetwork(ModelShape):
     def step_fit(self, dtype: str, device: str | None = None) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
-        ``device`` "cpu": attention as the CPU's kernels run it (``kernels.py``); else the reference path.
+        ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
+        an sm90 GPU); else the reference path.
         """
         kernels = device if device in KERNELS else None
         if (dtype, kernels) not in self._fits:

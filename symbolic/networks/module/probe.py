@@ -24,7 +24,8 @@
 The meta device runs the CPU's composite kernels (dropout keeps a mask of its input's dtype,
 attention written with matmul and softmax keeps its scores): what ``--device cpu`` measures. SDPA
 takes the reference path there; with ``kernels="cpu"`` (``--device cpu``) it runs the CPU's flash
-kernel where the CPU would (``kernels.py``).
+kernel where the CPU would (``kernels.py``), with ``kernels="cuda"`` (the default device) the flash or
+memory-efficient kernel where a CUDA GPU would (``cuda_attention.py``, derived from PyTorch's source).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Small modules for tests/test_modules.py: a dropout MLP, an attention block over S, bad cases."""
+"""Small modules for tests/test_modules.py: a dropout MLP, an attention block over S, bad cases, a tiny SDPA ViT."""
 import torch
 from torch import nn
 
@@ -67,3 +67,38 @@ class Depthwise(nn.Module):
 
     def forward(self, x):
         return self.dw(self.pre(x))
+
+
+class SdpaAttention(nn.Module):
+    """Self-attention through F.scaled_dot_product_attention; ``masked``: an additive float mask, ``p``: dropout."""
+
+    def __init__(self, dim=32, heads=2, p=0.0, masked=False):
+        super().__init__()
+        self.heads, self.p, self.masked = heads, p, masked
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        mask = torch.zeros(s, s, dtype=x.dtype, device=x.device) if self.masked else None
+        y = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.p)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+class TinyViT(nn.Module):
+    """A tiny ViT: 4 × 4 patches, one pre-norm block with SDPA attention, mean-pooled head."""
+
+    def __init__(self, dim=32, heads=2, p=0.0, masked=False, classes=10):
+        super().__init__()
+        self.patch = nn.Conv2d(3, dim, 4, stride=4)
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = SdpaAttention(dim, heads, p, masked)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        x = x + self.attn(self.norm1(x))
+        x = x + self.mlp(self.norm2(x))
+        return self.head(x.mean(1))
