@@ -17,6 +17,7 @@ from symbolic import planning
 from symbolic.core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
 from symbolic.library import activations as acts
 from symbolic.library import activations_pytorch as pyacts
+from symbolic.library import compiled_step
 
 GATED = acts.LayerVariant(flash=True, gated=True, dropout=False)
 
@@ -84,7 +85,26 @@ def test_compile_in_memory_changes_activations_and_logits():
     assert _term(eager, "activations") - _term(compiled, "activations") == 32 * (2 * sb * 14336 - 8 * sb)
     assert _term(compiled, "logits") == 2 * sb * 4096 + 2 * sb * v + 8 * sb  # head input, bf16 logits, stats
     assert "logits_forward" not in compiled.as_dict()["terms"]
-    assert _term(compiled, "loss_gradients") == 2 * sb * v
+    # B·S = 4096 < H·V/(V − H): the LM head's moment leads (compiled_step.head_moment, measured with inductor)
+    assert _term(compiled, "loss_gradients") == 2 * (v * 4096 + sb * 4096) - 8 * sb
+
+
+# the default (Korthikanti) plan's backward under --compile is the measured step's rule (library.compiled_step):
+# everything saved (the forward phase: the compiled step keeps no forward transients) plus the larger of the loss's
+# and the trained head's moment. llama-3-8b: H = 4096, V = 128256, so H·V/(V − H) = 4231.1 tokens.
+@pytest.mark.parametrize(("batch", "leader"), [(1, "head"), (2, "loss")])
+def test_default_plan_backward_under_compile_is_the_measured_rule(batch: int, leader: str) -> None:
+    phases = planning.plan("llama-3-8b", "train", batch=batch, seq=4096, compile=True).as_dict()["phases"]
+    point = {B: batch, S: 4096, H: 4096, V: 128256}
+    moments = {"loss": compiled_step.loss_moment(2).subs(point), "head": compiled_step.head_moment(2).subs(point)}
+    assert max(moments, key=moments.get) == leader
+    assert phases["backward"] == phases["forward"] + max(moments.values())
+
+
+def test_frozen_head_under_compile_has_only_the_loss_moment() -> None:
+    phases = planning.plan("llama-3-8b", "train", batch=1, seq=4096, compile=True, lora_rank=8).as_dict()["phases"]
+    point = {B: 1, S: 4096, H: 4096, V: 128256}
+    assert phases["backward"] - phases["forward"] == compiled_step.loss_moment(2).subs(point)
 
 
 def test_compile_with_ops_and_full_keeps_what_backward_reads_of_what_the_policy_keeps():

@@ -23,6 +23,10 @@ each moment read at two (B, S) points and checked at two others:
 The CPU's own kernels allocate scratch around these moments (the bf16 matmul's fp32 workspace at the LM head,
 4·B·S·H and more, measured in forward and backward): a kernel's workspace, not a tensor, which a GPU's cuBLAS
 does not take from the tensors' pool; left out, as in the eager step.
+
+Under tensor parallelism (the Korthikanti plan's ``tp``, not measured): the logits, their gradient, the loss's
+per-token numbers and the head's weight gradient are split over the vocabulary (``loss_parallel``); the head's
+input gradient is whole on every rank (a column-parallel head's partial sum, before its all-reduce).
 """
 
 from __future__ import annotations
@@ -32,22 +36,22 @@ import sympy
 from ..core.symbols import B, H, S, V
 
 
-def loss_moment(act_bytes: int) -> sympy.Expr:
+def loss_moment(act_bytes: int, tp: sympy.Expr | int = 1) -> sympy.Expr:
     """Over everything saved: the logits' gradient in their dtype and the loss backward's fp32 number per token."""
-    return act_bytes * B * S * V + 4 * B * S
+    return (act_bytes * B * S * V + 4 * B * S) / tp
 
 
-def head_moment(act_bytes: int) -> sympy.Expr:
+def head_moment(act_bytes: int, tp: sympy.Expr | int = 1) -> sympy.Expr:
     """Over everything saved: the head's weight and input gradients, the logits' gradient in place of the saved
     logits (the same bytes), the loss's two fp32 statistics per token freed."""
-    return act_bytes * (V * H + B * S * H) - 8 * B * S
+    return act_bytes * (V * H / tp + B * S * H) - 8 * B * S / tp
 
 
-def backward_moments(act_bytes: int, head_trained: bool) -> list[sympy.Expr]:
+def backward_moments(act_bytes: int, head_trained: bool, tp: sympy.Expr | int = 1) -> list[sympy.Expr]:
     """The compiled step's backward moments over the saved tensors (the head's only when it is trained)."""
-    moments = [loss_moment(act_bytes)]
+    moments = [loss_moment(act_bytes, tp)]
     if head_trained:
-        moments.append(head_moment(act_bytes))
+        moments.append(head_moment(act_bytes, tp))
     return moments
 
 

@@ -468,13 +468,16 @@ def chunked_loss_gradients_term(chunks: int, tp: sympy.Expr | int = 1) -> Term:
                 "Backward runs the chunks' loss branches one after another: one chunk's gradients at a time.")
 
 
-def compiled_loss_gradient_term(act_bytes: int, tp: sympy.Expr | int = 1) -> Term:
-    """The compiled loss's backward: the logits' gradient in their dtype, written by one fused kernel."""
-    return Term("loss_gradients", f"the logits' gradient ({act_bytes} bytes) from the compiled loss's backward",
-                act_bytes * S * B * V / tp, "bytes", "torch-partitioner", "min_cut_rematerialization_partition",
+def compiled_loss_gradient_term(act_bytes: int, tp: sympy.Expr | int = 1, head_trained: bool = True) -> Term:
+    """The compiled loss and head's backward over what is saved: the larger of ``compiled_step``'s moments."""
+    head = " | the LM head's weight and input gradients" if head_trained else ""
+    return Term("loss_gradients", f"compiled loss, backward: max(the logits' gradient ({act_bytes} bytes) and 4 bytes "
+                f"per token{head})", maximum(*compiled_step.backward_moments(act_bytes, head_trained, tp)), "bytes",
+                "torch-partitioner", "min_cut_rematerialization_partition",
                 "The compiled backward recomputes the softmax from the saved logits and statistics and writes the "
-                "gradient in the logits' dtype: no fp32 B·S·V tensor (read from the backward graph; not measured "
-                "on a GPU).")
+                "gradient in the logits' dtype (no fp32 B·S·V tensor); a trained head's weight gradient then "
+                "follows, after the saved logits are freed (library.compiled_step: measured on the CPU with "
+                "inductor; not on a GPU).")
 
 
 def loss_gradients_term(tp: sympy.Expr | int = 1) -> Term:

@@ -26,7 +26,8 @@ A training step (``step_terms``) is the sum of
 
 Assumptions, stated: no communication overlaps computation (an upper bound on the step; Megatron
 and DeepSpeed hide much of the data-parallel traffic behind the backward pass), every link runs
-at the bandwidth the catalogue gives per GPU and direction, FLOPs split evenly over the GPUs,
+at the bandwidth the catalogue gives per GPU and direction, FLOPs split evenly over the GPUs (a pipeline split
+as torchtitan splits it runs at its slowest rank's pace: ``slowest``),
 memory traffic counts the weights read by every pass and the model states read and written once
 by the optimizer (activations' traffic is left out).
 
@@ -98,7 +99,7 @@ def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", not
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
-               schedule: str | None = None) -> list[Term]:
+               schedule: str | None = None, slowest: sympy.Expr | int = 1) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
@@ -106,16 +107,18 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     reads and writes; element sizes are numbers chosen by the training regime. ``cp_width``: context
     parallelism's K/V elements per token and rank (a·d_head/t, K and V repeated to every head), None without it.
     ``schedule``: the pipeline schedule (``--pp-schedule``); ``zbv`` takes the zero-bubble V schedule's bubble.
+    ``slowest``: p × the slowest pipeline rank's share of F_tok (1 when the stages split the FLOPs evenly); the
+    pipeline runs at that rank's pace, and its bubble is on that rank's compute.
     """
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
-    flop_time = flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
+    flop_time = slowest * flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
     passes = 3 if recompute == "full" else 2
     shard = n_d if zero else 1
     traffic = (passes * n_mb * weight_bytes * params + 2 * state_bytes * params / shard) / W_hbm
     compute = sympy.Max(flop_time, traffic, evaluate=False)  # unevaluated: SymPy's Max simplification is slow
     terms = [_s("compute", "roofline: max(FLOPs / (F_peak·η), bytes moved / HBM bandwidth)", compute, "williams2009",
-                "", f"FLOPs: tokens per GPU × F_tok / (t·p); bytes: weights read {passes}× per micro-batch, model "
-                    "states read and written once.")]
+                "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: weights read {passes}× per "
+                    "micro-batch, model states read and written once.")]
     terms.append(_bubble(compute, schedule))
     per_layer = 6 if recompute == "full" else 4
     ring = 2 * (t - 1) / t
@@ -142,6 +145,14 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     if cp_width is not None:
         terms.append(_ring_term(cp_width, recompute, act_bytes))
     return terms
+
+
+def _uneven(slowest: sympy.Expr | int) -> str:
+    """The compute note's words for an uneven pipeline split (empty when even)."""
+    if slowest == 1:
+        return ""
+    return (f" × {float(slowest):.4f}: the slowest pipeline rank's FLOPs over an even share (its layers, and the "
+            "head on the last stage)")
 
 
 def _bubble(compute: sympy.Expr, schedule: str | None) -> Term:

@@ -523,7 +523,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     forward, backward = list(kept), list(kept)
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
-                                                   r.compile and r.compile_loss)
+                                                   r.compile and r.compile_loss, _head_trained(model, r))
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         forward += during_loss
@@ -551,9 +551,13 @@ def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: l
                       tp_s: sympy.Expr | int) -> Term:
     """The compiled chunked loss's backward over what is saved: its loss, head and recompute moments' largest."""
     saved_logits = sympy.Add(*(t.expr for t in kept if t.key == "logits"))
-    head_trained = not (r.lora_rank or (r.freeze_embeddings and model.head == 0))
     return chunked_backward.backward_term(act_bytes, r.logit_chunks, saved_logits,
-                                          sympy.Add(*(t.expr for t in rebuilt)), head_trained, tp_s)
+                                          sympy.Add(*(t.expr for t in rebuilt)), _head_trained(model, r), tp_s)
+
+
+def _head_trained(model: ModelShape, r: Regime) -> bool:
+    """Whether the LM head gets a weight gradient (not under LoRA, nor when it is the frozen tied embedding)."""
+    return not (r.lora_rank or (r.freeze_embeddings and model.head == 0))
 
 
 def _offloaded(model: ModelShape, kept: list[Term], host: list[Term],
@@ -700,10 +704,11 @@ def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> 
 
 
 def _loss_transients(kind: str, act_bytes: int, tp_s: sympy.Expr | int,
-                     chunks: int = 1, compiled: bool = False) -> tuple[list[Term], list[Term]]:
+                     chunks: int = 1, compiled: bool = False,
+                     head_trained: bool = True) -> tuple[list[Term], list[Term]]:
     """(forward, backward) transients of the loss: neither is saved for backward (``acts.logits_terms``)."""
-    if compiled and kind in ("hf", "chunked"):  # the compiled loss saves the logits; its backward writes their gradient
-        return [], [pypeak.compiled_loss_gradient_term(act_bytes, tp_s)]
+    if compiled and kind in ("hf", "chunked"):  # the compiled loss saves the logits; backward: its or the head's moment
+        return [], [pypeak.compiled_loss_gradient_term(act_bytes, tp_s, head_trained)]
     if kind == "chunked":  # torchtune's CEWithChunkedOutputLoss: one fp32 chunk at a time
         return ([pypeak.chunked_logits_forward_term(act_bytes, chunks, tp_s)],
                 [pypeak.chunked_loss_gradients_term(chunks, tp_s)])

@@ -42,7 +42,7 @@ from ..library import timing as tm
 from ..math.formula import Formula, to_plain
 from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape
-from .build import Plan
+from .build import Plan, framework_pipeline, pipeline_stage
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..networks.transformer import ModelSpec
@@ -436,13 +436,31 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           grad_bytes=pr.grad_bytes(r.grads),
                           state_bytes=states if states is not None else sympy.Integer(16),
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
-                          schedule=r.pp_schedule)
+                          schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_))
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
                                 "catalogue's per-direction bandwidth.")
+
+
+def slowest_stage(memory: Plan, fl_: Flops) -> sympy.Rational | int:
+    """p × the slowest pipeline rank's share of the FLOPs per token, under torchtitan's split (1: an even split).
+
+    A rank computes its stages' layers (each the average layer's FLOPs: F_tok less the head's, over L) and, on the
+    last stage, the output head (forward and backward, never recomputed); the embedding lookup has no matmul.
+    """
+    model, r = memory.model, memory.regime
+    if not framework_pipeline(model, r):
+        return 1
+    total = fl_.exact()
+    head = 3 * sum((value for term, value in fl_.forward.evaluate(fl_.forward.restrict(fl_.values)).terms
+                    if term.key == "output"), sympy.Integer(0))
+    layer = (total - head) / model.layers
+    ranks = (pipeline_stage(model, r, rank) for rank in range(r.pp))
+    busiest = max(stage.own_layers * layer + (head if stage.head else 0) for stage in ranks)
+    return sympy.Rational(r.pp * busiest, total)
 
 
 def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, compute: str | None) -> dict[str, object]:
