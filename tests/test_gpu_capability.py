@@ -87,3 +87,14 @@ def test_a_bad_key_on_the_command_line_exits_2_in_one_line(tmp_path, capsys) -> 
     path.write_text(BASE + 'compute_capability = "sm90"\n')
     code, out, err = run(capsys, "memory", "gpt2", "--gpu", str(path))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "compute_capability" in err
+
+
+def test_vllm_budgets_from_a_custom_files_cuda_memory(tmp_path, capsys) -> None:  # noqa: ANN001
+    from symbolic.engines.vllm import DEFAULT_UTILIZATION
+
+    path = tmp_path / "gpu.toml"
+    path.write_text(BASE + 'cuda_memory = "79.18GiB"\n')
+    code, out, _ = run(capsys, "serve", "gpt2", "--engine", "vllm", "--gpu", str(path), "--max-model-len", "1024",
+                       "--json")
+    cuda = int(Fraction("79.18") * 2**30)
+    assert code == 0 and json.loads(out)["budget_bytes"] == -(-cuda * Fraction(str(DEFAULT_UTILIZATION)) // 1)
