@@ -127,6 +127,7 @@ def test_a_planned_gpu_sets_the_arch_of_the_attention_kernels(tmp_path: Path, mo
     (rtx-4090: check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120 refuses flash for 192 < d ≤ 224)."""
     from symbolic import planning
     from symbolic.networks.module import resolve
+    from symbolic.planning.time import train_time
 
     monkeypatch.setenv("SYMBOLIC_CACHE", str(tmp_path))  # one cache for both GPUs: the key must tell them apart
     dim = 200  # one head of 200, a multiple of 8 (no flash padding, efficient's bf16 alignment on sm80+)
@@ -145,3 +146,5 @@ def test_a_planned_gpu_sets_the_arch_of_the_attention_kernels(tmp_path: Path, mo
     assert rtx == common + 8 + 8  # efficient: seed and offset (), int64
     assert any("attention as on sm89" in n and "--gpu" in n for n in rtx_notes)
     assert not any("attention as on sm" in n for n in h100_notes)
+    timed = train_time(net, "rtx-4090", mfu=0.4, batch=BATCH, precision="bf16").memory  # `time`, `plan`
+    assert timed.saved.as_dict(timed.values)["terms"]["attn"] == rtx
