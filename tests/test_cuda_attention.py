@@ -120,3 +120,31 @@ def test_the_planner_follows_the_gpu_by_default(tmp_path: Path, monkeypatch: pyt
     cpu = planning.plan(net, "train", batch=BATCH, precision="fp32", device="cpu").activation_bytes
     cuda = sum(probe.trace(source, BATCH, SIZES, "float32", kernels="cuda").saved.values())
     assert default == cuda != cpu
+
+
+def test_a_planned_gpu_sets_the_arch_of_the_attention_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Head dim 200 in bf16 with gradients: flash on sm90 (h100-80gb, and without --gpu); memory-efficient on sm89
+    (rtx-4090: check_requires_grad_and_head_dim_gt192_constraints_on_sm86_89_or_120 refuses flash for 192 < d ≤ 224)."""
+    from symbolic import planning
+    from symbolic.networks.module import resolve
+    from symbolic.planning.time import train_time
+
+    monkeypatch.setenv("SYMBOLIC_CACHE", str(tmp_path))  # one cache for both GPUs: the key must tell them apart
+    dim = 200  # one head of 200, a multiple of 8 (no flash padding, efficient's bf16 alignment on sm80+)
+    source = files.file_source(VIT, {"dim": dim, "heads": 1}, files.parse_inputs(["x=B,3,H,W"]), "cross-entropy",
+                               SIZES)
+    net = resolve.module_network(source)
+
+    def attn(gpu: str | None) -> tuple[int, list[str]]:
+        plan = planning.plan(net, "train", gpu, batch=BATCH, precision="bf16")
+        return plan.saved.as_dict(plan.values)["terms"]["attn"], plan.notes
+
+    # by hand (see _flash and _efficient): qkv's B·L·3d storage, the B·L·d output, B·1·L fp32 logsumexp, seeds
+    common = BATCH * TOKENS * 3 * dim * 2 + BATCH * TOKENS * dim * 2 + BATCH * TOKENS * 4
+    (h100, h100_notes), (rtx, rtx_notes), (plain, _) = attn("h100-80gb"), attn("rtx-4090"), attn(None)
+    assert h100 == plain == common + 2 * 8 + 8  # flash: philox seed (2,) and offset (), uint64
+    assert rtx == common + 8 + 8  # efficient: seed and offset (), int64
+    assert any("attention as on sm89" in n and "--gpu" in n for n in rtx_notes)
+    assert not any("attention as on sm" in n for n in h100_notes)
+    timed = train_time(net, "rtx-4090", mfu=0.4, batch=BATCH, precision="bf16").memory  # `time`, `plan`
+    assert timed.saved.as_dict(timed.values)["terms"]["attn"] == rtx

@@ -32,6 +32,9 @@ class GPU:
     # CUDA's total (cudaMemGetInfo), what serving engines budget from; None where no reading is published
     cuda_bytes: int | None = None
     cuda_source: str = ""
+    # CUDA compute capability (major, minor), which decides the attention kernels PyTorch runs; None: not CUDA
+    compute_capability: tuple[int, int] | None = None
+    capability_source: str = ""
 
     @property
     def gib(self) -> float:
@@ -57,7 +60,14 @@ class GPU:
                 "gpus_per_node": self.gpus_per_node, "rates_source": self.rates_source,
                 "cuda_bytes": self.cuda_bytes,
                 "cuda_gib": None if self.cuda_bytes is None else round(self.cuda_bytes / 2**30, 3),
-                "cuda_source": self.cuda_source}
+                "cuda_source": self.cuda_source, "compute_capability": self.capability,
+                "capability_source": self.capability_source}
+
+    @property
+    def capability(self) -> str | None:
+        """The compute capability as NVIDIA writes it ("8.9"), None where the GPU has none."""
+        cc = self.compute_capability
+        return None if cc is None else f"{cc[0]}.{cc[1]}"
 
     def peak_flops(self, dtype: str) -> float:
         """Peak dense FLOP/s in ``dtype``; a one-line error when the datasheet gives none."""

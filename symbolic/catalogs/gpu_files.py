@@ -9,6 +9,8 @@ Example (``--gpu my-gpu.toml``)::
     nvlink_bandwidth = 4.5e11              # bytes/s per direction (half the datasheet's total)
     network_bandwidth = 5e10               # bytes/s per GPU and direction
     gpus_per_node = 8
+    cuda_memory = "79.18GiB"               # CUDA's total (cudaMemGetInfo), what serving engines budget from
+    compute_capability = "9.0"             # NVIDIA's, which decides the attention kernels PyTorch runs
     [flops]                                # peak dense FLOP/s per dtype
     bf16 = 9.895e14
     fp8 = 1.979e15
@@ -17,11 +19,14 @@ Unknown keys, missing fields and numbers out of range are one-line errors; nothi
 Memory, however given, must come to 1 byte to 2**80 bytes (1 YiB, the range of every size the
 project reads, ``units.MAX_BYTES``) after conversion, a fraction of a byte dropped; every rate
 (FLOP/s, bytes/s) must be from 1 to 1e30 per second (``values.MAX_VALUE``, the largest value any
-formula takes).
+formula takes). ``cuda_memory`` is a size with its unit, read by the project's size parser
+(``units.floor_size``: a fraction of a byte dropped), at most the memory given; ``compute_capability``
+is "MAJOR.MINOR" as NVIDIA writes it (https://developer.nvidia.com/cuda-gpus).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,7 +34,7 @@ import tomllib
 
 from .. import formats
 from ..core.errors import InputFileError, single_line
-from ..core.units import MAX_BYTES
+from ..core.units import MAX_BYTES, SizeError, floor_size
 from ..core.userfiles import parse_toml, read_user_file
 from ..core.values import LIMIT_TEXT, MAX_VALUE
 from .gpu import GPU
@@ -37,7 +42,7 @@ from .gpu import GPU
 DTYPES = formats.RATE_KEYS  # the [flops] keys a custom GPU may give
 MAX_FILE = 64 * 1024  # bytes of a GPU description: a few lines of TOML
 _KEYS = {"name", "title", "memory_bytes", "memory_gib", "memory_gb", "source", "note", "hbm_bandwidth",
-         "nvlink_bandwidth", "network_bandwidth", "gpus_per_node", "flops"}
+         "nvlink_bandwidth", "network_bandwidth", "gpus_per_node", "flops", "cuda_memory", "compute_capability"}
 
 
 SCALES = {"memory_bytes": 1, "memory_gib": 2**30, "memory_gb": 10**9}  # bytes per unit of each memory key
@@ -59,6 +64,36 @@ def _memory(where: str, key: str, value: object) -> int:
     if not 1 <= scaled <= MAX_BYTES:  # NaN fails too; inf and 1e300 fail before int() would overflow
         raise InputFileError(f"{where}: {key} = {value!r} is out of range: memory must be {MEMORY_RANGE}")
     return int(scaled)
+
+
+def _cuda_memory(where: str, value: object, size: int) -> dict[str, object]:
+    """``cuda_bytes`` from ``cuda_memory`` ("79.18GiB", a unit needed), at most the GPU's memory; {} when not given."""
+    if value is None:
+        return {}
+    if not isinstance(value, str):
+        raise InputFileError(f"{where}: cuda_memory must be a size with its unit in quotes, such as \"79.18GiB\", "
+                             f"got {value!r}")
+    try:
+        cuda, _ = floor_size(value.strip(), flag="cuda_memory")
+    except SizeError as err:
+        said = str(err) if str(err).startswith("cuda_memory") else f"cuda_memory: {err}"
+        raise InputFileError(f"{where}: {said}") from None
+    if cuda > size:
+        raise InputFileError(f"{where}: cuda_memory ({cuda:,} bytes) is more than the GPU's memory ({size:,} bytes); "
+                             "CUDA's total is at most the board's")
+    return {"cuda_bytes": cuda, "cuda_source": "cuda_memory in the custom GPU file"}
+
+
+def _capability(where: str, value: object) -> dict[str, object]:
+    """``compute_capability`` from "MAJOR.MINOR" ("9.0"); {} when not given."""
+    if value is None:
+        return {}
+    match = re.fullmatch(r"(\d{1,2})\.(\d)", value.strip()) if isinstance(value, str) else None
+    if match is None or int(match.group(1)) < 1:
+        raise InputFileError(f"{where}: compute_capability must be \"MAJOR.MINOR\" in quotes as NVIDIA writes it "
+                             f"(\"8.9\", \"9.0\"), got {value!r}")
+    return {"compute_capability": (int(match.group(1)), int(match.group(2))),
+            "capability_source": "compute_capability in the custom GPU file"}
 
 
 def _prose(text: object) -> str:
@@ -95,7 +130,8 @@ def from_mapping(data: Mapping[str, object], where: str = "custom GPU") -> GPU:
     name, source = single_line(name.strip()), _prose(source)
     return GPU(name, _prose(data.get("title", name)), f"{size:,} bytes (custom)", size, "custom", source,
                _prose(data.get("note", "")), flops={k: _rate(where, f"flops.{k}", v) for k, v in flops.items()},
-               gpus_per_node=per_node, rates_source=source, **rates)
+               gpus_per_node=per_node, rates_source=source, **rates,
+               **_cuda_memory(where, data.get("cuda_memory"), size), **_capability(where, data.get("compute_capability")))
 
 
 def load_gpu(path: str) -> GPU:

@@ -17,7 +17,9 @@ label, and says which number it stores (``basis``):
 
 Beside it, ``cuda_bytes``: CUDA's own total where readings are published (``cuda_totals``), the
 number serving engines read (vLLM's budget, SGLang's free memory, llama.cpp's buffers), chosen from
-the readings by a stated rule. Training plans keep ``bytes`` (see ``catalogs.budget``).
+the readings by a stated rule. Training plans keep ``bytes`` (see ``catalogs.budget``). And
+``compute_capability``: NVIDIA's (``capabilities``), which decides the attention kernels a torch
+module's planned step runs on the GPU.
 
 Nothing here is measured by this project; every entry names its source.
 """
@@ -70,10 +72,12 @@ _ENTRIES = (
         "(205822885888) in the same source"),
 )
 
+from .capabilities import capability_fields  # noqa: E402  (the compute capability: which attention kernels run)
 from .cuda_totals import cuda_fields  # noqa: E402  (CUDA's total, which serving engines read)
 from .rates import RATES  # noqa: E402  (the time half: one table beside the memory one)
 
-GPUS: dict[str, GPU] = {g.name: replace(g, **RATES.get(g.name, {}), **cuda_fields(g.name)) for g in _ENTRIES}
+GPUS: dict[str, GPU] = {g.name: replace(g, **RATES.get(g.name, {}), **cuda_fields(g.name), **capability_fields(g.name))
+                        for g in _ENTRIES}
 # Names people also say, where they name one entry. "h100" is not one of them: it names the
 # 80 GB SXM5 and the 94 GB NVL, and a lookup that picked one would plan against the wrong size.
 ALIASES = {"h100-sxm": "h100-80gb", "h100-nvl": "h100-94gb", "h200": "h200-141gb", "4090": "rtx-4090",

@@ -195,7 +195,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     if getattr(args, "check", False) and not args.gpu:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")
     gpu = budget_of(args)
-    plan = planning.plan(model_of(args), args.mode, **plan_options(args))
+    plan = planning.plan(model_of(args), args.mode, gpu, **plan_options(args))
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
         plan = plan.with_terms(terms, values)
@@ -376,15 +376,17 @@ def cmd_gpus(args: argparse.Namespace) -> int:
     def rate(value: float | None, scale: float, digits: int) -> str:
         return f"{value / scale:,.{digits}f}" if value else ""
 
-    rows = [("name", "bytes", "GiB", "GB", "vendor says", "basis", "CUDA GiB", "bf16 TFLOP/s", "HBM TB/s")]
+    rows = [("name", "bytes", "GiB", "GB", "vendor says", "basis", "CUDA GiB", "sm", "bf16 TFLOP/s", "HBM TB/s")]
     rows += [(g.name, f"{g.bytes:,}", f"{g.gib:.2f}", f"{g.gb:.2f}", g.vendor_label, g.basis,
-              "" if g.cuda_bytes is None else f"{g.cuda_bytes / 2**30:.2f}",
+              "" if g.cuda_bytes is None else f"{g.cuda_bytes / 2**30:.2f}", g.capability or "",
               rate(g.flops.get("bf16"), 1e12, 1), rate(g.hbm_bandwidth, 1e12, 2)) for g in gpus]
-    print(table(rows, "<>>><<>>>"))
+    print(table(rows, "<>>><<>>>>"))
     print("bytes: nvidia-smi memory.total (MiB × 2²⁰) or rocm-smi VRAM total as quoted in each source; 'vendor' where "
           "no device report was found. CUDA GiB: CUDA's own total (cudaMemGetInfo), what vLLM, SGLang and llama.cpp "
           "read, the median of published readings (blank: none found, the engines use 'bytes' and say so); training "
-          "plans use 'bytes'. The CUDA context takes a few hundred MiB more. Rates: peak dense bf16 and memory "
+          "plans use 'bytes'. The CUDA context takes a few hundred MiB more. sm: the compute capability, from NVIDIA's CUDA "
+          "GPUs table (https://developer.nvidia.com/cuda-gpus; blank: not a CUDA GPU), which decides the attention "
+          "kernels a torch module's planned step runs. Rates: peak dense bf16 and memory "
           "bandwidth from each datasheet or architecture whitepaper "
           "(blank where the catalogue has none; 'symbolic time' uses them). 'symbolic gpus --json' gives each source and the other dtypes.")
     return 0

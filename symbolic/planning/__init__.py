@@ -73,7 +73,7 @@ change nothing and what the plan leaves out. Approximations are named where they
 
 from __future__ import annotations
 
-from ..catalogs import GPU, GPUS, Budget
+from ..catalogs import GPU, GPUS, Budget, as_budget
 from ..catalogs import get as gpu
 from ..catalogs import make_budget as budget
 from ..networks.network import Network, load
@@ -91,15 +91,27 @@ DEFAULTS: dict[str, object] = _options.defaults()
 CHOICES: dict[str, tuple[object, ...]] = _options.choices()
 
 
-def plan(model: object, mode: str = "train", **options: object) -> Plan:
-    """Per-GPU memory of ``model`` under the given choices (see the module docstring)."""
+def plan(model: object, mode: str = "train", gpu: object = None, **options: object) -> Plan:
+    """Per-GPU memory of ``model`` under the given choices (see the module docstring).
+
+    ``gpu`` (a catalogue name, GPU or Budget): the GPU planned for, whose compute capability decides a
+    probed torch module's attention kernels (``on_gpu``); the fit against it stays ``plan.fit(gpu)``.
+    """
     shape = load(model)
-    return build(shape, resolve(shape, mode, **options))
+    return build(shape, on_gpu(resolve(shape, mode, **options), gpu))
 
 
-def _maker(mode: str):  # noqa: ANN202
+def on_gpu(regime: Regime, gpu: object) -> Regime:
+    """``regime`` on ``gpu``: its compute capability kept where it has one (None, a capacity: sm90 stays)."""
+    if gpu is None:
+        return regime
+    arch = as_budget(_gpu(gpu)).gpu.compute_capability
+    return regime if arch is None else regime.replace(cuda_arch=arch)
+
+
+def _maker(mode: str, gpu: object = None):  # noqa: ANN202
     def make(shape: ModelShape, **options: object) -> Plan:
-        return build(shape, resolve(shape, mode, **options))
+        return build(shape, on_gpu(resolve(shape, mode, **options), gpu))
     return make
 
 
@@ -129,27 +141,27 @@ def _gpu(value: object) -> GPU | Budget:
 def fit_batch(model: object, gpu_name: object, mode: str = "train", **options: object) -> Answer:
     """Largest batch (micro-batch per GPU, or concurrent sequences when serving) that fits."""
     shape = load(model)
-    return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "batch", options)
+    return _fit.largest(_maker(mode, gpu_name), shape, _gpu(gpu_name), "batch", options)
 
 
 def fit_seq(model: object, gpu_name: object, mode: str = "train", **options: object) -> Answer:
     """Largest sequence length (context) that fits."""
     shape = load(model)
-    return _fit.largest(_maker(mode), shape, _gpu(gpu_name), "seq", options)
+    return _fit.largest(_maker(mode, gpu_name), shape, _gpu(gpu_name), "seq", options)
 
 
 def fit_size(model: object, gpu_name: object, names: tuple[str, ...], mode: str = "train", question: str = "size",
              **options: object) -> Answer:
     """Largest input sizes ``names`` (a module's S, or H and W keeping their ratio) that fit, on their stride."""
     shape = load(model)
-    return _fit.largest_size(_maker(mode), shape, _gpu(gpu_name), names, mode, question, options)
+    return _fit.largest_size(_maker(mode, gpu_name), shape, _gpu(gpu_name), names, mode, question, options)
 
 
 def fit_gpus(model: object, gpu_name: object, mode: str = "train", over: str = "auto",
              **options: object) -> Answer:
     """Fewest GPUs: over data parallel with ZeRO (stage 3 unless given), or the tp/pp degree."""
     shape = load(model)
-    return _fit.fewest(_maker(mode), shape, _gpu(gpu_name), over, mode, options)
+    return _fit.fewest(_maker(mode, gpu_name), shape, _gpu(gpu_name), over, mode, options)
 
 
 def gpus() -> list[GPU]:

@@ -43,6 +43,7 @@ from ..library import activations_pytorch as pyacts
 from ..library import peak_pytorch as pypeak
 from ..math import extrema
 from ..math.formula import Formula
+from ..networks.module import cuda_attention
 from ..networks.shape import ModelShape
 from ..text import printing
 from . import finetune
@@ -74,10 +75,15 @@ class SavedActivations:
         return {
             "activation_bytes": _whole(evaluation.total), "family": self.family, "formula": self.formula.key,
             "precision": self.setup.precision, "attn": self.setup.attn, "device": self.setup.device,
-            "kernel": self.setup.kernel, "dropout": sorted(self.setup.dropout),
+            "kernel": self.setup.kernel, "cuda_arch": _arch_text(self.setup.cuda_arch), "dropout": sorted(self.setup.dropout),
             "activation": self.setup.activation, "terms": {t.key: _whole(v) for t, v in evaluation.terms},
             "note": self.note,
         }
+
+
+def _arch_text(arch: tuple[int, int] | None) -> str | None:
+    """A compute capability as NVIDIA writes it ("8.9"); None where the plan assumed none (sm90 for modules)."""
+    return None if arch is None else f"{arch[0]}.{arch[1]}"
 
 
 def _whole(value: sympy.Expr) -> int:
@@ -98,9 +104,11 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, dropout=frozenset())
     if regime.compile:  # issue 28: compiled blocks and loss (the regime checked the setup)
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
+    if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
+        setup = replace(setup, cuda_arch=regime.cuda_arch)
     own = model.pytorch_saved(setup, _refused(regime))
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
-        return SavedActivations(family, own.setup, own.formula, note, model.label)
+        return SavedActivations(family, own.setup, own.formula, note or arch_note(own.setup), model.label)
     model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
         model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))
@@ -109,6 +117,15 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
     return SavedActivations(family, model_saved.setup, formula, note, "" if model.sequence else model.label)
+
+
+def arch_note(setup: pyacts.Setup) -> str:
+    """What a probed module's attention assumed of the GPU named with --gpu (its compute capability); "" for sm90."""
+    arch = setup.cuda_arch
+    if arch is None or setup.device != "cuda" or tuple(arch) == cuda_attention.SM90:
+        return ""
+    return (f"attention as on sm{arch[0]}{arch[1]}, the compute capability of the GPU given with --gpu: "
+            f"{cuda_attention.rules(arch)}; so the saved tensors depend on --gpu (sm90 without it)")
 
 
 def _refused(regime: Regime) -> tuple[str, ...]:

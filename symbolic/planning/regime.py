@@ -80,6 +80,9 @@ class Regime:
     serving: ServingOptions = ServingOptions()
     implementation: ImplementationOptions = ImplementationOptions()
     sequence: bool = field(default=True, compare=False)  # the network takes a token sequence (Network.sequence)
+    # the planned GPU's compute capability where --gpu names one with it: the attention kernels a probed torch
+    # module's CUDA step runs (None: sm90 assumed); see planning.on_gpu
+    cuda_arch: tuple[int, int] | None = None
     defaulted: tuple[str, ...] = field(default=(), compare=False)
     notes: tuple[str, ...] = field(default=(), compare=False)
 

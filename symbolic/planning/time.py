@@ -378,7 +378,7 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
     """
     from . import plan as memory_plan
 
-    memory = memory_plan(model, "train", **options)
+    memory = memory_plan(model, "train", gpu, **options)  # its compute capability: a module's attention kernels
     r = memory.regime
     if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "

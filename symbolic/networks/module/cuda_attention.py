@@ -16,7 +16,7 @@ logsumexp's L rounded up to a multiple of 32 (at most 31 fp32 rows per head more
 rounded up to a multiple of 16 (``expanded_mask``).
 
 Derived from the source, not measured (no GPU here). The GPU is assumed sm90 (H100/H200, ``SM90``);
-``arch`` changes it. Not modelled: cuDNN attention, which torch tries first on sm90/sm100 when the
+``arch`` changes it: a plan with ``--gpu`` passes that GPU's compute capability (``catalogs.capabilities``). Not modelled: cuDNN attention, which torch tries first on sm90/sm100 when the
 runtime cuDNN is newer than 9.15.0 (``check_prefer_cudnn_attention``): for mask-free attention its
 meta function saves the same output, B·heads·L fp32 logsumexp and seeds as flash; with a mask it
 keeps the mask as given. Grouped-query attention through efficient attention takes the reference
@@ -122,6 +122,19 @@ def can_efficient(a: dict[str, Any], arch: tuple[int, int]) -> bool:
         return False
     dtypes = (torch.float16, torch.float32, torch.bfloat16) if arch >= (8, 0) else (torch.float16, torch.float32)
     return q.dtype in dtypes
+
+
+def rules(arch: tuple[int, int]) -> str:
+    """What the dispatcher's checks do on ``arch`` that they do not on sm90, in a sentence (for a plan's note)."""
+    if not _within(arch, EFFICIENT_ARCH):
+        return "neither fused kernel runs there (flash needs sm80–sm121, memory-efficient sm50–sm121): the math path"
+    if not _within(arch, FLASH_ARCH):
+        return ("no flash attention (it needs sm80–sm121): memory-efficient attention where its checks pass "
+                "(fp16 or fp32, no bf16 below sm80), else the math path")
+    if any(_within(arch, r) for r in SM86_89_120):
+        return ("memory-efficient attention where flash needs head dims > 192 with gradients (flash's backward there "
+                "takes up to 192, or above 224 without dropout), else flash as on sm90")
+    return "flash where its checks pass, else memory-efficient, as on sm90"
 
 
 def choose(a: dict[str, Any], arch: tuple[int, int] = SM90) -> str:

@@ -21,20 +21,32 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from .cuda_attention import cuda_attention
+from .cuda_attention import SM90, cuda_attention
 from .sdpa import additive_mask, sdpa_arguments
 
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
 KERNELS = ("cpu", "cuda")  # the devices whose kernels a probe can follow besides the reference path
 
 
+def cuda_kernels(arch: tuple[int, int] | None) -> str:
+    """The kernels of a CUDA GPU of compute capability ``arch``: "cuda" for sm90 (and None), else "cuda-sm89"."""
+    return "cuda" if arch is None or tuple(arch) == SM90 else f"cuda-sm{arch[0]}{arch[1]}"
+
+
+def cuda_arch(kernels: str) -> tuple[int, int]:
+    """The compute capability ``cuda_kernels`` wrote into ``kernels`` (sm90 for plain "cuda")."""
+    digits = kernels.removeprefix("cuda-sm")
+    return SM90 if kernels == "cuda" else (int(digits[:-1]), int(digits[-1]))
+
+
 @contextlib.contextmanager
 def following(kernels: str | None) -> Iterator[None]:
-    """Within it, the meta device runs ``kernels``' attention ("cpu", "cuda": ``cuda_attention``); None: the reference path."""
+    """Within it, the meta device runs ``kernels``' attention ("cpu"; "cuda", "cuda-sm89": ``cuda_attention`` on that
+    compute capability); None: the reference path."""
     if kernels is None:
         yield
         return
-    with cpu_attention() if kernels == "cpu" else cuda_attention():
+    with cpu_attention() if kernels == "cpu" else cuda_attention(cuda_arch(kernels)):
         yield
 
 

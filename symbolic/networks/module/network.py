@@ -42,7 +42,7 @@ from ...math.formula import Formula
 from ..shape import ModelShape
 from . import cache, flops, inference, probe
 from .files import package_version
-from .kernels import KERNELS
+from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
 FAMILY = "module"  # the saved-tensor model's key (pytorch.saved.module, pytorch.peak.module)
@@ -201,13 +201,16 @@ class ModuleNetwork(ModelShape):
         """The input sizes' values the plan uses (the source's, with --set's)."""
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
-    def step_fit(self, dtype: str, device: str | None = None) -> tuple[probe.StepFit, int, bool]:
+    def step_fit(self, dtype: str, device: str | None = None,
+                 arch: tuple[int, int] | None = None) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
-        an sm90 GPU); else the reference path.
+        a GPU of compute capability ``arch``, sm90 when None); else the reference path.
         """
         kernels = device if device in KERNELS else None
+        if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
+            kernels = cuda_kernels(arch)
         if (dtype, kernels) not in self._fits:
             source = self.module_source
 
@@ -328,7 +331,7 @@ class ModuleNetwork(ModelShape):
         from ...library import activations_pytorch as act
 
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device)
+        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -353,7 +356,7 @@ class ModuleNetwork(ModelShape):
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
                      in_backward: bool = False) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device)
+        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
         tb = setup.param_bytes
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
