@@ -60,6 +60,11 @@ def _module(ref: Any) -> Any:
     return resolve.module_network(resolve.with_sizes(source, dict(ref.sizes), ref.loss))
 
 
+def module_network(ref: Any) -> Any:
+    """The probed network of a report's torch module model, for the plan section too (the probe's cache answers)."""
+    return _module(ref)
+
+
 def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:
     """The report's scenario for a real model, from ``planning.plan``."""
     builtin = [name for name in spec.values if symtab.info(name).unit != "user"]
