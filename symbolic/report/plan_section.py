@@ -121,9 +121,9 @@ def _chart(layouts: list[dict[str, Any]], frontier: list[int], by_cost: bool, un
 def _model(spec: Any) -> Any:
     """What the search plans: a torch module's probed network (as the memory part builds it), else the name or path."""
     if spec.model.module:
-        from .planned import module_network
+        from . import module_model
 
-        return module_network(spec.model)
+        return module_model.network(spec.model)
     return str(spec.model.path) if spec.model.path else spec.model.name
 
 
