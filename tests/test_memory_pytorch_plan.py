@@ -102,8 +102,10 @@ def test_what_is_not_modelled_is_a_one_line_error(options, message) -> None:
 def test_moe_and_inference_are_errors() -> None:
     with pytest.raises(ValueError, match="mixture-of-experts"):
         planning.plan("mixtral-8x7b", activations="pytorch")
-    with pytest.raises(ValueError, match="apply to mode train"):
+    with pytest.raises(ValueError, match="attn applies to mode train"):
         planning.plan("gpt2", mode="infer", attn="eager", device="cpu")
+    with pytest.raises(ValueError, match="device applies in mode infer to a torch module's forward"):  # a formula's
+        planning.plan("gpt2", mode="infer", device="cpu")
 
 
 def test_attn_and_device_change_nothing_elsewhere() -> None:
@@ -203,7 +205,7 @@ def test_fit_for_batch_seq_and_gpus(capsys, gpt2_l4_batch) -> None:
     (["memory", "gpt2", "--activations", "pytorch", "--pp", "2"], "pipeline parallelism"),
     (["memory", "gpt2", "--activations", "pytorch", "--recompute", "selective"], "recompute selective"),
     (["memory", "mixtral-8x7b", "--activations", "pytorch"], "mixture-of-experts"),
-    (["memory", "gpt2", "--mode", "infer", "--device", "cpu"], "applies to mode train"),
+    (["memory", "gpt2", "--mode", "infer", "--device", "cpu"], "device applies in mode infer to a torch module's"),
 ])
 def test_cli_errors_are_one_line(capsys, argv, message) -> None:
     code, _, err = run(capsys, *argv)

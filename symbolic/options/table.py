@@ -147,6 +147,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("cuda_module_loading", "both", "choice", "lazy", "the CUDA context as CUDA_MODULE_LOADING loads "
            "kernels: lazy (PyTorch's default since 1.13, about 400 MB) or eager (every kernel at start-up, "
            "more than 1000 MB) (default lazy)", tuple(_runtime.CONTEXT_BY_LOADING), concern="implementation"),
+    Option("device", "both", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
+                                               "autograd keeps; a torch module's forward in --mode infer: whose "
+                                               "attention kernels it runs (default cuda)", tuple(_pyacts.DEVICES),
+           concern="implementation"),
     Option("precision", "train", "choice", "bf16-mixed", "default bf16-mixed", tuple(_prec.PRECISIONS),
            concern="training"),
     Option("optimizer", "train", "choice", "adamw", "default adamw", tuple(_optim.OPTIMIZERS), concern="training"),
@@ -175,9 +179,6 @@ OPTIONS: tuple[Option, ...] = (
            tuple(_acts.MODELS), concern="training"),
     Option("attn", "train", "choice", "sdpa", "with --activations pytorch: attention implementation (default sdpa)",
            tuple(_pyacts.ATTENTION), concern="implementation"),
-    Option("device", "train", "choice", "cuda", "with --activations pytorch: where the step runs, which changes what "
-                                                "autograd keeps (default cuda)", tuple(_pyacts.DEVICES),
-           concern="implementation"),
     Option("use_cache", "train", "flag", None, "with --activations pytorch: transformers keeps every layer's K and V "
                                                "during training (default: the config's use_cache, true unless "
                                                "recompute full, i.e. gradient checkpointing)",

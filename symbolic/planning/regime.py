@@ -136,7 +136,8 @@ for _option in opts.OPTIONS:
 # the names and the rule, each a choice that does not apply to this plan.
 UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("flash",), lambda r: r.pytorch),  # attn decides what attention keeps
-    (PYTORCH_ONLY, lambda r: not r.pytorch),  # they choose the measured step's implementation only
+    (tuple(n for n in PYTORCH_ONLY if n != "device"), lambda r: not r.pytorch),  # the measured step's only
+    (("device",), lambda r: not r.pytorch and (r.train or r.sequence)),  # and a torch module's forward
     (("dropout_masks",), lambda r: r.pytorch and not r.dropout),  # no masks to size
     (MLP_HIDDEN, lambda r: not r.sequence),  # e.g. article A's network: no sequence, attention, dropout, cache
     (("kv_dtype",), lambda r: not r.sequence),  # a torch module's forward: no KV cache
@@ -232,6 +233,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         data["kv_dtype"] = _checked("kv_dtype", pick("kv_dtype", kv_default))
         if "prefill_chunk" in given:
             data["prefill_chunk"] = _checked("prefill_chunk", given["prefill_chunk"])
+        data["device"] = _infer_device(model, pick, given)
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
@@ -247,6 +249,14 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
                                   "cuts each sequence into 2·cp load-balanced chunks)")
     return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                      notes=tuple(notes))
+
+
+def _infer_device(model: ModelShape, pick: Callable[[str, object], object], given: Collection[str]) -> object:
+    """--device in inference: whose attention kernels a torch module's forward runs; refused by a formula's plan."""
+    if "device" in given and (model.sequence or not model.forward_inference):
+        raise PlanOptionError(f"device applies in mode infer to a torch module's forward; {model.name} "
+                              f"({_what(model)}) plans its inference by formula")
+    return _checked("device", pick("device", _default("device")))
 
 
 def _check_ep(model: ModelShape, ep: int, dp: int, tp: int) -> None:

@@ -118,6 +118,20 @@ def _chart(layouts: list[dict[str, Any]], frontier: list[int], by_cost: bool, un
                       log_x=not by_cost)
 
 
+def _model(spec: Any) -> Any:
+    """What the search plans: a torch module's probed network (as the memory part builds it), else the name or path."""
+    if spec.model.module:
+        from . import module_model
+
+        return module_model.network(spec.model)
+    return str(spec.model.path) if spec.model.path else spec.model.name
+
+
+def _samples(seq: int | None) -> str:
+    """'sequences of S tokens', or 'samples' for a network without a token sequence (a token is a sample)."""
+    return f"sequences of {seq:,} tokens" if seq is not None else "samples"
+
+
 def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     """The plan section's context entry: one section, or none without a ``[plan]`` table (templates loop over it).
 
@@ -141,10 +155,10 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
     ref = next((r for r in spec.gpus if r.name == gpu_name and (r.fraction or r.reserve)), None)
     budget = ref.budget(spec.path) if ref is not None else as_budget(get_gpu(gpu_name))  # the entry's budget
     gpu = budget.gpu
-    model = str(spec.model.path) if spec.model.path else spec.model.name
+    model = _model(spec)
     fixed = {k: v for k, v in spec.regime.options.items()
              if k not in ("batch", "seq", "dp", "tp", "pp", "zero", "recompute", "microbatches", "sequence_parallel")}
-    seq = plan.get("seq") or spec.regime.options.get("seq") or 4096
+    seq = plan.get("seq") or spec.regime.options.get("seq") or (4096 if getattr(model, "sequence", True) else None)
     price = plan.get("price")
     result = search.search(model, budget, seq=seq, global_batch=plan["global_batch"], gpus=plan.get("gpus"),
                            max_gpus=plan.get("max_gpus"), tokens=plan["tokens"], mfu=plan.get("mfu"),
@@ -152,14 +166,14 @@ def build(spec: Any, ts: Any, charts: bool = True) -> list[dict[str, Any]]:
                            objective=plan.get("objective", "time"), top=None, **fixed)
     how = (f"mfu {plan['mfu']}" if "mfu" in plan else f"{plan['achieved_tflops']} TFLOP/s achieved per GPU")
     intro = (f"{result.considered:,} layouts of {plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name} "
-             f"for {plan['global_batch']:,} sequences of {seq:,} tokens per step and {plan['tokens']:,} tokens "
+             f"for {plan['global_batch']:,} {_samples(seq)} per step and {plan['tokens']:,} tokens "
              f"({how}); {result.fitting:,} fit, ranked by {result.objective}.")
     if not budget.whole:
         intro += f" Each GPU's budget: {budget.describe()}."
     pool = f"{plan.get('gpus') or 'up to ' + str(plan['max_gpus'])} × {gpu.name}"
     section: dict[str, Any] = {"intro": intro, "chosen": [], "alternatives": [], "charts": [],
                                "summary": f"Capacity plan: none of the {result.considered:,} layouts of {pool} fits "
-                                          f"{plan['global_batch']:,} sequences of {seq:,} tokens per step (see "
+                                          f"{plan['global_batch']:,} {_samples(seq)} per step (see "
                                           f"“{TITLE}”)."}
     if not result.layouts:
         section["intro"] += " None fits: more GPUs, a shorter sequence or offload."

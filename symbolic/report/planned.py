@@ -50,14 +50,9 @@ def _where(spec: ReportSpec) -> str:
 
 def _module(ref: Any) -> Any:
     """The probed ModuleNetwork of a report's torch module model (its [module] table as the command line's flags)."""
-    from ..networks.module import files, resolve
+    from . import module_model
 
-    inputs = files.parse_inputs(list(ref.inputs))
-    options = resolve.ModuleOptions(dict(ref.arguments), inputs, ref.loss, dict(ref.sizes))
-    if files.is_file_model(ref.module):
-        return resolve.module_network(ref.module, options)
-    source = resolve.module_source(ref.module, resolve.ModuleOptions(dict(ref.arguments), inputs))
-    return resolve.module_network(resolve.with_sizes(source, dict(ref.sizes), ref.loss))
+    return module_model.network(ref)
 
 
 def scenario(spec: ReportSpec, gpus: list[Gpu]) -> Scenario:

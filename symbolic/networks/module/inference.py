@@ -6,7 +6,8 @@ bytes after every operator output (``probe._Live``, the training probe's rule: e
 parameters, buffers and inputs not new) are recorded at the points of ``probe.grid`` and fitted
 exactly as polynomials in B and the input sizes; the forward's peak is the largest of its candidate
 moments (``probe._moments``), checked at an independent point. What is modelled is one forward
-pass: no generation loop, no KV cache of an encoder-decoder's decoder.
+pass: no generation loop, no KV cache of an encoder-decoder's decoder. Attention runs as the
+planned device's kernels run it (``kernels.following``: "cpu", "cuda"; None, the reference path).
 
 Each input size's step (``Fit.steps``): the smallest divisor d of its value at which the fit
 still holds at value·5 + d (the others at 5 × theirs); a strided network's output sizes are
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import probe
+from .kernels import following
 from .source import ModuleError, ModuleSource, make_inputs
 
 DROPPED = ("labels", "return_loss")  # the inputs that only make a training forward compute its loss
@@ -60,8 +62,9 @@ def forward_inputs(source: ModuleSource, batch: int, sizes: dict[str, int], devi
     return {k: v for k, v in made.items() if k not in DROPPED}
 
 
-def trace(source: ModuleSource, batch: int, sizes: dict[str, int], dtype: str, module: Any) -> ForwardTrace:
-    """One forward under ``torch.no_grad()`` on the meta device (see the module docstring)."""
+def trace(source: ModuleSource, batch: int, sizes: dict[str, int], dtype: str, module: Any,
+          kernels: str | None = None) -> ForwardTrace:
+    """One forward under ``torch.no_grad()`` on the meta device (``kernels``: see ``kernels.following``)."""
     import torch
 
     inputs = forward_inputs(source, batch, sizes, "meta", getattr(torch, dtype))
@@ -71,7 +74,7 @@ def trace(source: ModuleSource, batch: int, sizes: dict[str, int], dtype: str, m
     for t in (*module.parameters(), *module.buffers(), *tensors):
         live.known(t)
     try:
-        with torch.no_grad(), probe._tracking(live.track), probe._quiet():
+        with torch.no_grad(), probe._tracking(live.track), probe._quiet(), following(kernels):
             out = module(**inputs)
             moments = live.moments + [live.current]
     except ModuleError:
@@ -82,7 +85,7 @@ def trace(source: ModuleSource, batch: int, sizes: dict[str, int], dtype: str, m
     return ForwardTrace(moments, sum(int(t.untyped_storage().nbytes()) for t in tensors))
 
 
-def fit(source: ModuleSource, dtype: str = "float32") -> Fit:
+def fit(source: ModuleSource, dtype: str = "float32", kernels: str | None = None) -> Fit:
     """Fit the forward's live bytes (see the module docstring); checked at an independent point."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
@@ -92,7 +95,7 @@ def fit(source: ModuleSource, dtype: str = "float32") -> Fit:
 
     def at(point: probe.Point) -> ForwardTrace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels)
         return done[point]
 
     points = probe.grid(base)

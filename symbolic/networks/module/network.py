@@ -261,18 +261,24 @@ class ModuleNetwork(ModelShape):
         """The forward's input size names besides the batch (what ``fit`` may grow)."""
         return tuple(self.module_source.size_names)
 
-    def infer_fit(self, dtype: str) -> tuple[inference.Fit, int, bool]:
-        """The forward's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache."""
-        name = f"infer:{dtype}"
+    def infer_fit(self, dtype: str, device: str | None = None) -> tuple[inference.Fit, int, bool]:
+        """The forward's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
+
+        ``device`` "cpu" or "cuda": attention as that device's kernels run it (as ``step_fit``); else the
+        reference path (the cache key of before the kernels, keeping its meaning).
+        """
+        kernels = device if device in KERNELS else None
+        name = f"infer:{dtype}" if kernels is None else f"infer:{dtype}:{kernels}"
         if name not in self._fits:
             source = self.module_source
 
             def make() -> dict[str, Any]:
-                fit = inference.fit(source, dtype)
+                fit = inference.fit(source, dtype, kernels)
                 module = inference.build(source, dtype)
                 return _infer_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
-            data, hit = cache.cached(cache.key("infer", _source_key(source), dict(source.sizes), dtype), make)
+            parts = (dtype,) if kernels is None else (dtype, kernels)
+            data, hit = cache.cached(cache.key("infer", _source_key(source), dict(source.sizes), *parts), make)
             self._fits[name] = (*_infer(data), hit)
         return self._fits[name]
 
@@ -283,7 +289,7 @@ class ModuleNetwork(ModelShape):
         split = [f"{k} {v}" for k, v in (("tp", regime.tp), ("pp", regime.pp), ("ep", regime.ep)) if v > 1]
         if split or regime.prefill_chunk:
             raise UserError(INFER_REFUSED.format(what=", ".join(split) or "prefill-chunk", name=self.name))
-        fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights])
+        fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights], regime.device)
         tb = formats.nbytes(regime.weights)
         where = f"inference.{FAMILY}"
 
@@ -315,7 +321,7 @@ class ModuleNetwork(ModelShape):
             raise UserError(f"{self.name}: no input size {', '.join(unknown) or '(none named)'} to grow (its input "
                             f"sizes: {have}; name them with --vary NAME[,NAME])")
         dtype = regime.weights if not regime.train else regime.precision
-        fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"))
+        fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"), regime.device)
         steps = dict(zip(fit.names, fit.steps))
         values = self.sizes()
         g = math.gcd(*(values[n] // steps[n] for n in names))
