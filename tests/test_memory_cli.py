@@ -130,3 +130,9 @@ def test_validate_takes_the_same_bound_on_seq(capsys) -> None:
     """'validate' runs real steps at each --seq: past the planner's bound it is refused before anything is built."""
     code, out, err = run(capsys, "validate", "mlp", "--seq", "64,1000000000")
     assert code == 2 and out == "" and err.count("\n") == 1 and "argument --seq" in err and "134,217,728" in err
+
+
+def test_memory_refuses_seq_for_a_network_without_a_sequence(capsys):
+    """Article A's network takes samples, not tokens: --seq is refused in one line, as time refuses it."""
+    code, out, err = run(capsys, "memory", "mlp", "--seq", "128")
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1 and "--seq applies" in err

@@ -196,6 +196,9 @@ def cmd_memory(args: argparse.Namespace) -> int:
         raise CliError("--check needs --gpu (the GPU to check the peak against)")
     gpu = budget_of(args)
     plan = planning.plan(model_of(args), args.mode, gpu, **plan_options(args))
+    if getattr(args, "seq", None) is not None and not plan.model.sequence:  # as time says it
+        raise CliError(f"--seq applies to a network that takes a token sequence; {plan.model.name} takes none "
+                       "(a module's input sizes are --set values)")
     terms, values = cli_terms(args), parse_sets(args.set)
     if terms or values:
         plan = plan.with_terms(terms, values)
