@@ -154,6 +154,7 @@ def cli():
             "params": _cli("params", spec, "--arg", "channels=4", "--input", "x=B,3,8,8", "--loss", "mean"),
             "params_count": sum(p.numel() for p in module.parameters()),
             "mlp": _cli("memory", "mlp", "--arg", "d_in=512", "--precision", "fp32", "-q"),
+            "memory": _cli("memory", spec, "--arg", "channels=4", "--input", "x=B,3,8,8", "--loss", "mean"),
             "mlp_total": planning.plan(article_a_shape("mlp", {"d_in": 512}), "train", precision="fp32").total}
 
 

@@ -82,6 +82,8 @@ def test_cli_params_and_memory(child: dict) -> None:
     out = child["cli"]
     assert out["params"]["code"] == 0 and f"{out['params_count']:,} parameters" in out["params"]["out"]
     assert out["mlp"]["code"] == 0 and f"{out['mlp_total']:,} bytes" in out["mlp"]["out"]
+    options = out["memory"]["out"].split("(* = default)")[0]  # the options line names the module's own loss
+    assert out["memory"]["code"] == 0 and "loss mean" in options and "cross-entropy" not in options
 
 
 def test_cache_is_plain_data_and_bounded(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
