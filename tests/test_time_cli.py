@@ -224,3 +224,15 @@ def test_time_of_article_as_network_counts_a_sample_as_a_token(capsys) -> None:
 def test_time_refuses_seq_for_a_network_without_a_token_sequence(capsys) -> None:
     code, _, err = run(capsys, "time", "mlp", "--seq", "128", "--gpu", "h100-80gb", "--mfu", "0.4")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--seq applies to" in err
+
+
+@pytest.mark.parametrize("mode, first", [("train", "step_seconds"), ("infer", "prefill_seconds")])
+def test_time_quiet_prints_one_line_of_the_json_figures(capsys, mode: str, first: str) -> None:
+    argv = ["time", "llama-3-8b", "--gpu", "h100-80gb", "--seq", "1024", "--batch", "1", "--mfu", "0.4",
+            "--tokens", "1e9", "--mode", mode]
+    code, out, _ = run(capsys, *argv, "-q")
+    _, data, _ = run(capsys, *argv, "--json")
+    lines = out.strip().splitlines()
+    assert code == 0 and len(lines) == 1 and lines[0].startswith("llama-3-8b on 1 × h100-80gb: ")
+    shown = float(lines[0].split(f"{first} ")[1].split()[0].replace(",", ""))
+    assert shown == pytest.approx(json.loads(data)[first], rel=1e-3)  # the figure, as --json gives it

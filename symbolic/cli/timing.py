@@ -151,8 +151,25 @@ def cmd_time(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result.as_dict(formulas=args.formula))
         return 0
+    if quiet(args):  # the essential line
+        print(_time_line(result))
+        return 0
     _print_time(result, args.formula)
     return 0
+
+
+# what --quiet prints of each mode's figures (those the run has), in this order
+QUIET_FIGURES = {"train": ("step_seconds", "tokens_per_second", "train_days", "gpu_hours", "cost"),
+                 "infer": ("prefill_seconds", "decode_seconds_per_token", "tokens_per_second", "max_concurrency")}
+
+
+def _time_line(result: TimePlan) -> str:
+    """One line: the mode's essential figures, the layout, and the verdict when the memory does not fit."""
+    r = result.memory.regime
+    figures = ", ".join(f"{name} {_fmt(float(result.figures[name]))}{' ' + _UNITS[name] if name in _UNITS else ''}"
+                        for name in QUIET_FIGURES[result.mode] if result.figures.get(name) is not None)
+    fits = "" if result.memory.total <= result.limit.bytes else "; memory does NOT fit"
+    return f"{result.model} on {r.gpus} × {result.gpu.name}: {figures}{fits}"
 
 
 def _print_time(result: TimePlan, formulas: bool) -> None:
