@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from symbolic.networks.module import cache, files, resolve, stored
+from symbolic.networks.module import cache, resolve, stored
 from symbolic.networks.module.source import Input, ModuleSource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,10 +121,10 @@ def test_a_library_source_is_keyed_by_the_installed_versions(tmp_path: Path, mon
         return _made(prefix, name)
 
     monkeypatch.setattr(libraries, "library_source", library_source)
-    monkeypatch.setattr(files, "package_version", lambda package: "1.0")
+    monkeypatch.setattr(cache, "package_version", lambda package: "1.0")
     for _ in range(2):
         assert resolve.module_source("torchvision:resnet18").label == "torchvision:resnet18"
     assert calls == ["torchvision"]
-    monkeypatch.setattr(files, "package_version", lambda package: "2.0")  # an upgrade: resolved again
+    monkeypatch.setattr(cache, "package_version", lambda package: "2.0")  # an upgrade: resolved again
     resolve.module_source("torchvision:resnet18")
     assert calls == ["torchvision", "torchvision"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -32,6 +33,14 @@ def folder() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "symbolic" / "modules"
+
+
+def package_version(name: str) -> str:
+    """An installed package's version from its metadata (the package is not imported)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
 
 
 def key(*parts: Any) -> str:

@@ -13,7 +13,6 @@ never evaluated), ``--input NAME=D1,D2,...[:DTYPE]`` the forward's inputs (a dim
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import importlib.util
 import inspect
 import re
@@ -22,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .cache import package_version
 from .source import BATCH, DTYPES, LOSSES, SIZE_NAME, Input, ModuleError, ModuleSource
 
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -136,14 +136,6 @@ def fingerprint(path: Path) -> tuple[str, ...]:
         if other != path and other.is_file():
             digest.update(other.name.encode() + b"\0" + other.read_bytes())
     return ("file", digest.hexdigest(), f"torch {package_version('torch')}")
-
-
-def package_version(name: str) -> str:
-    """An installed package's version from its metadata (the package is not imported)."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
 
 
 def _target(path: Path, text: str, name: str) -> Any:

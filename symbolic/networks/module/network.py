@@ -41,7 +41,6 @@ from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
 from . import cache, flops, inference, probe
-from .files import package_version
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -54,7 +53,7 @@ REFUSED = ("{what}: {name} is a torch module probed on the meta device; its step
 def _version() -> str:
     from ... import __version__
 
-    return f"torch {package_version('torch')}; symbolic {__version__}"
+    return f"torch {cache.package_version('torch')}; symbolic {__version__}"
 
 
 # --- plain data for the cache -------------------------------------------------------------------
@@ -185,14 +184,6 @@ class ModuleNetwork(ModelShape):
     @property
     def pytorch_family(self) -> str | None:
         return FAMILY
-
-    @property
-    def lora_targets(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def attention_bias(self) -> bool:
-        return False
 
     def lora_layout(self) -> str:
         raise UserError(REFUSED.format(what="LoRA", name=self.name))

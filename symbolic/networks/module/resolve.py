@@ -92,14 +92,13 @@ def _library(prefix: str) -> Resolver:
 
     def resolve(name: str, options: ModuleOptions) -> ModuleSource:
         from . import cache, stored
-        from .files import package_version
         from .libraries import library_builder, library_source
 
         if options.inputs:
             raise ModuleError(f"--input applies to a PATH.py:NAME model; {prefix}:{name} takes its library's "
                               "inputs (their sizes with --set NAME=N)")
         key = cache.key("source", prefix, name, dict(options.arguments), options.config,
-                        package_version(prefix), package_version("torch"))
+                        cache.package_version(prefix), cache.package_version("torch"))
         source = stored.cached_source(key, lambda: library_source(prefix, name, options.arguments, options.config),
                                       lambda _task: library_builder(prefix, name))
         return with_sizes(source, options.sizes, options.loss)

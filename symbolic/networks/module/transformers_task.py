@@ -76,10 +76,9 @@ def transformers_source(name: str, config: Mapping[str, Any], task: str | None =
 def cached_source(name: str, config: Mapping[str, Any], task: str | None = None) -> ModuleSource:
     """``transformers_source``, read from the cache when asked before (transformers then is not imported)."""
     from . import cache, stored
-    from .files import package_version
 
-    key = cache.key("source", "transformers", name, dict(config), task, package_version("transformers"),
-                    package_version("torch"))
+    key = cache.key("source", "transformers", name, dict(config), task, cache.package_version("transformers"),
+                    cache.package_version("torch"))
     return stored.cached_source(key, lambda: transformers_source(name, config, task),
                                 lambda class_name: functools.partial(_build, class_name=str(class_name)))
 
