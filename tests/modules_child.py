@@ -155,6 +155,8 @@ def cli():
             "params_count": sum(p.numel() for p in module.parameters()),
             "mlp": _cli("memory", "mlp", "--arg", "d_in=512", "--precision", "fp32", "-q"),
             "memory": _cli("memory", spec, "--arg", "channels=4", "--input", "x=B,3,8,8", "--loss", "mean"),
+            "memory_json": _cli("memory", spec, "--arg", "channels=4", "--input", "x=B,3,8,8", "--loss", "mean",
+                                "--json"),
             "mlp_total": planning.plan(article_a_shape("mlp", {"d_in": 512}), "train", precision="fp32").total}
 
 

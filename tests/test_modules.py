@@ -7,6 +7,8 @@ comes from torch on the CPU there (``measure.step_peak``, ``measure.saved_tensor
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import torch_child
 
@@ -84,6 +86,8 @@ def test_cli_params_and_memory(child: dict) -> None:
     assert out["mlp"]["code"] == 0 and f"{out['mlp_total']:,} bytes" in out["mlp"]["out"]
     options = out["memory"]["out"].split("(* = default)")[0]  # the options line names the module's own loss
     assert out["memory"]["code"] == 0 and "loss mean" in options and "cross-entropy" not in options
+    data = json.loads(out["memory_json"]["out"])  # --json says the same
+    assert data["options"]["loss"] == "mean" and "loss" not in data["defaults"]
 
 
 def test_cache_is_plain_data_and_bounded(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

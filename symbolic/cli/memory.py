@@ -169,12 +169,8 @@ def _show(value: object) -> str:
 
 
 def _choices_text(plan: Plan) -> str:
-    defaulted = set(plan.regime.defaulted)
-    options = dict(plan.regime.options())
-    source = getattr(plan.model, "module_source", None)
-    if source is not None and "loss" in options:  # a torch module's loss is its own (--loss or its forward's)
-        options["loss"] = source.loss or "its forward's"
-        defaulted.discard("loss")
+    defaulted = set(plan.defaulted())
+    options = plan.options()
     items = [f"{name.replace('_', '-')} {_show(value)}{'*' if name in defaulted else ''}"
              for name, value in options.items() if name != "mode"]
     body = textwrap.fill(", ".join(items), width=96, initial_indent="  options: ", subsequent_indent="           ")

@@ -16,7 +16,8 @@ reports need, so that none of them branches on a model's name or type string:
 - its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``), ``own_flops`` (a network's own counted FLOPs
-  per sample and per module, which ``time`` takes instead: a torch module's);
+  per sample and per module, which ``time`` takes instead: a torch module's), ``own_loss`` (the loss
+  a torch module brings, shown in place of the planner's ``loss`` option);
 - a forward of its own: ``forward_inference`` and ``inference_terms`` (inference as one forward pass,
   a probed torch module; None: the serving terms), ``input_sizes`` and ``varying`` (the input sizes
   ``fit`` may grow, a module's H, W or S);
@@ -92,6 +93,9 @@ class Network(Protocol):
 
     @property
     def pytorch_family(self) -> str | None: ...
+
+    @property
+    def own_loss(self) -> str | None: ...
 
     @property
     def forward_inference(self) -> bool: ...

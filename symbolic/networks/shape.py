@@ -297,6 +297,11 @@ class ModelShape:
         """
         return [(name, f"{name} ({rows} → {cols})", rows * cols, count) for name, rows, cols, count in self.matrices], None
 
+    @property
+    def own_loss(self) -> str | None:
+        """The loss a network brings itself (a torch module's), which the planner's ``loss`` option then shows; None here."""
+        return None
+
     def own_flops(self, batch: int, precision: str) -> Any:
         """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
 

@@ -281,13 +281,26 @@ class Plan:
         keys = set(runtime_keys())
         return sum(v for k, v in self.terms().items() if k in keys)
 
+    def options(self) -> dict[str, object]:
+        """The regime's listed options, with the loss a network brings itself in place of the planner's default."""
+        listed = dict(self.regime.options())
+        own = self.model.own_loss
+        if own is not None and "loss" in listed:
+            listed["loss"] = own
+        return listed
+
+    def defaulted(self) -> list[str]:
+        """The options left at their defaults (a network's own loss is not one)."""
+        own = self.model.own_loss
+        return [n for n in self.regime.defaulted if not (n == "loss" and own is not None)]
+
     def as_dict(self, gpu: GPU | Budget | None = None, formulas: bool = False) -> dict[str, object]:
         """Plain data for JSON and reports: the peak, its phases, terms, choices, values; fit with ``gpu``."""
         evaluation = self.evaluate()
         found = self.phase_bytes()
         data: dict[str, object] = {
-            "model": self.model.name, "mode": self.regime.mode, "options": self.regime.options(),
-            "defaults": list(self.regime.defaulted), "gpus_in_job": self.regime.gpus,
+            "model": self.model.name, "mode": self.regime.mode, "options": self.options(),
+            "defaults": self.defaulted(), "gpus_in_job": self.regime.gpus,
             "total_bytes": self.total, "total_human": format_bytes(self.total),
             "phases": found, "peak_phase": self.peak_phase, "peak_lead_bytes": self.peak_lead,
             "phase_terms": self.phase_terms(), "resident_terms": self.resident_keys,

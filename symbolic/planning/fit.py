@@ -66,7 +66,7 @@ class Answer:
             data["phases"] = self.plan.phase_bytes()
             data["peak_phase"] = self.plan.peak_phase
             data["headroom_bytes"] = limit - self.plan.total
-            data["options"] = self.plan.regime.options()
+            data["options"] = self.plan.options()
         return data
 
     def table(self) -> display.Table:

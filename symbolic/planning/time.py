@@ -213,7 +213,7 @@ class TimePlan:
         """Plain data for JSON: the figures, the step's terms, the layout and the rates used."""
         data: dict[str, object] = {"model": self.model, "mode": self.mode, "gpu": self.gpu.name,
                                    "gpus": self.figures.get("gpus"), **self.figures,
-                                   "options": self.memory.regime.options(),
+                                   "options": self.memory.options(),
                                    "memory_bytes": self.memory.total, "fits": self.memory.total <= self.limit.bytes,
                                    "values": {k: _plain(v) for k, v in self.values.items()},
                                    "notes": list(self.notes)}

@@ -185,6 +185,11 @@ class ModuleNetwork(ModelShape):
     def pytorch_family(self) -> str | None:
         return FAMILY
 
+    @property
+    def own_loss(self) -> str:
+        """The module's loss: --loss's, or what its forward returns."""
+        return self.module_source.loss or "its forward's"
+
     def lora_layout(self) -> str:
         raise UserError(REFUSED.format(what="LoRA", name=self.name))
 
