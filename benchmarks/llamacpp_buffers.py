@@ -4,8 +4,8 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For five models (llama with grouped KV heads; qwen3 with q/k norms and an FFN width that is not whole
-super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
+For six models (llama with grouped KV heads; qwen2 with Q/K/V biases and a tied output; qwen3 with q/k norms and
+an FFN width that is not whole super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
 llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
 each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU (``n_gpu_layers=0``, no mmap), at several
@@ -37,6 +37,9 @@ MODELS = {
                       ctx_train=4096, qk_norm=False, swa=0, tied=False),
     "qwen3-qknorm": dict(arch="qwen3", vocab=1536, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=320,
                          ctx_train=8192, qk_norm=True, swa=0, tied=False),
+    # qwen2 (src/models/qwen2.cpp: create_tensor_qkv loads attn_q/k/v.bias, build_qkv adds them) with a tied output
+    "qwen2-bias": dict(arch="qwen2", vocab=1536, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                       ctx_train=8192, qk_norm=False, swa=0, tied=True, qkv_bias=True),
     "gemma3-swa": dict(arch="gemma3", vocab=2048, hidden=256, layers=7, heads=4, kv_heads=1, head_dim=64, ffn=512,
                        ctx_train=8192, qk_norm=True, swa=128, tied=True),
     # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
@@ -134,6 +137,10 @@ def write_model(path: str, spec: dict) -> None:
         if spec["qk_norm"]:
             tensor(f"blk.{i}.attn_q_norm.weight", d)
             tensor(f"blk.{i}.attn_k_norm.weight", d)
+        if spec.get("qkv_bias"):
+            tensor(f"blk.{i}.attn_q.bias", a * d)
+            tensor(f"blk.{i}.attn_k.bias", kv * d)
+            tensor(f"blk.{i}.attn_v.bias", kv * d)
         if arch == "gemma3":
             tensor(f"blk.{i}.post_attention_norm.weight", h)
             tensor(f"blk.{i}.post_ffw_norm.weight", h)

@@ -27,17 +27,19 @@ f16 with flash attention, f32 without), the output ids, and the float embeddings
 beside the token ids (``ggml_build_forward_select``: no node reads it, so it is never freed). Every size is a tensor
 shape of that graph; no constant is fitted.
 
-gpt-oss (``src/models/openai-moe.cpp``) adds a bias to Q, K and V (``build_qkv``); llama.cpp's buffer is what the
-graph needs when each of those sums is a tensor of its own rather than the in-place reuse ``ggml_op_can_inplace``
-would allow an ADD (``Shape.qkv_bias``): measured, not located in ggml's source (the node log, ``GGML_SCHED_DEBUG=2``,
-run through this allocator with in-place sums gives one Q-sized tensor less than llama.cpp logs, and exactly its
-number without them). Its other differences (the experts' biases added in place, gate before up, the output rows
-taken after the last layer) change no allocation here.
+The projected Q takes a tensor of its own before attention (``Qrope``): llama.cpp's buffer is what the graph needs
+when Q's RoPE output does not reuse the projection's memory, though ``ggml_op_can_inplace`` lists ROPE. This is
+measured, not located in ggml's source: with it every row of the table below is within 0.3 %, with and without
+Q/K/V biases; without it the rows without flash attention were one Q-sized tensor low (1-4 %), and gpt-oss's and
+qwen2's (Q/K/V biases) 4-13 % low, which an earlier version closed by making each bias sum a tensor of its own. The
+bias sums themselves run in place (the node log, ``GGML_SCHED_DEBUG=2``: ``ADD Qcur-0 <- Qcur-0``), so a model with
+biases (``create_tensor_qkv`` loads ``attn_q/k/v.bias`` for every architecture that has them; ``build_qkv`` adds
+them, ``src/llama-graph.cpp:1700-1730``) has the same graph as one without. gpt-oss's other differences (the
+experts' biases added in place, gate before up, the output rows taken after the last layer) change no allocation.
 
-Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen3 with q/k norms, gemma3 with
-sliding-window layers, llama with experts, gpt-oss; 45 rows): with flash attention within 0.3 %, gpt-oss within
-0.3 % with and without it; the others without it about one ``n_embd · n_tokens`` f32 low (1-4 %: one more hole under
-the scores than here). gemma's own layer (norms after
+Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen2 with Q/K/V biases and a tied
+output, qwen3 with q/k norms, gemma3 with sliding-window layers, llama with experts, gpt-oss; 54 rows): every row
+within 0.3 %, with and without flash attention. gemma's own layer (norms after
 attention and FFN, the scaled embeddings) adds only in-place nodes (RMS_NORM, MUL, SCALE, ADD on a sole consumer;
 ``src/models/gemma3.cpp:95-190``), which change no allocation, so it runs through this same graph.
 A device other than the first gets its input (the residual stream) as a copy in its own buffer, as
@@ -154,7 +156,6 @@ class Shape:
     n_expert_used: int = 0
     d_expert: int = 0
     n_shared_ff: int = 0  # the shared experts' width (qwen2moe, deepseek), 0: none
-    qkv_bias: bool = False  # Q, K and V get a bias (gpt-oss): each sum a tensor of its own, measured
 
 
 @dataclass(frozen=True)
@@ -169,16 +170,12 @@ class Reserve:
 def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, r: Reserve) -> list[Op]:
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
     ops = [Op(f"norm{i}", s.hidden * t * F32, (x,), inplace=True),
-           Op(f"Q{i}", q * t * F32, (f"norm{i}",))]
-    qn = f"Q{i}"
+           Op(f"Q{i}", q * t * F32, (f"norm{i}",)),
+           Op(f"Qrope{i}", q * t * F32, (f"Q{i}",))]  # a tensor of its own: measured (module docstring)
+    qn = f"Qrope{i}"
     k_ops = [Op(f"K{i}", kv * t * F32, (f"norm{i}",))]
     v_ops = [Op(f"V{i}", kv * t * F32, (f"norm{i}",))]
     kn, vn = f"K{i}", f"V{i}"
-    if s.qkv_bias:
-        ops.append(Op(f"Qb{i}", q * t * F32, (qn,)))
-        k_ops.append(Op(f"Kb{i}", kv * t * F32, (kn,)))
-        v_ops.append(Op(f"Vb{i}", kv * t * F32, (vn,)))
-        qn, kn, vn = f"Qb{i}", f"Kb{i}", f"Vb{i}"
     if r.rot_k:  # llama_mul_mat_hadamard: Q and K times the rotation matrix, each a new tensor
         ops.append(Op(f"Qrot{i}", q * t * F32, (qn, f"krot_{kind}")))
         k_ops.append(Op(f"Krot{i}", kv * t * F32, (kn, f"krot_{kind}")))

@@ -31,7 +31,7 @@ vendors (its CHANGELOG; the sdist's vendor/llama.cpp is that tree; ggml reports 
 
 The rules were checked against that llama.cpp: ``benchmarks/llamacpp_buffers.py`` writes
 ``tests/data/llamacpp_buffers.json``, read by ``tests/test_llamacpp_engine.py`` (model and KV buffers exact, the
-compute buffer within 4 %, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
+compute buffer within 0.3 %, as ``ggml_graph`` says). No PyTorch runtime terms: llama.cpp has no
 caching allocator, NCCL or cuBLAS workspace of the kind ``torch`` counts.
 
 Each GPU's buffers are checked against the budget over CUDA's total (``ServeSetup.engine_budget``: the catalogue's
@@ -348,18 +348,13 @@ def rotation(cache_type: str, head_dim: int, *, k: bool = False) -> int:
     return side
 
 
-# the architectures whose Q, K and V projections get a bias in llama.cpp's graph (build_qkv's ggml_add, src/models/
-# openai-moe.cpp:92 at 0c1e57098) and whose buffer was measured with it (tests/data/llamacpp_buffers.json: gpt-oss)
-QKV_BIAS = ("gpt_oss",)
-
-
 def graph_shape(net) -> Shape:
     """The tensor shapes of ``net``'s llama.cpp graph."""
     num = net.numbers
     shared = int(num.get("n_shared", 0)) * int(num.get("d_shared") or num.get("d_exp") or num.get("d_ff", 0))
     return Shape(num["H"], num.get("a", 1), int(net.value(net.kv_heads)), int(net.value(net.head_dim)),
                  num.get("d_ff", 0), num.get("V", 0), num.get("n_exp", 0), num.get("k_exp", 0),
-                 num.get("d_exp", num.get("d_ff", 0)), shared, net.model_type in QKV_BIAS)
+                 num.get("d_exp", num.get("d_ff", 0)), shared)
 
 
 def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list[str]) -> ServePlan:
