@@ -4,9 +4,9 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For six models (llama with grouped KV heads; qwen2 with Q/K/V biases and a tied output; qwen3 with q/k norms and
-an FFN width that is not whole super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its 5:1 pattern) and a tied output;
-llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
+For eight models (llama with grouped KV heads; qwen2 with Q/K/V biases and a tied output; qwen3 with q/k norms and
+an FFN width that is not whole super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its
+5:1 pattern) and a tied output; gemma2 (sliding window every other layer, soft-capping); qwen3moe; llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
 each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU (``n_gpu_layers=0``, no mmap), at several
 contexts, parallel sequences, micro-batches, cache types and flash
@@ -42,6 +42,14 @@ MODELS = {
                        ctx_train=8192, qk_norm=False, swa=0, tied=True, qkv_bias=True),
     "gemma3-swa": dict(arch="gemma3", vocab=2048, hidden=256, layers=7, heads=4, kv_heads=1, head_dim=64, ffn=512,
                        ctx_train=8192, qk_norm=True, swa=128, tied=True),
+    # gemma2 (src/models/gemma2.cpp: load_swa_pattern(ml, 2), the output always tied, attention and final logit
+    # soft-capping) and qwen3moe (q/k norms and experts), the other architectures the project reads from GGUF files
+    "gemma2-swa": dict(arch="gemma2", vocab=2048, hidden=256, layers=4, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                       ctx_train=8192, qk_norm=False, swa=128, tied=True, softcap=(50.0, 30.0),
+                       ftypes=["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0", "IQ4_XS", "Q3_K_M", "Q2_K"]),
+    "qwen3-moe": dict(arch="qwen3moe", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=256,
+                      ctx_train=4096, qk_norm=True, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
+                      ftypes=["F16", "Q8_0", "Q6_K", "Q4_K_M", "IQ4_XS", "Q3_K_M"]),
     # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
     "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
                       ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
@@ -102,6 +110,9 @@ def write_model(path: str, spec: dict) -> None:
     w.add_file_type(1)
     if spec["swa"]:
         w.add_sliding_window(spec["swa"])
+    if spec.get("softcap"):
+        w.add_attn_logit_softcapping(spec["softcap"][0])
+        w.add_final_logit_softcapping(spec["softcap"][1])
     if spec.get("experts"):
         w.add_expert_count(spec["experts"])
         w.add_expert_used_count(spec["experts_used"])
@@ -141,7 +152,7 @@ def write_model(path: str, spec: dict) -> None:
             tensor(f"blk.{i}.attn_q.bias", a * d)
             tensor(f"blk.{i}.attn_k.bias", kv * d)
             tensor(f"blk.{i}.attn_v.bias", kv * d)
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             tensor(f"blk.{i}.post_attention_norm.weight", h)
             tensor(f"blk.{i}.post_ffw_norm.weight", h)
         if arch == "gpt-oss":  # openai-moe.cpp load_arch_tensors: the post-attention norm, sinks and biases

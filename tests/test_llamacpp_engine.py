@@ -54,7 +54,7 @@ def _spec_tensors(spec: dict) -> list[tuple[str, tuple[int, ...]]]:
             out += [(f"blk.{i}.attn_q_norm.weight", (d,)), (f"blk.{i}.attn_k_norm.weight", (d,))]
         if spec.get("qkv_bias"):
             out += [(f"blk.{i}.attn_{p}.bias", (w,)) for p, w in (("q", a * d), ("k", kv * d), ("v", kv * d))]
-        if spec["arch"] == "gemma3":
+        if spec["arch"] in ("gemma2", "gemma3"):
             out += [(f"blk.{i}.post_attention_norm.weight", (h,)), (f"blk.{i}.post_ffw_norm.weight", (h,))]
         if gpt_oss:
             out += [(f"blk.{i}.{name}", shape) for name, shape in (
