@@ -4,9 +4,13 @@ Run with an environment that has ``gguf`` and ``llama-cpp-python`` (not the proj
 
     /work/llvenv/bin/python benchmarks/llamacpp_buffers.py [--out tests/data/llamacpp_buffers.json]
 
-For eight models (llama with grouped KV heads; qwen2 with Q/K/V biases and a tied output; qwen3 with q/k norms and
-an FFN width that is not whole super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its
-5:1 pattern) and a tied output; gemma2 (sliding window every other layer, soft-capping); qwen3moe; llama with 4 experts, 2 used, and gpt-oss with attention sinks and biases, on fewer file types) it writes an F16
+For thirteen models (llama with grouped KV heads; qwen2 with Q/K/V biases and a tied output; qwen3 with q/k norms
+and an FFN width that is not whole super-blocks, so llama-quantize falls back; gemma3 with sliding-window layers (its
+5:1 pattern) and a tied output; gemma2 (sliding window every other layer, soft-capping); qwen3moe; llama with 4
+experts, 2 used; gpt-oss with attention sinks and biases; and, each in its own layout (``own_layer``), phi3 with
+fused QKV and gate-up, starcoder2 with LayerNorm and projection biases and a GELU FFN, olmo2 with its norms after
+attention and FFN, gemma, qwen2moe with a gated shared expert; the MoE ones and those in their own layout on fewer
+file types) it writes an F16
 model with the ``gguf`` package, quantizes it to several llama.cpp file types with ``llama_model_quantize``, reads
 each file's tensor types back (``gguf.GGUFReader``) and loads it on the CPU (``n_gpu_layers=0``, no mmap), at several
 contexts, parallel sequences, micro-batches, cache types and flash
@@ -31,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "llamacpp_buffers.json"
 
+# the file types the architectures written in their own layout are measured at
+OWN_FTYPES = ["F16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_K_S", "Q4_0", "IQ4_XS", "Q3_K_M", "Q2_K"]
 # name -> hyperparameters (the gguf metadata written) and tensor recipe
 MODELS = {
     "llama-gqa": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=768,
@@ -50,6 +56,20 @@ MODELS = {
     "qwen3-moe": dict(arch="qwen3moe", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=256,
                       ctx_train=4096, qk_norm=True, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
                       ftypes=["F16", "Q8_0", "Q6_K", "Q4_K_M", "IQ4_XS", "Q3_K_M"]),
+    # the other architectures the project reads from GGUF files, each in its own layout (own_layer): phi3 with fused
+    # attn_qkv and ffn_up (gate and up), starcoder2 (LayerNorms and projections with biases, a GELU FFN), olmo2 (norms
+    # after attention and FFN, q/k norms over all heads), gemma (tied output) and qwen2moe (shared expert with a gate)
+    "phi3-fused": dict(arch="phi3", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=4, head_dim=64, ffn=512,
+                       ctx_train=4096, qk_norm=False, swa=0, tied=False, layout=True, ftypes=OWN_FTYPES),
+    "starcoder2-bias": dict(arch="starcoder2", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64,
+                            ffn=1024, ctx_train=4096, qk_norm=False, swa=0, tied=False, layout=True, ftypes=OWN_FTYPES),
+    "olmo2-norms": dict(arch="olmo2", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64, ffn=512,
+                        ctx_train=4096, qk_norm=False, swa=0, tied=False, layout=True, ftypes=OWN_FTYPES),
+    "gemma-tied": dict(arch="gemma", vocab=2048, hidden=256, layers=3, heads=4, kv_heads=1, head_dim=64, ffn=512,
+                       ctx_train=8192, qk_norm=False, swa=0, tied=True, layout=True, ftypes=OWN_FTYPES),
+    "qwen2moe-shexp": dict(arch="qwen2moe", vocab=1024, hidden=256, layers=3, heads=4, kv_heads=2, head_dim=64,
+                           ffn=256, ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2,
+                           expert_ffn=256, shared_ffn=512, layout=True, ftypes=OWN_FTYPES),
     # llama with experts (mixtral's layout: ffn_gate_inp and 3-D ffn_*_exps), fewer file types to keep it short
     "llama-moe": dict(arch="llama", vocab=1024, hidden=256, layers=4, heads=8, kv_heads=2, head_dim=32, ffn=256,
                       ctx_train=4096, qk_norm=False, swa=0, tied=False, experts=4, experts_used=2, expert_ffn=256,
@@ -106,6 +126,10 @@ def write_model(path: str, spec: dict) -> None:
     w.add_value_length(d)
     w.add_rope_dimension_count(d)
     w.add_layer_norm_rms_eps(1e-6)
+    if arch == "starcoder2":
+        w.add_layer_norm_eps(1e-5)
+    if spec.get("shared_ffn"):
+        w.add_expert_shared_feed_forward_length(spec["shared_ffn"])
     w.add_rope_freq_base(10000.0)
     w.add_file_type(1)
     if spec["swa"]:
@@ -136,7 +160,13 @@ def write_model(path: str, spec: dict) -> None:
     if not spec["tied"]:
         tensor("output.weight", v, h)
     tensor("output_norm.weight", h)
+    if arch == "starcoder2":
+        tensor("output_norm.bias", h)
     for i in range(n):
+        if spec.get("layout"):
+            for name, shape in own_layer(spec, i):
+                tensor(name, *shape)
+            continue
         ne, fe = spec.get("experts", 0), spec.get("expert_ffn", 0)
         ffn = ((("ffn_gate_inp", (ne, h)), ("ffn_gate_exps", (ne, fe, h)), ("ffn_up_exps", (ne, fe, h)),
                 ("ffn_down_exps", (ne, h, fe))) if ne else
@@ -170,6 +200,41 @@ def write_model(path: str, spec: dict) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def own_layer(spec: dict, i: int) -> list[tuple[str, tuple[int, ...]]]:
+    """Layer ``i``'s tensors (numpy order) as src/models/<arch>.cpp load_arch_tensors creates them."""
+    arch, h, a, kv, d, ff = (spec[k] for k in ("arch", "hidden", "heads", "kv_heads", "head_dim", "ffn"))
+    q, k = a * d, kv * d
+    if arch == "phi3":  # phi3.cpp: fused attn_qkv (create_tensor_qkv), ffn_up {n_embd, 2 n_ff}
+        names = [("attn_norm.weight", (h,)), ("attn_qkv.weight", (q + 2 * k, h)), ("attn_output.weight", (h, q)),
+                 ("ffn_norm.weight", (h,)), ("ffn_up.weight", (2 * ff, h)), ("ffn_down.weight", (h, ff))]
+    elif arch == "starcoder2":  # starcoder2.cpp: every norm and projection with a bias, no gate
+        names = [("attn_norm.weight", (h,)), ("attn_norm.bias", (h,)), ("attn_q.weight", (q, h)),
+                 ("attn_k.weight", (k, h)), ("attn_v.weight", (k, h)), ("attn_q.bias", (q,)), ("attn_k.bias", (k,)),
+                 ("attn_v.bias", (k,)), ("attn_output.weight", (h, q)), ("attn_output.bias", (h,)),
+                 ("ffn_norm.weight", (h,)), ("ffn_norm.bias", (h,)), ("ffn_up.weight", (ff, h)), ("ffn_up.bias", (ff,)),
+                 ("ffn_down.weight", (h, ff)), ("ffn_down.bias", (h,))]
+    elif arch == "olmo2":  # olmo2.cpp: no pre-norms; q/k norms over all heads; norms after attention and FFN
+        names = [("attn_q.weight", (q, h)), ("attn_k.weight", (k, h)), ("attn_v.weight", (k, h)),
+                 ("attn_output.weight", (h, q)), ("attn_q_norm.weight", (q,)), ("attn_k_norm.weight", (k,)),
+                 ("post_attention_norm.weight", (h,)), ("ffn_gate.weight", (ff, h)), ("ffn_up.weight", (ff, h)),
+                 ("ffn_down.weight", (h, ff)), ("post_ffw_norm.weight", (h,))]
+    elif arch == "gemma":  # gemma.cpp: llama's layer, the output tied
+        names = [("attn_norm.weight", (h,)), ("attn_q.weight", (q, h)), ("attn_k.weight", (k, h)),
+                 ("attn_v.weight", (k, h)), ("attn_output.weight", (h, q)), ("ffn_norm.weight", (h,)),
+                 ("ffn_gate.weight", (ff, h)), ("ffn_up.weight", (ff, h)), ("ffn_down.weight", (h, ff))]
+    elif arch == "qwen2moe":  # qwen2moe.cpp: Q/K/V biases, experts and a shared expert with a sigmoid gate
+        ne, fe, fs = spec["experts"], spec["expert_ffn"], spec["shared_ffn"]
+        names = [("attn_norm.weight", (h,)), ("attn_q.weight", (q, h)), ("attn_k.weight", (k, h)),
+                 ("attn_v.weight", (k, h)), ("attn_q.bias", (q,)), ("attn_k.bias", (k,)), ("attn_v.bias", (k,)),
+                 ("attn_output.weight", (h, q)), ("ffn_norm.weight", (h,)), ("ffn_gate_inp.weight", (ne, h)),
+                 ("ffn_gate_exps.weight", (ne, fe, h)), ("ffn_down_exps.weight", (ne, h, fe)),
+                 ("ffn_up_exps.weight", (ne, fe, h)), ("ffn_gate_inp_shexp.weight", (h,)),
+                 ("ffn_gate_shexp.weight", (fs, h)), ("ffn_down_shexp.weight", (h, fs)), ("ffn_up_shexp.weight", (fs, h))]
+    else:
+        raise ValueError(f"no own layout for {arch}")
+    return [(f"blk.{i}.{name}", shape) for name, shape in names]
 
 
 _CHILD = r"""

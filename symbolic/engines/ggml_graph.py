@@ -38,8 +38,13 @@ them, ``src/llama-graph.cpp:1700-1730``) has the same graph as one without. gpt-
 experts' biases added in place, gate before up, the output rows taken after the last layer) change no allocation.
 
 Against llama.cpp's own log (tests/data/llamacpp_buffers.json: llama with GQA, qwen2 with Q/K/V biases and a tied
-output, qwen3 with q/k norms, gemma3 with sliding-window layers, llama with experts, gpt-oss; 54 rows): every row
-within 0.3 %, with and without flash attention. gemma's own layer (norms after
+output, qwen3 with q/k norms, gemma3 and gemma2 with sliding-window layers, gemma, llama with experts, qwen3moe,
+qwen2moe with a shared expert, gpt-oss, phi3, starcoder2, olmo2; 117 rows): every row within 0.3 % (or the log's
+0.005 MiB), with and without flash attention. The layer's form follows the tensors the architecture loads
+(``llamacpp.graph_layout``): olmo2 has no norm before attention or the FFN (its norms follow them, in place), phi3
+one ``attn_qkv`` projection whose Q and K are roped out of their views and whose V is made contiguous, and one
+``ffn_up`` holding gate and up (``ffn_up`` 2 n_ff wide, the GLU n_ff); starcoder2 a GELU FFN (``ffn_up``, its bias
+and GELU in place, ``ffn_down``). gemma's own layer (norms after
 attention and FFN, the scaled embeddings) adds only in-place nodes (RMS_NORM, MUL, SCALE, ADD on a sole consumer;
 ``src/models/gemma3.cpp:95-190``), which change no allocation, so it runs through this same graph.
 A device other than the first gets its input (the residual stream) as a copy in its own buffer, as
@@ -156,6 +161,9 @@ class Shape:
     n_expert_used: int = 0
     d_expert: int = 0
     n_shared_ff: int = 0  # the shared experts' width (qwen2moe, deepseek), 0: none
+    pre_norm: bool = True  # a norm before attention and FFN (olmo2 has none: its norms follow them)
+    fused_qkv: bool = False  # one attn_qkv projection whose Q, K, V are views (phi3)
+    ffn: str = "gated"  # gate and up ("gated"), one ffn_up holding both ("fused", phi3), up alone ("plain", GELU)
 
 
 @dataclass(frozen=True)
@@ -169,12 +177,18 @@ class Reserve:
 
 def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: str, r: Reserve) -> list[Op]:
     q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
-    ops = [Op(f"norm{i}", s.hidden * t * F32, (x,), inplace=True),
-           Op(f"Q{i}", q * t * F32, (f"norm{i}",)),
-           Op(f"Qrope{i}", q * t * F32, (f"Q{i}",))]  # a tensor of its own: measured (module docstring)
+    ops = [Op(f"norm{i}", s.hidden * t * F32, (x,), inplace=True)] if s.pre_norm else []
+    src = f"norm{i}" if s.pre_norm else x
+    if s.fused_qkv:  # build_qkv's fused path: Q and K roped out of their views, V made contiguous for the cache
+        ops += [Op(f"QKV{i}", (q + 2 * kv) * t * F32, (src,)), Op(f"Qrope{i}", q * t * F32, (f"QKV{i}",))]
+        k_ops = [Op(f"K{i}", kv * t * F32, (f"QKV{i}",))]
+        v_ops = [Op(f"V{i}", kv * t * F32, (f"QKV{i}",))]
+    else:
+        ops += [Op(f"Q{i}", q * t * F32, (src,)),
+                Op(f"Qrope{i}", q * t * F32, (f"Q{i}",))]  # a tensor of its own: measured (module docstring)
+        k_ops = [Op(f"K{i}", kv * t * F32, (src,))]
+        v_ops = [Op(f"V{i}", kv * t * F32, (src,))]
     qn = f"Qrope{i}"
-    k_ops = [Op(f"K{i}", kv * t * F32, (f"norm{i}",))]
-    v_ops = [Op(f"V{i}", kv * t * F32, (f"norm{i}",))]
     kn, vn = f"K{i}", f"V{i}"
     if r.rot_k:  # llama_mul_mat_hadamard: Q and K times the rotation matrix, each a new tensor
         ops.append(Op(f"Qrot{i}", q * t * F32, (qn, f"krot_{kind}")))
@@ -183,9 +197,13 @@ def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: s
     if r.rot_v:
         v_ops.append(Op(f"Vrot{i}", kv * t * F32, (vn, f"vrot_{kind}")))
         vn = f"Vrot{i}"
-    # build_attn expands Q, V, K (llama-graph.cpp:2895-2897); the iswa variant Q, K, V (3147-3154)
-    ops += k_ops + v_ops if r.iswa else v_ops + k_ops
-    ops += [Op(f"setk{i}", 0, (kn, f"kidx_{kind}")), Op(f"setv{i}", 0, (vn, f"vidx_{kind}"))]
+    # build_attn expands Q, V, K (llama-graph.cpp:2895-2897); the iswa variant Q, K, V (3147-3154); the fused
+    # projection's views K (written to the cache) before V's copy
+    setk, setv = Op(f"setk{i}", 0, (kn, f"kidx_{kind}")), Op(f"setv{i}", 0, (vn, f"vidx_{kind}"))
+    if s.fused_qkv:
+        ops += [*k_ops, setk, *v_ops, setv]
+    else:
+        ops += [*(k_ops + v_ops if r.iswa else v_ops + k_ops), setk, setv]
     mask = f"mask_{kind}"
     if flash:
         ops.append(Op(f"kqv{i}", q * t * F32, (qn, mask)))
@@ -202,17 +220,24 @@ def _attention(i: int, s: Shape, t: int, n_kv: int, flash: bool, kind: str, x: s
 
 
 def _ffn(i: int, s: Shape, t: int, src: str) -> tuple[list[Op], str]:
-    ops = [Op(f"fnorm{i}", s.hidden * t * F32, (src,), inplace=True)]
+    ops = [Op(f"fnorm{i}", s.hidden * t * F32, (src,), inplace=True)] if s.pre_norm else []
+    x = f"fnorm{i}" if s.pre_norm else src
     if not s.n_expert:
-        ops += [Op(f"gate{i}", s.d_ff * t * F32, (f"fnorm{i}",)), Op(f"up{i}", s.d_ff * t * F32, (f"fnorm{i}",)),
-                Op(f"glu{i}", s.d_ff * t * F32, (f"gate{i}", f"up{i}")),
-                Op(f"down{i}", s.hidden * t * F32, (f"glu{i}",))]
+        if s.ffn == "plain":  # up, its bias and activation in place, down (starcoder2's GELU FFN)
+            ops += [Op(f"up{i}", s.d_ff * t * F32, (x,)), Op(f"down{i}", s.hidden * t * F32, (f"up{i}",))]
+            return ops, f"down{i}"
+        if s.ffn == "fused":  # one ffn_up holding gate and up, split by the GLU (phi3)
+            ops += [Op(f"up{i}", 2 * s.d_ff * t * F32, (x,)), Op(f"glu{i}", s.d_ff * t * F32, (f"up{i}",))]
+        else:
+            ops += [Op(f"gate{i}", s.d_ff * t * F32, (x,)), Op(f"up{i}", s.d_ff * t * F32, (x,)),
+                    Op(f"glu{i}", s.d_ff * t * F32, (f"gate{i}", f"up{i}"))]
+        ops.append(Op(f"down{i}", s.hidden * t * F32, (f"glu{i}",)))
         return ops, f"down{i}"
     n, k, ff = s.n_expert, s.n_expert_used, s.d_expert
-    ops += [Op(f"logits{i}", n * t * F32, (f"fnorm{i}",)), Op(f"probs{i}", n * t * F32, (f"logits{i}",), inplace=True),
+    ops += [Op(f"logits{i}", n * t * F32, (x,)), Op(f"probs{i}", n * t * F32, (f"logits{i}",), inplace=True),
             Op(f"argsort{i}", n * t * I32, (f"probs{i}",)), Op(f"weights{i}", k * t * F32, (f"probs{i}", f"argsort{i}")),
-            Op(f"eup{i}", ff * k * t * F32, (f"fnorm{i}", f"argsort{i}")),
-            Op(f"egate{i}", ff * k * t * F32, (f"fnorm{i}", f"argsort{i}")),
+            Op(f"eup{i}", ff * k * t * F32, (x, f"argsort{i}")),
+            Op(f"egate{i}", ff * k * t * F32, (x, f"argsort{i}")),
             Op(f"eglu{i}", ff * k * t * F32, (f"egate{i}", f"eup{i}")),
             Op(f"edown{i}", s.hidden * k * t * F32, (f"eglu{i}", f"argsort{i}")),
             Op(f"weighted{i}", s.hidden * k * t * F32, (f"edown{i}", f"weights{i}"), inplace=True),
@@ -220,7 +245,7 @@ def _ffn(i: int, s: Shape, t: int, src: str) -> tuple[list[Op], str]:
     out = f"moe{i}"
     if s.n_shared_ff:
         ff = s.n_shared_ff
-        ops += [Op(f"sgate{i}", ff * t * F32, (f"fnorm{i}",)), Op(f"sup{i}", ff * t * F32, (f"fnorm{i}",)),
+        ops += [Op(f"sgate{i}", ff * t * F32, (x,)), Op(f"sup{i}", ff * t * F32, (x,)),
                 Op(f"sglu{i}", ff * t * F32, (f"sgate{i}", f"sup{i}")),
                 Op(f"sdown{i}", s.hidden * t * F32, (f"sglu{i}",)),
                 Op(f"moe_sum{i}", s.hidden * t * F32, (out, f"sdown{i}"), inplace=True)]

@@ -243,6 +243,12 @@ SWA_PATTERNS: dict[str, tuple[int, bool]] = {
 }
 
 
+# the architectures whose config has a sliding window that llama.cpp does not apply: every layer gets a full cache.
+# Mistral is converted as llama (conversion/llama.py:20), whose graph (src/models/llama.cpp) has no window; phi3 turns
+# it off (src/models/phi3.cpp:13-24, "Phi SWA is currently disabled"); starcoder2.cpp and qwen2.cpp read none
+FULL_ATTENTION = ("mistral", "phi3", "starcoder2", "qwen2")
+
+
 def sliding_layers(model_type: str, n_layer: int, config_types: list[str] | None = None) -> list[bool]:
     """Which layers llama.cpp gives a sliding-window cache: the architecture's pattern, else the config's layer_types.
 
@@ -264,7 +270,7 @@ def _windows(setup: ServeSetup) -> tuple[list[bool], int]:
     n_layer = net.numbers["L"]
     if "latent" in kinds or "conv" in kinds:
         raise ServeError(f"{net.name}: llama.cpp's cache for latent attention or conv layers is not modelled yet")
-    if not kinds.get("sliding", 0):
+    if not kinds.get("sliding", 0) or net.model_type in FULL_ATTENTION:
         return [False] * n_layer, 0
     types = (net.config or {}).get("layer_types") if isinstance(getattr(net, "config", None), dict) else None
     pattern = sliding_layers(net.model_type, n_layer, types)
@@ -303,6 +309,8 @@ def _plan(setup: ServeSetup) -> ServePlan:
     for name, nbytes in _tensors(setup):
         devs[_tensor_device(name, layer_dev, n_layer, s)].model += pad(nbytes, 32)
     sliding, n_swa = _windows(setup)
+    if net.layer_kinds.get("sliding", 0) and not any(sliding):
+        notes.append(f"llama.cpp gives {net.model_type}'s sliding-window layers a full cache (it applies no window)")
     kv_heads, head_dim = int(net.value(net.kv_heads)), int(net.value(net.head_dim))
     width = kv_heads * head_dim
     k_row, v_row = row_bytes(s.type_k.upper(), width), row_bytes(s.type_v.upper(), width)
@@ -349,12 +357,31 @@ def rotation(cache_type: str, head_dim: int, *, k: bool = False) -> int:
 
 
 def graph_shape(net) -> Shape:
-    """The tensor shapes of ``net``'s llama.cpp graph."""
+    """The tensor shapes of ``net``'s llama.cpp graph, its layout read from the GGUF tensor names."""
     num = net.numbers
     shared = int(num.get("n_shared", 0)) * int(num.get("d_shared") or num.get("d_exp") or num.get("d_ff", 0))
+    stored = getattr(net, "stored_tensors", None)
+    shapes = {t.name: tuple(t.shape) for t in stored} if stored else dict(gguf_tensors(net))
     return Shape(num["H"], num.get("a", 1), int(net.value(net.kv_heads)), int(net.value(net.head_dim)),
                  num.get("d_ff", 0), num.get("V", 0), num.get("n_exp", 0), num.get("k_exp", 0),
-                 num.get("d_exp", num.get("d_ff", 0)), shared)
+                 num.get("d_exp", num.get("d_ff", 0)), shared, **graph_layout(shapes))
+
+
+def graph_layout(shapes: dict[str, tuple[int, ...]]) -> dict[str, object]:
+    """What the layer-0 tensors (name: shape, ne0 first) say of the graph: a pre-norm, a fused QKV, the FFN's form.
+
+    llama.cpp builds the layer from the tensors the architecture loads: ``attn_norm`` before attention (olmo2 has
+    none, src/models/olmo2.cpp), ``attn_qkv`` for a fused projection (build_qkv, src/llama-graph.cpp:1663), and
+    the FFN from ``ffn_gate`` and ``ffn_up``, from one ``ffn_up`` twice ``ffn_down``'s input wide holding both
+    (phi3, LLM_FFN_SWIGLU), or from ``ffn_up`` alone (starcoder2, LLM_FFN_GELU).
+    """
+    up, down = shapes.get("blk.0.ffn_up.weight"), shapes.get("blk.0.ffn_down.weight")
+    if "blk.0.ffn_gate.weight" in shapes or not up or not down:
+        ffn = "gated"  # gate and up, or experts (their own path)
+    else:
+        ffn = "fused" if up[1] == 2 * down[0] else "plain"
+    return {"pre_norm": "blk.0.attn_norm.weight" in shapes, "fused_qkv": "blk.0.attn_qkv.weight" in shapes,
+            "ffn": ffn}
 
 
 def _result(setup: ServeSetup, s: Settings, devs: dict[str, Device], notes: list[str]) -> ServePlan:

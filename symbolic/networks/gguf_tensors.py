@@ -6,8 +6,9 @@ so that ``gguf_tensors(net)`` sums to ``net.total`` exactly; a model type whose 
 is a one-line error. Names follow llama.cpp's ``LLM_TENSOR_NAMES`` (``src/llama-arch.cpp``): ``token_embd``,
 ``output``, ``output_norm``, ``blk.N.attn_q/k/v/output``, ``attn_norm``, ``ffn_gate/up/down``, ``ffn_norm``,
 ``ffn_gate_inp`` (the router), ``ffn_*_exps`` (experts, 3-D), ``ffn_*_shexp`` (shared experts),
-``attn_q_a/q_b/kv_a_mqa/kv_b`` (DeepSeek's latent attention). Fused-QKV architectures (phi3, gpt2, falcon,
-gpt-neox) are written with separate q/k/v: the bytes are the same, the attn_v rule of llama-quantize is then
+``attn_q_a/q_b/kv_a_mqa/kv_b`` (DeepSeek's latent attention). phi3 is written fused as llama.cpp's converter
+keeps it (``attn_qkv``, ``ffn_up`` holding gate and up: ``FUSED_QKV_UP``); the other fused-QKV architectures (gpt2,
+falcon, gpt-neox) are written with separate q/k/v: the bytes are the same, the attn_v rule of llama-quantize is then
 applied to v alone.
 """
 
@@ -73,6 +74,19 @@ def _widths(net: ModelShape) -> dict[str, int]:
     return {name: int(net.value(cols)) for name, _, cols, _ in net.matrices}
 
 
+# per-layer norms named or counted otherwise than llama's attn_norm + ffn_norm (src/models/<arch>.cpp
+# load_arch_tensors at llama.cpp 0c1e57098): olmo2's follow attention and the FFN (olmo2.cpp:45, 50), gemma2's and
+# gemma3's come before and after each (gemma2.cpp:42-52, gemma3.cpp), starcoder2's are LayerNorms with biases
+_NORMS = {"olmo2": ("post_attention_norm", "post_ffw_norm"),
+          "gemma2": ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
+          "gemma3_text": ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"),
+          "starcoder2": ("attn_norm", "ffn_norm")}
+_BIASED_NORMS = ("starcoder2",)  # starcoder2.cpp:34-44: attn_norm and ffn_norm each with a bias
+# the architectures llama.cpp's converter keeps fused (gguf-py tensor_mapping.py: phi3's qkv_proj is attn_qkv (245),
+# its gate_up_proj ffn_up (515)); llama.cpp loads them so (phi3.cpp: create_tensor_qkv, ffn_up {n_embd, 2 n_ff})
+FUSED_QKV_UP = ("phi3",)
+
+
 def _layer_vectors(net: ModelShape, terms: Mapping[str, int], widths: Mapping[str, int]) -> list[tuple[str, ...]]:
     """Per-layer 1-D tensors (and gpt-oss's 2-D expert biases) from the layer formula's terms: (suffix, *shape)."""
     h, n_exp = net.numbers["H"], net.numbers.get("n_exp", 0)
@@ -83,14 +97,17 @@ def _layer_vectors(net: ModelShape, terms: Mapping[str, int], widths: Mapping[st
              else ("attn_norm",))
     if net.model_type == "cohere":
         names = ("attn_norm",)
+    names = _NORMS.get(net.model_type, names)
     for norm in names[:norms] if not layer_norm else names:
         out.append((f"{norm}.weight", h))
         if layer_norm and net.model_type != "falcon":
             out.append((f"{norm}.bias", h))
+    if net.model_type in _BIASED_NORMS:
+        out = [(f"{n}.{p}", h) for n in names for p in ("weight", "bias")]
     if net.model_type == "falcon" and norms == 2:  # falcon-7b: one LayerNorm (weight and bias) per block
         out = [("attn_norm.weight", h), ("attn_norm.bias", h)]
     if "attention.qk_norm" in terms:
-        q = terms["attention.qk_norm"] // 2 if net.model_type not in ("olmoe",) else widths["attention.q"]
+        q = terms["attention.qk_norm"] // 2 if net.model_type not in ("olmoe", "olmo2") else widths["attention.q"]
         k = terms["attention.qk_norm"] - q
         out += [("attn_q_norm.weight", q), ("attn_k_norm.weight", k)]
     if "attention.q_norm" in terms:
@@ -101,6 +118,8 @@ def _layer_vectors(net: ModelShape, terms: Mapping[str, int], widths: Mapping[st
         out += [(f"attn_{p}.bias", widths[f"attention.{p}"]) for p in ("q", "k", "v")]
     if "attention.o_bias" in terms:
         out.append(("attn_output.bias", h))
+    if "moe.shared_gate" in terms:  # qwen2moe.cpp:54: the shared expert's sigmoid gate, {n_embd}
+        out.append(("ffn_gate_inp_shexp.weight", terms["moe.shared_gate"]))
     if "attention.sinks" in terms:
         out.append(("attn_sinks.weight", terms["attention.sinks"]))
     if "mlp.bias" in terms:
@@ -146,7 +165,23 @@ def gguf_tensors(net: ModelShape) -> list[Tensor]:
     tensors += _top_vectors(net, top_terms)
     if sum(_elements(shape) for _, shape in tensors) != net.total:
         raise UserError(_NO_LAYOUT.format(t=net.model_type))
-    return tensors
+    return _fused(tensors) if net.model_type in FUSED_QKV_UP else tensors
+
+
+def _fused(tensors: list[Tensor]) -> list[Tensor]:
+    """Q, K, V as one ``attn_qkv`` and gate with up as one ``ffn_up`` (rows stacked), each where its first part was."""
+    shapes = dict(tensors)
+    parts = {"attn_q": ("attn_q", "attn_k", "attn_v"), "ffn_gate": ("ffn_gate", "ffn_up")}
+    merged = {"attn_q": "attn_qkv", "ffn_gate": "ffn_up"}
+    out: list[Tensor] = []
+    for name, shape in tensors:
+        head, _, kind = name[: -len(".weight")].rpartition(".") if name.endswith(".weight") else ("", "", "")
+        if kind in merged:
+            members = [shapes[f"{head}.{p}.weight"] for p in parts[kind]]
+            out.append((f"{head}.{merged[kind]}.weight", (shape[0], sum(m[1] for m in members))))
+        elif not any(kind in group[1:] for group in parts.values()):
+            out.append((name, shape))
+    return out
 
 
 def _elements(shape: tuple[int, ...]) -> int:
