@@ -439,3 +439,15 @@ def test_mistral_sliding_window_is_a_full_cache_in_llama_cpp():
     plan = serve("mistral-7b", "llamacpp", "24GiB", weights="gguf:Q4_K_M", ctx_size=8192, parallel=1)
     assert plan.figures["kv_buffer_bytes"] == 32 * 8192 * 2 * 1024 * 2
     assert any("full cache" in n for n in plan.notes)
+
+
+def test_n_cpu_moe_on_a_gpu_names_the_expert_copies_it_does_not_count():
+    # the experts of layers 0..3 of qwen3-30b-a3b (3 tensors each) are on the CPU while their layers run on the GPU:
+    # the note names them and the largest (ffn_down_exps: Q4_K_M gives it more bits than gate and up)
+    plan = serve("qwen3-30b-a3b", "llamacpp", "80GiB", weights="gguf:Q4_K_M", ctx_size=4096, n_gpu_layers=99,
+                 n_cpu_moe=4)
+    note = next(n for n in plan.notes if n.startswith("--n-cpu-moe 4"))
+    assert "12 expert tensors" in note and "ffn_down_exps" in note
+    on_cpu = serve("qwen3-30b-a3b", "llamacpp", "80GiB", weights="gguf:Q4_K_M", ctx_size=4096, n_gpu_layers=0,
+                   n_cpu_moe=4)
+    assert not any(n.startswith("--n-cpu-moe") for n in on_cpu.notes)  # nothing to copy: those layers run on the CPU

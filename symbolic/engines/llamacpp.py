@@ -226,6 +226,26 @@ def _tensor_device(name: str, devices: list[str], n_layer: int, s: Settings) -> 
     return "cpu"  # token_embd, position and type embeddings: the input layer
 
 
+def _cpu_moe_notes(tensors: list[tuple[str, int]], devices: list[str], n_layer: int, s: Settings) -> list[str]:
+    """What --n-cpu-moe does beyond the model buffers, for experts kept on the CPU of layers that run on a GPU.
+
+    The override puts them in the CPU's buffer type or, where the CPU backend repacks their type, CPU_REPACK
+    (src/llama-model-loader.cpp:1235-1257 at 0c1e57098; checked on the CPU build: Q4_0 and Q4_K experts are
+    "overridden to CPU_REPACK", F16 ones to CPU). With op offload (llama.cpp's default), a matmul of >= 32 tokens
+    whose weight is in a host buffer runs on the GPU with the weight copied into that GPU's compute buffer, one at a
+    time (ggml-backend.cpp:951-975, 1324-1341; ggml-cuda.cu ggml_backend_cuda_device_offload_op); a repacked
+    weight's matmul runs on the CPU. Which types the CPU repacks depends on its instruction set, so neither is counted.
+    """
+    moved = [(n, b) for n, b in tensors if (m := _BLOCK.match(n)) and int(m.group(1)) < s.n_cpu_moe
+             and _EXPERTS.search(n) and devices[min(int(m.group(1)), n_layer)] != "cpu"]
+    if not moved:
+        return []
+    name, largest = max(moved, key=lambda t: t[1])
+    return [f"--n-cpu-moe {s.n_cpu_moe}: {len(moved)} expert tensors in the CPU buffer; in prompt processing llama.cpp "
+            f"copies each to the GPU for its matmul unless the CPU repacked it (the largest, {name}, "
+            f"{format_bytes(largest)}): not in the GPU compute buffer here"]
+
+
 # llama.cpp's sliding-window layers per architecture (HF model_type -> load_swa_pattern(n, dense_first) in
 # src/models/<arch>.cpp): llama_hparams::set_swa_pattern (src/llama-hparams.cpp:8-22) makes layer il sliding when
 # il % n < n - 1 (the last of every n is full), or with dense_first when il % n != 0 (the first is full)
@@ -306,8 +326,10 @@ def _plan(setup: ServeSetup) -> ServePlan:
     devs = {n: Device(n) for n in names}
     for il, d in enumerate(layer_dev[:n_layer]):
         devs[d].layers.append(il)
-    for name, nbytes in _tensors(setup):
+    tensors = _tensors(setup)
+    for name, nbytes in tensors:
         devs[_tensor_device(name, layer_dev, n_layer, s)].model += pad(nbytes, 32)
+    notes += _cpu_moe_notes(tensors, layer_dev, n_layer, s)
     sliding, n_swa = _windows(setup)
     if net.layer_kinds.get("sliding", 0) and not any(sliding):
         notes.append(f"llama.cpp gives {net.model_type}'s sliding-window layers a full cache (it applies no window)")
