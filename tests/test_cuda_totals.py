@@ -54,7 +54,7 @@ def test_training_budget_keeps_nvidia_smi_and_the_engine_view_is_cuda():
     assert budget.capacity == 81559 * 2**20  # nvidia-smi's memory.total, as the catalogue quotes it
     engine = budget.over_cuda()
     assert engine.capacity == GPUS["h100-80gb"].cuda_bytes and engine.fraction == budget.fraction
-    assert make_budget("h200-141gb").over_cuda() == make_budget("h200-141gb")  # nothing published: unchanged
+    assert make_budget("h100-94gb").over_cuda() == make_budget("h100-94gb")  # nothing published: unchanged
 
 
 def test_gpus_command_shows_the_cuda_column_and_json_field(capsys):
@@ -64,5 +64,5 @@ def test_gpus_command_shows_the_cuda_column_and_json_field(capsys):
     assert re.search(r"\b79\.18\b", row)
     code, out, _ = run(capsys, "gpus", "--json")
     data = {g["name"]: g for g in json.loads(out)}
-    assert data["h100-80gb"]["cuda_bytes"] == GPUS["h100-80gb"].cuda_bytes and data["h200-141gb"]["cuda_bytes"] is None
+    assert data["h100-80gb"]["cuda_bytes"] == GPUS["h100-80gb"].cuda_bytes and data["h100-94gb"]["cuda_bytes"] is None
     assert "median" in data["h100-80gb"]["cuda_source"]

@@ -284,6 +284,7 @@ def test_the_default_fraction_reads_nvidia_smi_and_the_pool_reads_cuda():
 
 
 def test_a_gpu_without_a_published_cuda_total_is_said():
-    plan = serve("gpt-oss-20b", engine="sglang", gpu="h200")
-    assert plan.figures["pre_model_load_bytes"] == GPUS["h200-141gb"].bytes - CONTEXT_BYTES
+    # the H100 NVL has no CUDA reading in catalogs.cuda_totals: its catalogue (vendor) total, with a note
+    plan = serve("gpt-oss-20b", engine="sglang", gpu="h100-nvl")
+    assert plan.figures["pre_model_load_bytes"] == GPUS["h100-94gb"].bytes - CONTEXT_BYTES
     assert any("no published CUDA total" in note for note in plan.notes)

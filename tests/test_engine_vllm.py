@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 
 import pytest
 
@@ -87,13 +88,22 @@ def test_a_catalogue_gpu_is_its_cuda_total_and_a_given_size_is_itself():
     assert not any(n.startswith("GPU total") for n in given.notes) and given.figures["gpu_total_basis"] == "given"
 
 
-def test_a_gpu_without_a_published_cuda_total_uses_nvidia_smi_and_says_so():
-    # no CUDA reading for the H200 in catalogs.cuda_totals: nvidia-smi's 143,771 MiB, with a note
+def test_a_gpu_without_a_published_cuda_total_uses_its_catalogue_total_and_says_so():
+    # no CUDA reading for the H100 NVL in catalogs.cuda_totals: the vendor's 94 × 10⁹ bytes, with a note
+    plan = serve("llama-3-8b", engine="vllm", gpu="h100-94gb", max_model_len=8192)
+    assert GPUS["h100-94gb"].cuda_bytes is None
+    assert plan.budget_bytes == math.ceil(94 * 10**9 * 92 / 100)
+    assert plan.figures["gpu_total_basis"] == "vendor"
+    assert any("the vendor's 87.54 GiB for h100-94gb: no published CUDA total" in n for n in plan.notes)
+
+
+def test_h200_starts_from_its_published_cuda_total():
+    # catalogs.cuda_totals: prime-rl's benchmark page prints 'total capacity of 139.80 GiB' on 8xH200 (nvidia-smi
+    # says 143,771 MiB, 140.40 GiB); vLLM's budget is 0.92 of CUDA's total
     plan = serve("llama-3-8b", engine="vllm", gpu="h200-141gb", max_model_len=8192)
-    assert GPUS["h200-141gb"].cuda_bytes is None
-    assert plan.budget_bytes == math.ceil(143771 * 2**20 * 92 / 100)
-    assert plan.figures["gpu_total_basis"] == "nvidia-smi"
-    assert any("nvidia-smi's 140.40 GiB for h200-141gb: no published CUDA total" in n for n in plan.notes)
+    assert GPUS["h200-141gb"].cuda_bytes == int(Decimal("139.80") * 2**30)
+    assert plan.budget_bytes == math.ceil(GPUS["h200-141gb"].cuda_bytes * 92 / 100)
+    assert any("CUDA's 139.80 GiB for h200-141gb" in n for n in plan.notes)
 
 
 def test_sliding_window_layers_hold_window_pages_plus_one():

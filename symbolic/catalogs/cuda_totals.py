@@ -27,6 +27,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 GIB = 2**30
+# prime-rl's benchmark page (its failed runs quote PyTorch's out-of-memory message), as a fork's branch keeps it
+PRIME_RL = ("https://github.com/Jackmin801/prime-rl-hardfork/blob/6af40cec1c5df5215b90fafb70f137ea997d2caf/"
+            "benchmarks/results/BENCHMARKS.md")
 
 # id -> readings: (GiB as printed, or whole bytes as an int; where it was printed and what it says)
 READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
@@ -44,6 +47,14 @@ READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
                   "14.56 GiB')"),
         ("14.57", "https://github.com/QwenLM/Qwen3-VL/issues/1046 (4 × T4, 2025: 'total capacity of 14.57 GiB')"),
         ("14.76", "https://github.com/xinge008/Cylinder3D/issues/109 (Tesla T4, 2021: '14.76 GiB total capacity')"),
+    ),
+    "a10g": (
+        ("21.99", "https://github.com/zai-org/CogVLM/issues/236 (an A10 on Lambda, the catalogue's 'a10', 2023: 'GPU 0 "
+                  "has a total capacty of 21.99 GiB')"),
+    ),
+    "l4": (
+        ("22.03", "https://github.com/ArcInstitute/evo2/issues/190 (an L4, 2025: 'GPU 0 has a total capacity of "
+                  "22.03 GiB')"),
     ),
     "rtx-3090": (
         ("23.70", "https://github.com/GaoLii/DSP/issues/10 (two 3090s: '23.70 GiB total capacity')"),
@@ -80,6 +91,13 @@ READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
         ("79.22", "https://github.com/vllm-project/vllm/pull/10511 (H100, 2024: 'total_gpu_memory 79.22GiB'; the "
                   "vLLM tests cite its weights lines)"),
         ("79.22", "https://github.com/vllm-project/vllm/pull/12126 (H100-80G, 2025: 'total_gpu_memory (79.22GiB)')"),
+    ),
+    "h200-141gb": (
+        ("139.80", PRIME_RL + " (prime-rl's automated benchmarks, 8xH200, 2026-01-13: 'GPU 5 has a total "
+                   "capacity of 139.80 GiB', six runs)"),
+    ),
+    "b200": (
+        ("178.36", PRIME_RL + " (the same page, 8xB200: 'GPU 2 has a total capacity of 178.36 GiB', five runs)"),
     ),
 }
 
