@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -54,7 +55,12 @@ def test_training_budget_keeps_nvidia_smi_and_the_engine_view_is_cuda():
     assert budget.capacity == 81559 * 2**20  # nvidia-smi's memory.total, as the catalogue quotes it
     engine = budget.over_cuda()
     assert engine.capacity == GPUS["h100-80gb"].cuda_bytes and engine.fraction == budget.fraction
-    assert make_budget("h100-94gb").over_cuda() == make_budget("h100-94gb")  # nothing published: unchanged
+
+
+def test_a_catalogue_gpu_without_a_reading_keeps_its_total(monkeypatch):
+    # every catalogue GPU has a reading today; an entry added without one keeps nvidia-smi's total
+    monkeypatch.setitem(GPUS, "h100-94gb", replace(GPUS["h100-94gb"], cuda_bytes=None, cuda_source=None))
+    assert make_budget("h100-94gb").over_cuda() == make_budget("h100-94gb")
 
 
 def test_gpus_command_shows_the_cuda_column_and_json_field(capsys):
@@ -64,5 +70,5 @@ def test_gpus_command_shows_the_cuda_column_and_json_field(capsys):
     assert re.search(r"\b79\.18\b", row)
     code, out, _ = run(capsys, "gpus", "--json")
     data = {g["name"]: g for g in json.loads(out)}
-    assert data["h100-80gb"]["cuda_bytes"] == GPUS["h100-80gb"].cuda_bytes and data["h100-94gb"]["cuda_bytes"] is None
+    assert data["h100-80gb"]["cuda_bytes"] == GPUS["h100-80gb"].cuda_bytes and data["h100-94gb"]["cuda_bytes"] == 93 * 2**30
     assert "median" in data["h100-80gb"]["cuda_source"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -283,8 +284,9 @@ def test_the_default_fraction_reads_nvidia_smi_and_the_pool_reads_cuda():
     assert named.figures["pre_model_load_bytes"] == given.figures["pre_model_load_bytes"] == gpu.cuda_bytes - CONTEXT_BYTES
 
 
-def test_a_gpu_without_a_published_cuda_total_is_said():
-    # the H100 NVL has no CUDA reading in catalogs.cuda_totals: its catalogue (vendor) total, with a note
+def test_a_gpu_without_a_published_cuda_total_is_said(monkeypatch):
+    # a catalogue entry without a CUDA reading (every entry has one today: the H100 NVL's taken away here)
+    monkeypatch.setitem(GPUS, "h100-94gb", replace(GPUS["h100-94gb"], cuda_bytes=None, cuda_source=None))
     plan = serve("gpt-oss-20b", engine="sglang", gpu="h100-nvl")
     assert plan.figures["pre_model_load_bytes"] == GPUS["h100-94gb"].bytes - CONTEXT_BYTES
     assert any("no published CUDA total" in note for note in plan.notes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -88,13 +89,13 @@ def test_a_catalogue_gpu_is_its_cuda_total_and_a_given_size_is_itself():
     assert not any(n.startswith("GPU total") for n in given.notes) and given.figures["gpu_total_basis"] == "given"
 
 
-def test_a_gpu_without_a_published_cuda_total_uses_its_catalogue_total_and_says_so():
-    # no CUDA reading for the H100 NVL in catalogs.cuda_totals: the vendor's 94 × 10⁹ bytes, with a note
+def test_a_gpu_without_a_published_cuda_total_uses_its_catalogue_total_and_says_so(monkeypatch):
+    # a catalogue entry without a CUDA reading (every entry has one today: the H100 NVL's taken away here)
+    monkeypatch.setitem(GPUS, "h100-94gb", replace(GPUS["h100-94gb"], cuda_bytes=None, cuda_source=None))
     plan = serve("llama-3-8b", engine="vllm", gpu="h100-94gb", max_model_len=8192)
-    assert GPUS["h100-94gb"].cuda_bytes is None
-    assert plan.budget_bytes == math.ceil(94 * 10**9 * 92 / 100)
-    assert plan.figures["gpu_total_basis"] == "vendor"
-    assert any("the vendor's 87.54 GiB for h100-94gb: no published CUDA total" in n for n in plan.notes)
+    assert plan.budget_bytes == math.ceil(95830 * 2**20 * 92 / 100)  # nvidia-smi's 95830 MiB (gpus.py's source)
+    assert plan.figures["gpu_total_basis"] == "nvidia-smi"
+    assert any("nvidia-smi's 93.58 GiB for h100-94gb: no published CUDA total" in n for n in plan.notes)
 
 
 def test_h200_starts_from_its_published_cuda_total():

@@ -92,6 +92,10 @@ READINGS: dict[str, tuple[tuple[str | int, str], ...]] = {
                   "vLLM tests cite its weights lines)"),
         ("79.22", "https://github.com/vllm-project/vllm/pull/12126 (H100-80G, 2025: 'total_gpu_memory (79.22GiB)')"),
     ),
+    "h100-94gb": (
+        ("93.00", "https://github.com/ali-vilab/VACE/issues/56 (an H100 NVL 94GB on RunPod, 2025: 'GPU 0 has a total "
+                  "capacity of 93.00 GiB')"),
+    ),
     "h200-141gb": (
         ("139.80", PRIME_RL + " (prime-rl's automated benchmarks, 8xH200, 2026-01-13: 'GPU 5 has a total "
                    "capacity of 139.80 GiB', six runs)"),

@@ -58,9 +58,9 @@ _ENTRIES = (
     _smi("a100-80gb", "NVIDIA A100 80GB (SXM4)", "80GB HBM2e", 81920, MODAL, "Exactly 80 GiB."),
     _smi("h100-80gb", "NVIDIA H100 80GB HBM3 (SXM5)", "80GB HBM3", 81559,
          MODAL + "; https://github.com/NVIDIA/nccl/issues/1264", "79.6 GiB: less than the A100's 80 GiB."),
-    GPU("h100-94gb", "NVIDIA H100 NVL", "94GB HBM3", 94 * 10**9, "vendor",
-        "NVIDIA H100 NVL product brief: 94 GB", "No nvidia-smi total found in our sources; the vendor's 94 GB "
-        "taken as 94 × 10⁹ bytes (the device probably reports somewhat more)."),
+    _smi("h100-94gb", "NVIDIA H100 NVL", "94GB HBM3", 95830,
+         "https://github.com/NVIDIA/gpu-admin-tools/issues/4 (nvidia-smi: NVIDIA H100 NVL, 95830MiB)",
+         "93.6 GiB = 100.5 × 10⁹ bytes: the vendor's \"94 GB\" is about 94 GiB."),
     _smi("h200-141gb", "NVIDIA H200 (SXM)", "141GB HBM3e", 143771,
          "nvidia-smi outputs quoted in public repositories (NVIDIA H200, 143771MiB)", "140.4 GiB = 150.8 × 10⁹ bytes."),
     _smi("b200", "NVIDIA B200 (HGX)", "180GB HBM3e (192 GB marketed)", 183359,
