@@ -81,6 +81,7 @@ CUDA: dict[str, str] = {
     BANNED: "binary_cross_entropy",
 }
 APPENDED = {"norm.Scalar": "ScalarOpt_dtype", "norm.ScalarOpt_dim": "ScalarOpt_dim_dtype"}  # the dtype overloads
+SDPA = "scaled_dot_product_attention"
 KEYS = ("AutocastIPU", "AutocastHPU", "AutocastPrivateUse1")  # autocast keys this process may not use
 BANNED_TEXT = ("binary_cross_entropy is unsafe to autocast (CUDA autocast refuses it): use "
                "binary_cross_entropy_with_logits")
