@@ -191,7 +191,9 @@ def _excluded() -> Any:
 
 
 def _kernel(name: str, op: Any) -> Any:
-    def run(*args: Any, **kwargs: Any) -> Any:
+    def run(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if name not in _REGION.ops:  # the other device's operator: a fallthrough (its parts still reach the policy)
+            return op.redispatch(keyset.remove(_KEY[0]), *args, **kwargs)
         with _excluded():
             return apply(name, op, args, kwargs)
 
@@ -236,7 +238,7 @@ def _register() -> Any:
     for op_name in sorted(set(policy("cpu")) | set(policy("cuda"))):
         op = _operator(op_name)
         if op is not None:
-            lib.impl(op_name, _kernel(op_name, op), name)
+            lib.impl(op_name, _kernel(op_name, op), name, with_keyset=True)
     _LIBRARIES.append(lib)
     return key
 
