@@ -89,7 +89,7 @@ def _copies(device, region):
     saved = {}
 
     def pack(t):
-        saved[id(t.untyped_storage())] = (t.dtype, tuple(t.shape))
+        saved[id(t.untyped_storage())] = (t.dtype, t.untyped_storage().nbytes())
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), region():
@@ -102,9 +102,9 @@ def _copies(device, region):
             continue
         seen.add(node)
         casts += type(node).__name__ == "ToCopyBackward0" and any(
-            nxt is not None and type(nxt).__name__ == "AccumulateGrad" for nxt, _ in node.next_functions)
+            getattr(nxt, "variable", None) is w for nxt, _ in node.next_functions)  # a cast of w itself
         stack.extend(n for n, _ in node.next_functions)
-    weights = sum(1 for dtype, shape in saved.values() if shape == (16, 8))
+    weights = sum(1 for dtype, nbytes in saved.values() if dtype == torch.bfloat16 and nbytes == 16 * 8 * 2)
     return {"weight_casts": casts, "saved_weight_copies": weights, "dtype": str(y.dtype)}
 
 
@@ -162,9 +162,8 @@ def _case(source, fit, batch, sizes):
     asked = resolve.with_sizes(source, sizes)
     net = dataclasses.replace(fitted, module_source=asked)  # the fit's polynomials evaluated at ``sizes``
     plan = planning.plan(net, "train", batch=batch, precision="bf16-mixed", device="cpu")
-    fp32 = planning.plan(net, "train", batch=batch, precision="fp32", device="cpu")
     return {"plan": {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total},
-            "measured": _measured(asked, batch), "fp32_saved": fp32.activation_bytes}
+            "measured": _measured(asked, batch)}
 
 
 def _file(spec, args, inputs, loss):
@@ -174,17 +173,14 @@ def _file(spec, args, inputs, loss):
 
 
 def steps():
-    from symbolic.networks.module import resolve
-
+    """Four small networks (torchvision's ResNet-18 agrees as well, by docs/accuracy.md's command: 11 s, left out)."""
     return {"mlp": _case(_file("mlp.py:MLP", {"d_in": 64, "d_h": 32, "n_out": 10}, ["x=B,64"], "cross-entropy"),
                          {}, 7, {}),
             "cnn": _case(_file("cnn.py:CNN", {"channels": 8}, ["x=B,3,H,W"], "cross-entropy"),
                          {"H": 16, "W": 16}, 7, {"H": 40, "W": 24}),
             "vit": _case(_file("nets.py:TinyViT", {"dim": 32}, ["x=B,3,H,W"], "cross-entropy"),
                          {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}),
-            "scaled_sdpa": _case(_file("nets.py:ScaledSdpa", {"dim": 32}, ["x=B,S,32"], "mean"), {"S": 8}, 3, {"S": 21}),
-            "resnet18": _case(resolve.module_source("torchvision:resnet18"), {"H": 32, "W": 32}, 3,
-                              {"H": 64, "W": 96})}
+            "scaled_sdpa": _case(_file("nets.py:ScaledSdpa", {"dim": 32}, ["x=B,S,32"], "mean"), {"S": 8}, 3, {"S": 21})}
 
 
 def _cli(*argv):
