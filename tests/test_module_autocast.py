@@ -72,6 +72,11 @@ def test_bf16_mixed_step_against_a_real_cpu_autocast_step(child: dict, name: str
     assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
 
 
+def test_the_mixed_fit_is_its_own_cache_entry(child: dict) -> None:
+    """steps() fitted the MLP in bf16-mixed only: asked again it is read back; fp32 and pure bf16 probe anew."""
+    assert child["cached"] == {"mixed": True, "fp32": False, "bf16": False}
+
+
 def test_cli_mixed_precision_says_where_the_policy_comes_from(child: dict) -> None:
     cpu, cuda = child["cli"]["cpu"], child["cli"]["cuda"]
     assert cpu["code"] == 0 and "CPU policy" in cpu["out"] and "checked against real CPU autocast" in cpu["out"]
