@@ -395,7 +395,7 @@ class ModuleNetwork(ModelShape):
         def term(key: str, title: str, expr: sympy.Expr, note: str = "") -> Term:
             return Term(key, title, sympy.sympify(expr), "bytes", SRC, where, note)
 
-        resident = [term("weights", "trainable weights", tb * N, "fp32 weights under autocast (its 16-bit copies are "
+        resident = [term("weights", "trainable weights", tb * N, "fp32 weights under autocast (their 16-bit copies are "
                          "the forward's)." if setup.mixed else "Parameters in the compute dtype.")]
         if buffers:
             resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
