@@ -230,11 +230,11 @@ def _register() -> Any:
     key = _free_key()
     name = str(key).split(".")[-1]
     if not torch._C._dispatch_has_backend_fallback(key):
-        fallback = Library("_", "IMPL")  # noqa: TOR901
+        fallback = Library("_", "IMPL")
         fallback.fallback(fallthrough_kernel, name)
         _LIBRARIES.append(fallback)
     _KEY.append(key)
-    lib = Library("aten", "IMPL")  # noqa: TOR901
+    lib = Library("aten", "IMPL")
     for op_name in sorted(set(policy("cpu")) | set(policy("cuda"))):
         op = _operator(op_name)
         if op is not None:
