@@ -56,11 +56,12 @@ def bad():
             "tp": _cli("plan", *mlp, *RATE, *SEARCH, "--tp", "2"),
             "missing": _cli("plan", f"{DATA}/nets.py:Missing", "--input", "x=B,4", *RATE, *SEARCH),
             "set": _cli("plan", *mlp, *RATE, *SEARCH, "--set", "H=4"),
-            "mixed": _cli("plan", *mlp, *RATE, *SEARCH, "--precision", "bf16-mixed")}
+            "fp8": _cli("plan", *mlp, *RATE, *SEARCH, "--precision", "fp8")}
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {**{name: searched(name) for name in MODELS}, "bad": bad()})
+    child_main.run(lambda tmp: {**{name: searched(name) for name in MODELS}, "bad": bad(),
+                                "mixed": _cli("plan", *MODELS["mlp"], *RATE, *SEARCH, "--precision", "bf16-mixed")})
 
 
 if __name__ == "__main__":

@@ -63,9 +63,16 @@ def test_plan_table_of_a_module(child: dict) -> None:
 
 @pytest.mark.parametrize("name, needle", [("seq", "--seq applies to a network that takes a token sequence"),
                                           ("tp", "no tensor, pipeline or context parallelism"),
-                                          ("missing", "does not define"), ("mixed", "precision bf16-mixed"),
+                                          ("missing", "does not define"), ("fp8", "not fp8"),
                                           ("set", "--set H=4: not an input size of mlp.py:MLP")])
 def test_plan_bad_input_is_one_line_exit_2(child: dict, name: str, needle: str) -> None:
     done = child["bad"][name]
     lines = done["err"].strip().splitlines()
     assert done["code"] == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in done["err"]
+
+
+def test_plan_of_a_module_in_bf16_mixed(child: dict) -> None:
+    """torch.autocast over fp32 weights (networks/module/autocast.py): planned, not refused."""
+    done = child["mixed"]
+    assert done["code"] == 0, done["err"]  # refused in one line before
+    assert done["out"].startswith("mlp.py:MLP on h100-80gb: ") and " fit; " in done["out"]

@@ -29,6 +29,8 @@ import functools
 import math
 from typing import Any
 
+from .autocast import SDPA, cast_for
+
 SM90 = (9, 0)  # the GPU assumed for --device cuda: H100 / H200 (compute capability 9.0)
 FLASH_ARCH = ((8, 0), (12, 1))  # check_flash_attention_hardware_support: sm80..sm121
 EFFICIENT_ARCH = ((5, 0), (12, 1))  # check_mem_efficient_hardware_support: sm50..sm121
@@ -235,6 +237,7 @@ def cuda_attention(arch: tuple[int, int] = SM90) -> Any:
             kwargs = kwargs or {}
             if func is not sdpa:
                 return func(*args, **kwargs)
+            args, kwargs = cast_for(SDPA, args, kwargs)  # autocast casts before SDPA chooses
             a = sdpa_arguments(args, kwargs)
             if a["query"].device.type != "meta":
                 return func(*args, **kwargs)

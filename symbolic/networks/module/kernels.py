@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from .autocast import SDPA, cast_for
 from .cuda_attention import SM90, cuda_attention
 from .sdpa import additive_mask, sdpa_arguments
 
@@ -107,6 +108,7 @@ def cpu_attention() -> Any:
                 return _mse_storage(func(*args, **kwargs), args, kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
+            args, kwargs = cast_for(SDPA, args, kwargs)  # autocast casts before SDPA chooses
             a = sdpa_arguments(args, kwargs)
             query = a["query"]
             if query.device.type != "meta":

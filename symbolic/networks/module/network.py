@@ -13,8 +13,10 @@ forward, the inputs and the live bytes at the forward's peak (saved tensors, the
 transients); backward, the inputs and the live bytes at its peak (saved tensors and gradients in
 flight, the parameters' gradients as they accumulate); optimizer, every gradient, the inputs and
 AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter on the CPU, one per
-parameter with foreach). What is not modelled is refused in one line: mixed precision, LoRA,
-frozen embeddings, recomputation, tensor and pipeline parallelism.
+parameter with foreach). Mixed precision (bf16-mixed, fp16-mixed) is ``torch.autocast`` over fp32
+weights: the forward and the loss probed under autocast's own cast policy (``autocast.py``: the CPU's
+for ``--device cpu``, CUDA's otherwise), the weights, gradients and optimizer state fp32. What is not
+modelled is refused in one line: LoRA, frozen embeddings, recomputation, tensor and pipeline parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
@@ -40,14 +42,14 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, flops, inference, probe
+from . import autocast, cache, flops, inference, probe
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
 FAMILY = "module"  # the saved-tensor model's key (pytorch.saved.module, pytorch.peak.module)
 SRC = "torch-meta"
-REFUSED = ("{what}: {name} is a torch module probed on the meta device; its step is measured in pure fp32, bf16 or "
-           "fp16 full training on one device only")
+REFUSED = ("{what}: {name} is a torch module probed on the meta device; its step is measured in fp32, bf16, fp16 or "
+           "autocast (bf16-mixed, fp16-mixed) training on one device only")
 
 
 def _version() -> str:
@@ -147,6 +149,29 @@ INFER_NOTE = ("inference: one forward pass under torch.no_grad() in eval mode (w
 INFER_REFUSED = ("{what}: {name} is a torch module probed on the meta device; its forward is measured with fp32, bf16 "
                  "or fp16 weights on one device only")
 GROWN = "k_size"  # the symbol fit of an input size solves for (``ModuleNetwork.varying``)
+AUTOCAST_NOTE = ("; the forward and the loss under torch.autocast({dtype}) with fp32 weights, gradients and optimizer "
+                 "state, cast as autocast's {device} policy casts (aten/src/ATen/autocast_mode.cpp){checked}")
+AUTOCAST_CHECKED = {"cpu": ", checked against real CPU autocast steps",
+                    "cuda": ": derived from PyTorch's source, not measured on a GPU"}
+
+
+def step_dtypes(precision: str) -> tuple[str, str | None]:
+    """The torch dtype a step's weights and inputs are built in, and its autocast dtype (None: pure precision)."""
+    if precision.endswith("-mixed") and precision.removesuffix("-mixed") in autocast.DTYPES:
+        return "float32", autocast.DTYPES[precision.removesuffix("-mixed")]
+    if precision not in probe.DTYPES:
+        raise UserError(f"precision {precision}: a torch module's step is probed in fp32, bf16, fp16, bf16-mixed or "
+                        "fp16-mixed")
+    return probe.DTYPES[precision], None
+
+
+def autocast_note(precision: str, device: str | None) -> str:
+    """What the plan says about a mixed-precision step's casts ("" for a pure precision)."""
+    _, dtype = step_dtypes(precision)
+    if dtype is None:
+        return ""
+    policy = "cpu" if device == "cpu" else "cuda"
+    return AUTOCAST_NOTE.format(dtype=dtype, device=policy.upper(), checked=AUTOCAST_CHECKED[policy])
 
 
 # --- the network --------------------------------------------------------------------------------
@@ -198,28 +223,29 @@ class ModuleNetwork(ModelShape):
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
     def step_fit(self, dtype: str, device: str | None = None,
-                 arch: tuple[int, int] | None = None) -> tuple[probe.StepFit, int, bool]:
+                 arch: tuple[int, int] | None = None, mixed: str | None = None) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
-        a GPU of compute capability ``arch``, sm90 when None); else the reference path.
+        a GPU of compute capability ``arch``, sm90 when None); else the reference path. ``mixed``: the autocast
+        dtype of a mixed-precision step ("bfloat16", "float16"; ``dtype`` then float32), its own cache entry.
         """
         kernels = device if device in KERNELS else None
         if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
             kernels = cuda_kernels(arch)
-        if (dtype, kernels) not in self._fits:
+        if (dtype, kernels, mixed) not in self._fits:
             source = self.module_source
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype, kernels)
+                fit = probe.fit_step(source, dtype, kernels, mixed)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
-            parts = (dtype,) if kernels is None else (dtype, kernels)
+            parts = ((dtype,) if kernels is None else (dtype, kernels)) + ((f"autocast-{mixed}",) if mixed else ())
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[(dtype, kernels)] = (*_fit(data), hit)
-        return self._fits[(dtype, kernels)]
+            self._fits[(dtype, kernels, mixed)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels, mixed)]
 
     def flop_fit(self, dtype: str) -> flops.FlopFit:
         """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
@@ -233,9 +259,8 @@ class ModuleNetwork(ModelShape):
 
     def own_flops(self, batch: int, precision: str) -> flops.OwnFlops:
         """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads."""
-        if precision not in probe.DTYPES:
-            raise UserError(REFUSED.format(what=f"precision {precision}", name=self.name))
-        result = self.flop_fit(probe.DTYPES[precision])
+        dtype, mixed = step_dtypes(precision)  # under autocast the matmuls run in its 16-bit dtype
+        result = self.flop_fit(mixed or dtype)
         return flops.own_flops(self.name, result, self.sizes(), batch)
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
@@ -333,7 +358,7 @@ class ModuleNetwork(ModelShape):
         from ...library import activations_pytorch as act
 
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
+        fit, _, _ = self.step_fit(*self._step_dtype(setup))
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -346,27 +371,32 @@ class ModuleNetwork(ModelShape):
         formula = Formula(f"pytorch.saved.{FAMILY}", f"Bytes saved for backward by one training step of {self.name} "
                           f"({setup.precision})", terms, source=SRC, name="A_saved",
                           note="Measured on the meta device with saved_tensors_hooks at several batch sizes and input "
-                               "sizes, fitted exactly and checked at a further point (symbolic/networks/module).")
+                               "sizes, fitted exactly and checked at a further point (symbolic/networks/module)"
+                               + autocast_note(setup.precision, setup.device).replace(";", ",", 1) + ".")
         return act.SavedModel(FAMILY, setup, formula, saved_by)
 
+    def _step_dtype(self, setup: Any) -> tuple[str, str | None, tuple[int, int] | None, str | None]:
+        """``step_fit``'s arguments for a setup: the weights' dtype, the device, its arch, the autocast dtype."""
+        dtype, mixed = step_dtypes(setup.precision)
+        return dtype, setup.device, setup.cuda_arch, mixed
+
     def _refuse(self, setup: Any, refused: Sequence[str]) -> None:
-        if setup.mixed:
-            raise UserError(REFUSED.format(what=f"precision {setup.precision}", name=self.name))
         if refused:
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
                      in_backward: bool = False) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
-        tb = setup.param_bytes
+        fit, buffers, _ = self.step_fit(*self._step_dtype(setup))
+        tb = setup.param_bytes  # fp32 under autocast: the weights, their gradients and optimizer state
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
 
         def term(key: str, title: str, expr: sympy.Expr, note: str = "") -> Term:
             return Term(key, title, sympy.sympify(expr), "bytes", SRC, where, note)
 
-        resident = [term("weights", "trainable weights", tb * N, "Parameters in the compute dtype.")]
+        resident = [term("weights", "trainable weights", tb * N, "fp32 weights under autocast (their 16-bit copies are "
+                         "the forward's)." if setup.mixed else "Parameters in the compute dtype.")]
         if buffers:
             resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
         if optimizer == "adamw":
@@ -402,7 +432,8 @@ class ModuleNetwork(ModelShape):
             moment = tb * largest * (1 + (per if optimizer == "adamw" else 0)) + inputs
             phases = pypeak.lifetime_phases(phases, accumulate, in_backward, maximum(inputs + backward, moment))
         return ModuleStep(FAMILY, setup, saved, tuple(resident), phases, optimizer, foreach, False, False, "module",
-                          (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else ""))
+                          (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
+                          + autocast_note(setup.precision, setup.device))
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
         raise UserError(f"{self.name} is planned with activations pytorch only (its saved tensors are measured)")
@@ -417,7 +448,8 @@ class ModuleNetwork(ModelShape):
 
     def saved_formula(self, precision: str = "fp32") -> sympy.Expr:
         """The bytes saved for backward as a polynomial in B and the input sizes (their own symbols)."""
-        fit, _, _ = self.step_fit(probe.DTYPES[precision])
+        dtype, mixed = step_dtypes(precision)
+        fit, _, _ = self.step_fit(dtype, mixed=mixed)
         return fit.saved_total().expr([B, *(sympy.Symbol(n, positive=True, integer=True) for n in fit.names)])
 
 

@@ -102,3 +102,20 @@ class TinyViT(nn.Module):
         x = x + self.attn(self.norm1(x))
         x = x + self.mlp(self.norm2(x))
         return self.head(x.mean(1))
+
+
+class ScaledSdpa(nn.Module):
+    """SDPA whose query is scaled by an fp32 buffer first (as rotary embeddings do): fp32 under autocast until SDPA."""
+
+    def __init__(self, dim=32, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("scale", torch.ones(dim // heads))
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = nn.functional.scaled_dot_product_attention(q * self.scale, k, v)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
