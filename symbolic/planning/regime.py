@@ -311,6 +311,12 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         grads = prec.get(precision).grad_choice(pick("grads", None))  # type: ignore[arg-type]
     except ValueError as err:  # the library's one-line message, as a user error
         raise PlanOptionError(str(err)) from None
+    if pytorch and precision.endswith("-mixed"):  # autocast: each gradient in its parameter's dtype, fp32
+        if "grads" in given and grads != "fp32":
+            raise PlanOptionError(f"activations pytorch keeps each gradient in its parameter's dtype: fp32 under "
+                                  f"{precision} (autocast over fp32 weights); --grads {grads} applies to the "
+                                  "formula activations (korthikanti)")
+        grads = "fp32"
     recompute = _checked("recompute", pick("recompute", _default("recompute")))
     dropout_default = (bool(pyacts.dropout_sites(model.config)) and not mlp) if pytorch \
         else model.dropout_default

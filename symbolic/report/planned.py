@@ -263,12 +263,16 @@ def _states_group(shape: Any, plan: Any) -> VariantGroup | None:
         value = formula.evaluate({N: n_value}).total
         rows.append(VariantRow(f"{label}: {_bpp(value / n_value)} bytes per parameter", formula.latex(equation=True),
                                value, source))
+    # the eager step under autocast: the fp32 weights are their own master copy (no 16-bit copy between steps)
+    eager = regime.activations == "pytorch" and regime.precision.endswith("-mixed")
     try:
-        own = prec.states_formula("report.states", "this report's model states", regime.precision, regime.optimizer,
-                                  regime.grads)
+        own = prec.states_formula("report.states", "this report's model states", "fp32" if eager else regime.precision,
+                                  regime.optimizer, regime.grads)
         if set(own.inputs) == {N}:
             value = own.evaluate({N: n_value}).total
-            rows.append(VariantRow(f"this report: {regime.precision}, {regime.optimizer}, {regime.grads} gradients: "
+            under = " (autocast over fp32 weights)" if eager else ""
+            rows.append(VariantRow(f"this report: {regime.precision}{under}, {regime.optimizer}, {regime.grads} "
+                                   "gradients: "
                                    f"{_bpp(value / n_value)} bytes per parameter", own.latex(equation=True), value,
                                    own.source, chosen=True))
     except UserError:
