@@ -295,7 +295,8 @@ def notes(regime: Regime, saved_model: SavedActivations) -> list[str]:
     what = (saved_model.network if saved_model.network else f"the {saved_model.family} implementation "
             f"({regime.attn}, {drop}, use_cache {'on' if regime.use_cache else 'off'})")
     out = [f"activations: what torch.autograd saves in {kind} {regime.precision} training of {what} on "
-           f"{regime.device}; symbolic validate checks it against measured steps"]
+           f"{regime.device}; checked against measured CPU steps ('symbolic validate' for the table families and "
+           "article A's network, docs/accuracy.md for torch modules)"]
     if regime.dropout and not saved_model.setup.dropout:
         out.append("dropout on, but the config gives no dropout probability above 0: PyTorch keeps no masks")
     if saved_model.note:
