@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from helpers import torch_child
+from helpers import run, torch_child
 
 from symbolic import planning
 from symbolic.core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
@@ -150,6 +150,28 @@ def test_compile_refuses_in_one_line(args):
     proc = subprocess.run([sys.executable, "-m", "symbolic", "memory", "llama-3-8b", *args], capture_output=True,
                           text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+MEASURED_PYTORCH = ["gpt2", "--activations", "pytorch", "--device", "cpu", "--precision", "bf16", "--attn", "sdpa",
+                    "--no-dropout", "--no-use-cache", "--compile"]
+
+
+@pytest.mark.parametrize("args", [["--recompute", "full"], ["--lora-rank", "8"], ["--freeze-embeddings"]])
+def test_compile_with_activations_pytorch_refuses_what_was_not_measured(capsys, args):
+    """compile with activations pytorch holds for full training without recompute (test_compile_step.py); with
+    checkpointing or adapters the eager adjustments miss the compiled backward (docs/accuracy.md): one line."""
+    code, out, err = run(capsys, "memory", *MEASURED_PYTORCH, "--batch", "2", "--seq", "64", *args)
+    assert code == 2 and not out and err.count("\n") == 1 and "measured for full training without recompute" in err
+    assert run(capsys, "memory", *MEASURED_PYTORCH, "--batch", "2", "--seq", "64")[0] == 0  # plain full training
+
+
+def test_plan_with_compile_and_activations_pytorch_searches_no_recompute(capsys):
+    """plan searches recompute none only there (full would be refused), with no layout skipped."""
+    code, out, err = run(capsys, "plan", *MEASURED_PYTORCH, "--seq", "64", "--gpu", "h100-80gb", "--mfu", "0.4",
+                         "--gpus", "1", "--global-batch", "4", "--json")
+    found = json.loads(out)
+    assert code == 0 and found["layouts"] and {lay["recompute"] for lay in found["layouts"]} == {"none"}
+    assert not any("skipped" in note for note in found["notes"])
 
 
 def test_compile_is_listed_in_the_regime_only_when_on():

@@ -43,7 +43,7 @@ the layers, never from every number up to a GPU count.
 Measured activations (``activations pytorch``, and every network without a token sequence: a torch
 module, article A's network, which the planner plans that way only) were measured on one device:
 tp, pp, cp and FSDP2 are not searched (a pinned tp, pp or cp is refused in one line), recompute only
-none (and full over a sequence). A network without a token sequence takes no ``seq`` (refused in
+none (and full over a sequence, not compiled). A network without a token sequence takes no ``seq`` (refused in
 one line): its global batch is samples, a token of the figures one sample. Its own FLOPs per sample
 (``Network.own_flops``) may vary with the micro-batch (a term that does not grow with it): F_tok is
 then evaluated at each layout's micro-batch, as ``symbolic time`` takes it.
@@ -180,12 +180,13 @@ def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: obje
     return sorted(found)
 
 
-def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True) -> tuple[str, ...]:
+def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True,
+                compiled: bool = False) -> tuple[str, ...]:
     """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies;
     with measured activations (``_measured``) whole layers only, and none for a network without a token sequence
-    (the planner's rules: nothing to checkpoint)."""
+    or a compiled step (the planner's rules: nothing to checkpoint; compile measured without recompute)."""
     if measured:
-        return ("none", "full") if sequence else ("none",)
+        return ("none", "full") if sequence and not compiled else ("none",)
     if not flash:
         return ("none", "selective", "full")
     return ("none", "ops", "full") if ops else ("none", "full")
@@ -208,20 +209,22 @@ def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None, cp: int = 1) -> tup
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
                       pins: dict[str, object] | None = None, ops: bool = False,
                       fsdp: bool | None = False, cps: tuple[int, ...] = (1,),
-                      uneven: bool = False, measured: bool = False, cp_pp: bool = True) -> list[dict[str, object]]:
+                      uneven: bool = False, measured: bool = False, cp_pp: bool = True,
+                      compiled: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
     ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
     stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried (``cp_pp`` False: cp > 1 at
     pp 1 only); ``uneven``: also pp degrees
     that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
-    and pp 1 unless pinned (the planner's one-line refusal then says why).
+    and pp 1 unless pinned (the planner's one-line refusal then says why), and with ``compiled`` (--compile) no
+    recompute.
     """
     shape = load_shape(model)
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence))
+    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence), compiled)
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
         pins.setdefault("pp", 1)
@@ -585,7 +588,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
                                 flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
                                 fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
-                                measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins)
+                                measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins,
+                                compiled=bool(options.get("compile")))
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
