@@ -21,9 +21,9 @@ stage a layer (the pinned pp, or a power of two: each such (pp, m) a structure o
 rank deciding); ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
-LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none,
-full and, with flash on a dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
-flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
+LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
+and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs); torchtitan's per-op
+``ops`` only once ``library.flops.RECOMPUTE`` times it (``_ops_apply``: not yet, its recomputed matmuls); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
