@@ -53,4 +53,6 @@ def layout_flags(lay, seq):
         out["sequence_parallel"] = True
     if lay.get("fsdp"):
         out["fsdp"] = True
+    if lay.get("cp", 1) != 1:
+        out["cp"] = lay["cp"]
     return out

@@ -11,7 +11,7 @@ import sys
 from dataclasses import replace
 
 import pytest
-from helpers import torch_child
+from helpers import run, torch_child
 
 from symbolic import planning
 from symbolic.core.symbols import B, H, L, S, V, a, a_kv, d_ff, d_head
@@ -152,6 +152,28 @@ def test_compile_refuses_in_one_line(args):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
 
 
+MEASURED_PYTORCH = ["gpt2", "--activations", "pytorch", "--device", "cpu", "--precision", "bf16", "--attn", "sdpa",
+                    "--no-dropout", "--no-use-cache", "--compile"]
+
+
+@pytest.mark.parametrize("args", [["--recompute", "full"], ["--lora-rank", "8"], ["--freeze-embeddings"]])
+def test_compile_with_activations_pytorch_refuses_what_was_not_measured(capsys, args):
+    """compile with activations pytorch holds for full training without recompute (test_compile_step.py); with
+    checkpointing or adapters the eager adjustments miss the compiled backward (docs/accuracy.md): one line."""
+    code, out, err = run(capsys, "memory", *MEASURED_PYTORCH, "--batch", "2", "--seq", "64", *args)
+    assert code == 2 and not out and err.count("\n") == 1 and "measured for full training without recompute" in err
+    assert run(capsys, "memory", *MEASURED_PYTORCH, "--batch", "2", "--seq", "64")[0] == 0  # plain full training
+
+
+def test_plan_with_compile_and_activations_pytorch_searches_no_recompute(capsys):
+    """plan searches recompute none only there (full would be refused), with no layout skipped."""
+    code, out, err = run(capsys, "plan", *MEASURED_PYTORCH, "--seq", "64", "--gpu", "h100-80gb", "--mfu", "0.4",
+                         "--gpus", "1", "--global-batch", "4", "--json")
+    found = json.loads(out)
+    assert code == 0 and found["layouts"] and {lay["recompute"] for lay in found["layouts"]} == {"none"}
+    assert not any("skipped" in note for note in found["notes"])
+
+
 def test_compile_is_listed_in_the_regime_only_when_on():
     assert "compile" not in planning.plan("llama-3-8b", "train").regime.options()
     assert planning.plan("llama-3-8b", "train", compile=True).regime.options()["compile"] is True
@@ -175,6 +197,18 @@ def _reserved(gpus: int, **options: object) -> float:
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_COMPILE_ROWS)
 def test_torchtitan_compile_rows(gpus, published, stated):
     error = _reserved(gpus, compile=True, compile_loss=False) / published - 1
+    assert abs(error - stated) < 0.005 and abs(error) < 0.10, error
+
+
+# The same tables' row "FSDP + torch.compile + Float8": torchao float8 training (tensorwise scaling, the float8
+# all-gather at its default, off), --precision fp8 on the compile row's options. The planner's float8 change is
+# torchao's eager casts (+0.59 GiB); measured, the row is 0.2 GiB under the compile row (docs/accuracy.md).
+TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.051), (128, 61.8, -0.001)]
+
+
+@pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_FLOAT8_ROWS)
+def test_torchtitan_float8_rows(gpus, published, stated):
+    error = _reserved(gpus, compile=True, compile_loss=False, precision="fp8") / published - 1
     assert abs(error - stated) < 0.005 and abs(error) < 0.10, error
 
 
@@ -210,9 +244,13 @@ def test_compile_loss_without_compile_is_refused_in_one_line():
 
 # torchtune README (bd2a0fc) "Optimization flags", Llama 3.2 3B, batch 2 packed to 4096, bf16, one A100, peak
 # memory active (the plan's tensors, --no-runtime): every row from "+ Compile" on runs the compiled layers and
-# the compiled chunked loss. (row, published GiB, options, the stated error) -- the checkpointing row peaks in
-# the optimizer step, where the planner counts AdamW's foreach temporaries (6.0 GiB; docs/accuracy.md).
+# the compiled chunked loss; "+ Compile" itself compiles the layers and the loss (torchtune's compile_loss) over the
+# plain cross-entropy. (row, published GiB, options, the stated error) -- "+ Compile" is under because torchtune's
+# decoder upcasts the logits in its eager forward (TransformerDecoder: self.output(h).float()), not inside the
+# compiled loss as --compile plans it; the checkpointing row peaks in the optimizer step, where the planner counts
+# AdamW's foreach temporaries (6.0 GiB). docs/accuracy.md says why for both.
 TORCHTUNE_COMPILE_ROWS = [
+    ("+ Compile", 51.0, {}, -0.192),
     ("+ Chunked Cross Entropy", 42.9, {"logits": "chunked"}, -0.046),
     ("+ Activation Checkpointing", 24.9, {"logits": "chunked", "recompute": "full"}, 0.202),
     ("+ Fuse optimizer step into backward", 23.1, {"logits": "chunked", "recompute": "full",
@@ -232,4 +270,4 @@ def test_torchtune_compile_rows(tmp_path, row, published, options, stated):
                          **options)
     error = plan.as_dict()["total_bytes"] / 2**30 / published - 1
     assert abs(error - stated) < 0.005, (row, error)
-    assert abs(error) < 0.10 or stated > 0.10, (row, error)
+    assert abs(error) < 0.10 or abs(stated) > 0.10, (row, error)

@@ -108,21 +108,25 @@ def test_memory_cli_lists_cp_and_counts_its_gpus(capsys: pytest.CaptureFixture) 
 
 
 # --- torchtitan Table 2: FSDP × CP on 8 H100s, 32,768 tokens per rank (FSDP 8/CP 1 ... FSDP 1/CP 8) -------------
-TABLE2 = {1: 83.9, 2: 84.2, 4: 84.0, 8: 84.5}  # cp: max reserved GiB at seq 32768·cp
+# cp: (max reserved GiB at seq 32768·cp, the plan's error as docs/accuracy.md states it). As it ran at 9dec370: each
+# block compiled, the loss eager (--compile --no-compile-loss), torchao float8 with its all-gather at the default, off.
+TABLE2 = {1: (83.9, -0.030), 2: (84.2, 0.020), 4: (84.0, 0.035), 8: (84.5, 0.054)}
 
 
 def _reserved(cp: int) -> float:
     """The caching allocator's pool (max reserved): the plan less the CUDA context and NCCL's buffers."""
     plan = planning.plan("llama-3-8b", batch=1, seq=32768 * cp, dp=8 // cp, cp=cp, fsdp=True, recompute="full",
-                         precision="fp8")
+                         precision="fp8", compile=True, compile_loss=False)
     terms = plan.terms()
     return (plan.total - terms["cuda_context"] - terms.get("nccl", 0)) / GIB
 
 
 @pytest.mark.parametrize("cp", sorted(TABLE2))
 def test_torchtitan_table2_rows_within_10_percent(cp: int) -> None:
-    """Eager terms against rows measured under torch.compile (not expressed): -1.9, +3.1, +4.6, +6.5 %."""
-    assert abs(_reserved(cp) / TABLE2[cp] - 1) < 0.10, _reserved(cp)
+    """The rows as they ran: -3.0, +2.0, +3.5, +5.4 % (the plan grows by the gathered K/V, the rows stay flat)."""
+    published, stated = TABLE2[cp]
+    error = _reserved(cp) / published - 1
+    assert abs(error) < 0.10 and abs(error - stated) < 0.005, error
 
 
 def test_ring_default_is_torchtitans_allgather() -> None:

@@ -203,10 +203,12 @@ def test_torchtitan_8_vs_128_gpus_differ_by_the_sharded_model_states() -> None:
 
 
 def test_torchtitan_8_vs_128_gpus_whole_peak_difference_states_its_gap() -> None:
-    """The gradients are counted in the optimizer phase only: the backward peak misses their 4 N/d (the gap)."""
+    """With one micro-batch the gradients are counted in the optimizer phase only: the backward peak misses FSDP2's
+    sharded gradients (4 N/d), which the measured difference holds (the test above). --grad-accum K > 1 counts them
+    from the forward on; one micro-batch's reduce-scattered shards in its own backward are not modelled (the gap)."""
     predicted = (_reserved(dp=8) - _reserved(dp=128)) / GIB
     gap = predicted / (82.4 - 67.0) - 1
-    assert -0.30 < gap < -0.25, gap  # -27.6 %: the sharded gradients' lifetime (issue 28's --grad-accum part)
+    assert -0.30 < gap < -0.25, gap  # -27.6 %: 12 N/d planned at the backward's peak against 16 N/d
 
 
 def test_torchtitan_float8_row_from_the_compile_row_within_10_percent() -> None:
@@ -214,4 +216,4 @@ def test_torchtitan_float8_row_from_the_compile_row_within_10_percent() -> None:
     delta = (_reserved(dp=8, precision="fp8") - _reserved(dp=8)) / GIB
     for row in (0, 1):
         predicted = TITAN["fsdp+compile"][row] + delta
-        assert abs(predicted / TITAN["fsdp+compile+float8"][row] - 1) < 0.10  # +1.0 %, +1.3 %
+        assert abs(predicted / TITAN["fsdp+compile+float8"][row] - 1) < 0.10  # +1.0 %, +1.3 % (direct: test_compile)

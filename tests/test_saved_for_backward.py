@@ -127,19 +127,21 @@ def test_chunked_loss_saved_bytes_and_peaks_are_measured(measured):
 
 
 # --- published GPU rows ------------------------------------------------------------------------------
-# torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Tables 1 and 3, row "FSDP": Llama 3.1 8B, local batch 2,
-# seq 8192 (train_configs/llama3_8b.toml at 9dec370: selective_ac_option 'op'), bf16; memory = max reserved.
-# Llama 3.1 8B has Llama 3 8B's shapes. FSDP2 is planned as ZeRO-3 (issue 28 gives FSDP to another part).
-# Max reserved holds tensors, allocator slack and the cuBLAS workspace, not the CUDA context or NCCL's buffers.
-TORCHTITAN_ROWS = [(8, 82.4), (128, 67.0)]
+# torchtitan benchmarks/llama3_h100_202412_torchtitan.md (b5bcd76), Tables 1 and 3, row "FSDP": Llama 3.1 8B, local
+# batch 2, seq 8192 (train_configs/llama3_8b.toml at 9dec370: selective_ac_option 'op'), bf16, FSDP2 (--fsdp); memory
+# = max reserved. Llama 3.1 8B has Llama 3 8B's shapes. Max reserved holds tensors, allocator slack and the cuBLAS
+# workspace, not the CUDA context or NCCL's buffers. (gpus, published GiB, the plan's error as docs/accuracy.md states
+# it): the 8-GPU row's gap is mostly FSDP2's sharded gradients written during backward (4 N/d, 3.7 GiB at d = 8), which
+# the plan counts from the optimizer phase with one micro-batch (test_fsdp.py states the same gap between the rows).
+TORCHTITAN_ROWS = [(8, 82.4, -0.067), (128, 67.0, -0.019)]
 
 
-@pytest.mark.parametrize(("gpus", "published"), TORCHTITAN_ROWS)
-def test_torchtitan_selective_op_rows_within_ten_percent(gpus, published):
-    plan = planning.plan("llama-3-8b", "train", batch=2, seq=8192, dp=gpus, zero=3, recompute="ops")
+@pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_ROWS)
+def test_torchtitan_selective_op_rows_within_ten_percent(gpus, published, stated):
+    plan = planning.plan("llama-3-8b", "train", batch=2, seq=8192, dp=gpus, fsdp=True, recompute="ops")
     terms = plan.as_dict()["terms"]
-    reserved = plan.as_dict()["total_bytes"] - terms["cuda_context"] - terms["nccl"]
-    assert abs(reserved / GIB / published - 1) < 0.10, reserved / GIB
+    error = (plan.as_dict()["total_bytes"] - terms["cuda_context"] - terms["nccl"]) / GIB / published - 1
+    assert abs(error) < 0.10 and abs(error - stated) < 0.005, error
 
 
 # torchtune README (bd2a0fc) "Optimization flags": Llama 3.2 3B, full_finetune_single_device, batch 2, packed
@@ -148,11 +150,13 @@ def test_torchtitan_selective_op_rows_within_ten_percent(gpus, published):
 LLAMA_32_3B = {"model_type": "llama", "hidden_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 24,
                "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256, "tie_word_embeddings": True,
                "max_position_embeddings": 131072}
-# (row, published GiB, options, the planner's stated error or None: within 10 %). Both rows also run torch.compile
-# (another part of issue 28). The checkpointing row's step peaks in the optimizer step, where the planner counts
-# AdamW's foreach temporaries (one bf16 copy of the 3.2B parameters, 6.0 GiB): +20 %, see docs/accuracy.md.
-TORCHTUNE_ROWS = [("+ Chunked Cross Entropy", 42.9, {"logits": "chunked"}, None),
-                  ("+ Activation Checkpointing", 24.9, {"logits": "chunked", "recompute": "full"}, 0.20)]
+# (row, published GiB, options, the plan's error): the chunked loss's eager terms alone. Both rows ran under
+# torch.compile as well; as they ran (--compile: -4.6 % and +20.2 %) they are test_compile.py's TORCHTUNE_COMPILE_ROWS,
+# the table docs/accuracy.md shows. Eager, the first row keeps the eager chunked loss's forward (+9.9 %); the second
+# peaks in the optimizer step either way, where the planner counts AdamW's foreach temporaries (one bf16 copy of the
+# 3.2B parameters, 6.0 GiB; test_torchtune_rows.py, docs/accuracy.md).
+TORCHTUNE_ROWS = [("+ Chunked Cross Entropy", 42.9, {"logits": "chunked"}, 0.099),
+                  ("+ Activation Checkpointing", 24.9, {"logits": "chunked", "recompute": "full"}, 0.202)]
 
 
 @pytest.mark.parametrize(("row", "published", "options", "stated"), TORCHTUNE_ROWS)
@@ -161,7 +165,4 @@ def test_torchtune_rows(tmp_path, row, published, options, stated):
     config.write_text(json.dumps(LLAMA_32_3B))
     plan = planning.plan(str(config), "train", batch=2, seq=4096, precision="bf16", runtime=False, **options)
     error = plan.as_dict()["total_bytes"] / GIB / published - 1
-    if stated is None:
-        assert abs(error) < 0.10, (row, error)
-    else:
-        assert abs(error - stated) < 0.02, (row, error)
+    assert abs(error - stated) < 0.005, (row, error)

@@ -47,3 +47,20 @@ def test_the_even_split_when_the_layers_divide() -> None:
     timed = ptime.train_time("llama-3-8b", "h100-80gb", tp=2, pp=4, dp=1, batch=1, microbatches=8, **KW)
     assert ptime.slowest_stage(timed.memory, ptime.flops("llama-3-8b", seq=KW["seq"], recompute="full")) == 1
     assert timed.as_dict()["step_terms"]["compute"] == pytest.approx(_even_compute(timed), rel=1e-12)
+
+
+def test_tp_and_ring_traffic_are_the_slowest_ranks_layers(llama405: str) -> None:
+    """The 16-layer rank that sets the pace moves 16 layers' tensor-parallel all-reduces and ring K/V, not the
+    average stage's L/p = 126/8 = 15.75 (library.timing's terms: 6 all-reduces a layer under full recompute, each
+    2·(t − 1)/t of B·(S/c_p)·H; the ring's c_p − 1 K/V blocks 3× and the fp32 dK/dV, B·(S/c_p)·a·d_head/t each)."""
+    timed = ptime.train_time(llama405, "h100-80gb", tp=8, pp=8, dp=1, cp=2, fsdp=True, batch=1, microbatches=16,
+                             **KW)
+    assert ptime.slowest_layers(timed.memory, ptime.flops(llama405, seq=KW["seq"], recompute="full")) == 16
+    v, terms = timed.values, timed.as_dict()["step_terms"]
+    t, cp, m, h = v["t"], v["c_p"], v["n_mb"], LLAMA3_405B["hidden_size"]
+    tokens = v["B"] * KW["seq"] / cp
+    tp = m * 16 * 6 * 2 * (t - 1) / t * 2 * tokens * h / v["W_tp"]
+    block = tokens * h / t  # a·d_head = H for Llama 3.1 405B
+    ring = m * 16 * (cp - 1) * (3 * 2 * 2 + 2 * 4) * block / v["W_cp"]
+    assert terms["tp_comm"] == pytest.approx(float(tp), rel=1e-12)
+    assert terms["cp_comm"] == pytest.approx(float(ring), rel=1e-12)

@@ -27,7 +27,7 @@ A training step (``step_terms``) is the sum of
 Assumptions, stated: no communication overlaps computation (an upper bound on the step; Megatron
 and DeepSpeed hide much of the data-parallel traffic behind the backward pass), every link runs
 at the bandwidth the catalogue gives per GPU and direction, FLOPs split evenly over the GPUs (a pipeline split
-as torchtitan splits it runs at its slowest rank's pace: ``slowest``),
+as torchtitan splits it runs at its slowest rank's pace: ``slowest``, with that rank's layers' tp and ring traffic),
 memory traffic counts the weights read by every pass and the model states read and written once
 by the optimizer (activations' traffic is left out).
 
@@ -99,7 +99,8 @@ def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", not
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
-               schedule: str | None = None, slowest: sympy.Expr | int = 1) -> list[Term]:
+               schedule: str | None = None, slowest: sympy.Expr | int = 1,
+               stage_layers: sympy.Expr | int | None = None) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
@@ -108,8 +109,10 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     parallelism's K/V elements per token and rank (a·d_head/t, K and V repeated to every head), None without it.
     ``schedule``: the pipeline schedule (``--pp-schedule``); ``zbv`` takes the zero-bubble V schedule's bubble.
     ``slowest``: p × the slowest pipeline rank's share of F_tok (1 when the stages split the FLOPs evenly); the
-    pipeline runs at that rank's pace, and its bubble is on that rank's compute.
+    pipeline runs at that rank's pace, and its bubble is on that rank's compute. ``stage_layers``: that rank's
+    transformer layers, whose tp and ring traffic it moves (None: L/p, an even split).
     """
+    layers = L / p if stage_layers is None else stage_layers
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
     flop_time = slowest * flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
     passes = 3 if recompute == "full" else 2
@@ -124,7 +127,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     ring = 2 * (t - 1) / t
     layer_bytes = act_bytes * B * tokens * H
     terms.append(_s("tp_comm", f"tensor parallel: {per_layer} all-reduces of B·S·H per layer per micro-batch",
-                    n_mb * (L / p) * per_layer * ring * layer_bytes / W_tp, "shoeybi2019", "§3",
+                    n_mb * layers * per_layer * ring * layer_bytes / W_tp, "shoeybi2019", "§3",
                     "Ring all-reduce moves 2·(t − 1)/t of the buffer per GPU (Patarasuk & Yuan 2009); sequence "
                     "parallelism replaces each by a reduce-scatter and an all-gather of the same volume."))
     ranks = n_d if cp_width is None else n_d * c_p  # FSDP reduces the gradients over dp × cp ranks
@@ -143,7 +146,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                     sympy.Min(p - 1, 1, evaluate=False) * 2 * n_mb * v_pp * sent / W_pp, "narayanan2021", "§2.2",
                     "Zero without pipeline parallelism (min(p − 1, 1))."))
     if cp_width is not None:
-        terms.append(_ring_term(cp_width, recompute, act_bytes))
+        terms.append(_ring_term(cp_width, recompute, act_bytes, layers))
     return terms
 
 
@@ -170,13 +173,13 @@ def _bubble(compute: sympy.Expr, schedule: str | None) -> Term:
               "where 1F1B leaves 6·(p − 1) (a stage's F + B + W is two passes each).")
 
 
-def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int) -> Term:
+def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int, layers: sympy.Expr | int = L / p) -> Term:
     """Ring attention's traffic per GPU: K/V all-gathered per forward and backward, fp32 dK/dV passed on c_p − 1 times."""
     block = B * (S / c_p) * width  # one rank's K (or V) block, elements
     gathers = 3 if recompute == "full" else 2  # forward, backward (and the recomputed forward)
     per_layer = (c_p - 1) * (gathers * 2 * act_bytes + 2 * 4) * block
     return _s("cp_comm", "context parallel: ring attention's K/V all-gathers and fp32 dK/dV per layer and micro-batch",
-              n_mb * (L / p) * per_layer / W_cp, "pytorch-context-parallel", "_templated_ring_attention",
+              n_mb * layers * per_layer / W_cp, "pytorch-context-parallel", "_templated_ring_attention",
               f"Each rank receives the other c_p − 1 ranks' K and V blocks (B·S/c_p·a·d_head/t each, K/V repeated to "
               f"every head) {gathers}× (all-gather rotater) and passes the fp32 dK/dV on c_p − 1 times; not "
               "overlapped with attention (an upper bound).")

@@ -21,9 +21,9 @@ stage a layer (the pinned pp, or a power of two: each such (pp, m) a structure o
 rank deciding); ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
-LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none,
-full and, with flash on a dense model with Korthikanti's activations, torchtitan's per-op ``ops`` (selective instead when
-flash is off: with FlashAttention it saves nothing and costs FLOPs); sequence
+LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
+and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs); torchtitan's per-op
+``ops`` only once ``library.flops.RECOMPUTE`` times it (``_ops_apply``: not yet, its recomputed matmuls); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
@@ -31,7 +31,10 @@ or every layout that fits recomputes activations (recompute not pinned; long seq
 cp splits; searched
 before offload): then beside cp 1 every cp > 1 that divides a
 GPU count and whose 2·cp divides the sequence, with FSDP2 over the dp × cp ranks (the planner requires
-it), pp 1, flash and Korthikanti's activations (the planner refuses the rest); the GPUs are dp·tp·pp·cp
+it), flash and Korthikanti's activations (the planner refuses the rest), at pp 1; cp > 1 with pp > 1 only where
+pp or cp is pinned or no cp > 1 fits at pp 1 (a third pass: at one GPU count the stages leave fewer ranks for
+cp, each holding a longer shard, and add the bubble, and building every pipeline × cp structure would make a
+405B search on 256 GPUs take three times as long); the GPUs are dp·tp·pp·cp
 and the step time counts the ring's K/V traffic (``library.timing``). Options given by
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
 ``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
@@ -40,7 +43,7 @@ the layers, never from every number up to a GPU count.
 Measured activations (``activations pytorch``, and every network without a token sequence: a torch
 module, article A's network, which the planner plans that way only) were measured on one device:
 tp, pp, cp and FSDP2 are not searched (a pinned tp, pp or cp is refused in one line), recompute only
-none (and full over a sequence). A network without a token sequence takes no ``seq`` (refused in
+none (and full over a sequence, not compiled). A network without a token sequence takes no ``seq`` (refused in
 one line): its global batch is samples, a token of the figures one sample. Its own FLOPs per sample
 (``Network.own_flops``) may vary with the micro-batch (a term that does not grow with it): F_tok is
 then evaluated at each layout's micro-batch, as ``symbolic time`` takes it.
@@ -131,10 +134,10 @@ def global_batch_size(value: object) -> int:
 
 def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: int,
             pins: Mapping[str, object], cps: tuple[int, ...] = (1,),
-            uneven: bool = False) -> list[tuple[int, int, int, int, int]]:
-    """(gpus, dp, tp, pp, cp) with dp·tp·pp·cp one of ``counts``, dp dividing the batch and pp the layers (pp 1
-    with cp > 1: the ring is not searched under a pipeline); ``uneven``: also every pp dividing a GPU
-    count whose stages torchtitan's split fills (``_pipeline_degrees``).
+            uneven: bool = False, cp_pp: bool = True) -> list[tuple[int, int, int, int, int]]:
+    """(gpus, dp, tp, pp, cp) with dp·tp·pp·cp one of ``counts``, dp dividing the batch and pp the layers
+    (``cp_pp`` False: cp > 1 at pp 1 only); ``uneven``: also every pp dividing a GPU count whose stages
+    torchtitan's split fills (``_pipeline_degrees``).
 
     Walked from the divisors of the batch, of the layers and of the counts (never every number up to a GPU
     count), in the order of ``counts``, then tp, then pp, then cp.
@@ -152,7 +155,7 @@ def _splits(counts: Iterable[int], global_batch: int, tps: list[int], layers: in
             for pp in pps:
                 for cp in cps:
                     n = dp * tp * pp * cp
-                    if n in order and pins.get("pp", pp) == pp and (cp == 1 or pp == 1):
+                    if n in order and pins.get("pp", pp) == pp and (cp == 1 or pp == 1 or cp_pp):
                         found.append((order[n], tp, pp, cp, n, dp))
     return [(n, dp, tp, pp, cp) for _, tp, pp, cp, n, dp in sorted(found)]
 
@@ -177,12 +180,13 @@ def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: obje
     return sorted(found)
 
 
-def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True) -> tuple[str, ...]:
+def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True,
+                compiled: bool = False) -> tuple[str, ...]:
     """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies;
     with measured activations (``_measured``) whole layers only, and none for a network without a token sequence
-    (the planner's rules: nothing to checkpoint)."""
+    or a compiled step (the planner's rules: nothing to checkpoint; compile measured without recompute)."""
     if measured:
-        return ("none", "full") if sequence else ("none",)
+        return ("none", "full") if sequence and not compiled else ("none",)
     if not flash:
         return ("none", "selective", "full")
     return ("none", "ops", "full") if ops else ("none", "full")
@@ -205,19 +209,22 @@ def _shardings(dp: int, tp: int, pp: int, fsdp: bool | None, cp: int = 1) -> tup
 def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_batch: int, flash: bool = True,
                       pins: dict[str, object] | None = None, ops: bool = False,
                       fsdp: bool | None = False, cps: tuple[int, ...] = (1,),
-                      uneven: bool = False, measured: bool = False) -> list[dict[str, object]]:
+                      uneven: bool = False, measured: bool = False, cp_pp: bool = True,
+                      compiled: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
     ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
-    stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried; ``uneven``: also pp degrees
+    stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried (``cp_pp`` False: cp > 1 at
+    pp 1 only); ``uneven``: also pp degrees
     that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
-    and pp 1 unless pinned (the planner's one-line refusal then says why).
+    and pp 1 unless pinned (the planner's one-line refusal then says why), and with ``compiled`` (--compile) no
+    recompute.
     """
     shape = load_shape(model)
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence))
+    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence), compiled)
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
         pins.setdefault("pp", 1)
@@ -225,7 +232,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     splits = [pins.get("tp", 1)] if measured else (divisors(math.gcd(shape.heads, shape.kv_head_count))
                                                    if shape.tensor_parallel else [1])
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
-    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, _layers(shape), pins, cps, uneven):
+    for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, _layers(shape), pins, cps, uneven, cp_pp):
         per_rank = global_batch // dp
         for zero, sharded in _shardings(dp, tp, pp, fsdp, cp):
             if pins.get("zero", zero) != zero or (offload and zero == 0):
@@ -543,10 +550,11 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
            max_gpus: int | None = None, tokens: int | None = None, mfu: float | None = None,
            achieved_tflops: float | None = None, price: float | None = None, objective: str = "time",
            top: int | None = 10, compute: str | None = None, _cps: tuple[int, ...] | None = None,
-           **options: object) -> SearchResult:
+           _cp_pp: bool = False, **options: object) -> SearchResult:
     """The layouts that fit ``gpu`` (or a Budget of one), ranked by ``objective`` (time to train, or cost).
 
-    ``_cps`` (internal): the context-parallel degrees of the second pass, when nothing fits without them.
+    ``_cps`` (internal): the context-parallel degrees of the second pass, when nothing fits without them;
+    ``_cp_pp`` (internal): its third, cp > 1 with pp > 1 too, when no cp > 1 fits at pp 1.
     """
     import time as clock
 
@@ -580,7 +588,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
                                 flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
                                 fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
-                                measured=_measured(shape, options))
+                                measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins,
+                                compiled=bool(options.get("compile")))
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
@@ -630,6 +639,14 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
                                   f"searched too: each splits every sequence of {seq:,} tokens over cp ranks "
                                   "(torchtitan's ring attention, FSDP2 over dp × cp); the step time counts the ring's "
                                   "K/V all-gathers and fp32 dK/dV, not overlapped with attention")
+            return again
+    if _cps and not (_cp_pp or "pp" in pins) and not any(layouts[i]["cp"] > 1 for i in idx):
+        again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
+                       mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
+                       compute=compute, _cps=_cps, _cp_pp=True, **pins, **options, **({"fsdp": True} if fsdp else {}))
+        if again.fitting > len(idx):  # the cp 1 and pp 1 layouts are this pass's: some cp > 1 with pp > 1 fits
+            again.notes.insert(0, "no context-parallel layout fits at pp 1, so cp > 1 was searched with pp > 1 too "
+                                  "(each stage's tokens split over cp ranks, FSDP2 over dp × cp within the stage)")
             return again
     if not idx and "offload" not in options and not fsdp:  # offload where it matters: only when nothing fits without it
         again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,

@@ -436,7 +436,8 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           grad_bytes=pr.grad_bytes(r.grads),
                           state_bytes=states if states is not None else sympy.Integer(16),
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
-                          schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_))
+                          schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_),
+                          stage_layers=slowest_layers(memory, fl_))
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
@@ -451,16 +452,29 @@ def slowest_stage(memory: Plan, fl_: Flops) -> sympy.Rational | int:
     A rank computes its stages' layers (each the average layer's FLOPs: F_tok less the head's, over L) and, on the
     last stage, the output head (forward and backward, never recomputed); the embedding lookup has no matmul.
     """
+    found = _slowest_rank(memory, fl_)
+    return 1 if found is None else found[0]
+
+
+def slowest_layers(memory: Plan, fl_: Flops) -> int | None:
+    """The transformer layers of the rank ``slowest_stage`` takes (its tp and ring traffic is per layer); None when
+    the stages split the layers evenly (L/p each)."""
+    found = _slowest_rank(memory, fl_)
+    return None if found is None else found[1]
+
+
+def _slowest_rank(memory: Plan, fl_: Flops) -> tuple[sympy.Rational, int] | None:
+    """(p × the slowest rank's share of the FLOPs per token, its layers) under torchtitan's split; None when even."""
     model, r = memory.model, memory.regime
     if not framework_pipeline(model, r):
-        return 1
+        return None
     total = fl_.exact()
     head = 3 * sum((value for term, value in fl_.forward.evaluate(fl_.forward.restrict(fl_.values)).terms
                     if term.key == "output"), sympy.Integer(0))
     layer = (total - head) / model.layers
     ranks = (pipeline_stage(model, r, rank) for rank in range(r.pp))
-    busiest = max(stage.own_layers * layer + (head if stage.head else 0) for stage in ranks)
-    return sympy.Rational(r.pp * busiest, total)
+    work, layers = max((stage.own_layers * layer + (head if stage.head else 0), stage.own_layers) for stage in ranks)
+    return sympy.Rational(r.pp * work, total), layers
 
 
 def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, compute: str | None) -> dict[str, object]:
