@@ -40,7 +40,7 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, flops, inference, probe
+from . import cache, flops, generation, inference, probe
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -285,6 +285,8 @@ class ModuleNetwork(ModelShape):
         split = [f"{k} {v}" for k, v in (("tp", regime.tp), ("pp", regime.pp), ("ep", regime.ep)) if v > 1]
         if split or regime.prefill_chunk:
             raise UserError(INFER_REFUSED.format(what=", ".join(split) or "prefill-chunk", name=self.name))
+        if generation.generates(self.module_source):  # an encoder-decoder: generation with its KV caches
+            return self._generation_terms(regime)
         fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights], regime.device)
         tb = formats.nbytes(regime.weights)
         where = f"inference.{FAMILY}"
@@ -303,6 +305,25 @@ class ModuleNetwork(ModelShape):
         note = (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
         return resident, {"forward": forward}, [f"inference: the forward fitted in B and the input sizes{note}"] if note else []
 
+    def generate_fit(self, dtype: str, device: str | None = None) -> generation.GenerationFit:
+        """An encoder-decoder's generation fitted in ``dtype`` (``generation.fit``; probed once, then cached on disk)."""
+        kernels = device if device in KERNELS else None
+        name = f"generate:{dtype}:{kernels}"
+        if name not in self._fits:
+            source = self.module_source
+            key = cache.key("generate", _source_key(source), dict(source.sizes), dtype, kernels)
+            data, _ = cache.cached(key, lambda: generation.to_data(generation.fit(source, dtype, kernels)))
+            self._fits[name] = generation.from_data(data)
+        return self._fits[name]
+
+    def _generation_terms(self, regime: Any) -> tuple[list[Term], dict[str, tuple[Term, ...]], list[str]]:
+        """Weights, and the generation's phases: the encoder pass, the prompt's pass, the last decode step."""
+        result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
+        weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
+                       f"inference.{FAMILY}")
+        phases = generation.phases(result, lambda p: self._at(p, result.names))
+        return [weights], phases, [generation.note(self.sizes())]
+
     def varying(self, names: tuple[str, ...], regime: Any) -> tuple[ModuleNetwork, str, dict[str, int]]:
         """This network with input sizes ``names`` grown together by one symbol in steps that keep their ratio.
 
@@ -317,8 +338,11 @@ class ModuleNetwork(ModelShape):
             raise UserError(f"{self.name}: no input size {', '.join(unknown) or '(none named)'} to grow (its input "
                             f"sizes: {have}; name them with --vary NAME[,NAME])")
         dtype = regime.weights if not regime.train else regime.precision
-        fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"), regime.device)
-        steps = dict(zip(fit.names, fit.steps))
+        if generation.generates(self.module_source) and not regime.train:  # exact at every S and T
+            steps = dict.fromkeys(self.input_sizes, 1)
+        else:
+            fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"), regime.device)
+            steps = dict(zip(fit.names, fit.steps))
         values = self.sizes()
         g = math.gcd(*(values[n] // steps[n] for n in names))
         units = {n: values[n] // g for n in names}
@@ -458,5 +482,5 @@ def module_network(source: ModuleSource) -> ModuleNetwork:
         positions=0, source=f"{source.origin}: {source.label}, probed on the meta device", cache_kinds=(),
         config={"model_type": "module"}, kind="module", label=f"the torch module {source.label}", sequence=False,
         has_attention=False, tensor_parallel=False, saved_family=FAMILY,
-        cannot_say={"serving": INFER_NOTE},
+        cannot_say={"serving": generation.GENERATE_NOTE if generation.generates(source) else INFER_NOTE},
         module_source=source, probed=params, symbols=scope, from_cache=hit)
