@@ -142,7 +142,7 @@ def cli(tmp):
               "--weights", "fp32", "--no-runtime")
     out = {"memory": _cli("memory", *common, "--json"),
            "fit": _cli("fit", *common, "--gpu", "1MiB", "--for", "seq", "--vary", "T", "--json"),
-           "short": _cli("memory", *common, "--set", "T=1")}
+           "short": _cli("memory", *common, "--set", "T=1"), "kv": _cli("memory", *common, "--kv-dtype", "fp8")}
     answer = json.loads(out["fit"]["out"])["value"] if out["fit"]["code"] == 0 else None
     if answer:  # the real generation's bytes on the meta device at the answer and one token more
         source = _config({**T5, **EAGER})

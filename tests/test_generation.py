@@ -69,7 +69,9 @@ def test_fit_of_the_generated_length(child: dict) -> None:
     assert json.loads(cli["fit"]["out"])["total_bytes"] == cli["traced_0"]
 
 
-def test_too_short_a_generation_is_one_line(child: dict) -> None:
-    out = child["cli"]["short"]
+@pytest.mark.parametrize(("case", "said"), [("short", "T ≥ 2"), ("kv", "keeps K and V in the weights' dtype")])
+def test_refusals_are_one_line(child: dict, case: str, said: str) -> None:
+    """T = 1 (no decode step); --kv-dtype other than the weights' (transformers' cache keeps theirs)."""
+    out = child["cli"][case]
     assert out["code"] == 2 and out["out"] == ""
-    assert out["err"].startswith("symbolic: error: ") and out["err"].count("\n") == 1 and "T ≥ 2" in out["err"]
+    assert out["err"].startswith("symbolic: error: ") and out["err"].count("\n") == 1 and said in out["err"]

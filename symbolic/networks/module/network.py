@@ -18,8 +18,10 @@ frozen embeddings, recomputation, tensor and pipeline parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
-and the live bytes at the forward's peak. ``varying`` makes the sizes ``fit`` grows unit · k_size,
-each unit on the size's stride (``inference.Fit.steps``), so ``Plan.solve`` finds the largest k.
+and the live bytes at the forward's peak; an encoder-decoder's is generation with its KV caches
+(``generation``: the encoder, prompt and last decode step as phases). ``varying`` makes the sizes
+``fit`` grows unit · k_size, each unit on the size's stride (``inference.Fit.steps``; 1 in a
+generation), so ``Plan.solve`` finds the largest k.
 """
 
 from __future__ import annotations
@@ -318,6 +320,9 @@ class ModuleNetwork(ModelShape):
 
     def _generation_terms(self, regime: Any) -> tuple[list[Term], dict[str, tuple[Term, ...]], list[str]]:
         """Weights, and the generation's phases: the encoder pass, the prompt's pass, the last decode step."""
+        if "kv_dtype" not in regime.defaulted and regime.kv_dtype != regime.weights:
+            raise UserError(f"kv-dtype {regime.kv_dtype}: {self.name} generates with transformers' DynamicCache, "
+                            f"which keeps K and V in the weights' dtype ({regime.weights})")
         result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
         weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
                        f"inference.{FAMILY}")
