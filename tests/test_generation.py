@@ -69,9 +69,11 @@ def test_fit_of_the_generated_length(child: dict) -> None:
     assert json.loads(cli["fit"]["out"])["total_bytes"] == cli["traced_0"]
 
 
-@pytest.mark.parametrize(("case", "said"), [("short", "T ≥ 2"), ("kv", "keeps K and V in the weights' dtype")])
+@pytest.mark.parametrize(("case", "said"), [("short", "T ≥ 2"), ("kv", "keeps K and V in the weights' dtype"),
+                                            ("positions", "decoder has 128 learned positions")])
 def test_refusals_are_one_line(child: dict, case: str, said: str) -> None:
-    """T = 1 (no decode step); --kv-dtype other than the weights' (transformers' cache keeps theirs)."""
+    """T = 1 (no decode step); --kv-dtype other than the weights' (transformers' cache keeps theirs); T beyond
+    Whisper's learned decoder positions (its config's max_target_positions)."""
     out = child["cli"][case]
     assert out["code"] == 2 and out["out"] == ""
     assert out["err"].startswith("symbolic: error: ") and out["err"].count("\n") == 1 and said in out["err"]

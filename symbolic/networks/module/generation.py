@@ -47,6 +47,16 @@ GENERATE_NOTE = ("inference: generation with a KV cache, as transformers' genera
 DECODER = ("decoder_input_ids", "labels")  # the forward's inputs the generation loop makes itself
 PHASES = ("encoder", "prefill", "decode")
 STATE = ("inputs", "encoder_output", "cross_cache", "self_cache")
+POSITIONS = ("max_target_positions", "max_position_embeddings")  # a decoder's learned positions (Whisper; BART)
+
+
+def decoder_positions(source: ModuleSource) -> int | None:
+    """The decoder's learned positions where the config states them (Whisper's, BART's); None for T5's relative ones."""
+    for field in POSITIONS:
+        value = source.arguments.get(field)
+        if type(value) is int and value > 0:
+            return value
+    return None
 
 
 def generates(source: ModuleSource) -> bool:

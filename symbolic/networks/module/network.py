@@ -323,6 +323,9 @@ class ModuleNetwork(ModelShape):
         if "kv_dtype" not in regime.defaulted and regime.kv_dtype != regime.weights:
             raise UserError(f"kv-dtype {regime.kv_dtype}: {self.name} generates with transformers' DynamicCache, "
                             f"which keeps K and V in the weights' dtype ({regime.weights})")
+        positions = generation.decoder_positions(self.module_source)
+        if positions and self.sizes()["T"] > positions:
+            raise UserError(f"T {self.sizes()['T']}: {self.name}'s decoder has {positions} learned positions")
         result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
         weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
                        f"inference.{FAMILY}")
