@@ -3,9 +3,8 @@
 torch is imported here, not in the test process. Each case is a small configuration with the real
 structure, planned through the module path in ``--mode infer`` (generation with a KV cache, probed
 on the meta device at one set of sizes) and asked at a batch and sizes the fit did not use, beside
-a real greedy generation on the CPU with random weights: transformers' own ``generate`` (T5, BART)
-or the same loop written out (Whisper, whose ``generate`` needs a checkpoint's generation config),
-its peak counted by ``measure.forward_peak``'s rule (parameters, buffers, inputs and every operator
+a real greedy generation on the CPU with random weights by the model's own ``generate``
+(transformers' ``GenerationMixin`` for T5 and BART, ``WhisperGenerationMixin`` for Whisper), its peak counted by ``measure.forward_peak``'s rule (parameters, buffers, inputs and every operator
 output while alive) and its cache's bytes summed tensor by tensor. Writes one JSON object on stdout;
 exits 77 when torch is missing.
 """
@@ -24,11 +23,14 @@ BART = {"model_type": "bart", "architectures": ["BartForConditionalGeneration"],
 EAGER = {"attn_implementation": "eager"}
 
 
-def _generator(model, steps, own_generate):
-    """A module whose forward generates ``steps`` tokens greedily with one beam; its result keeps the cache."""
-    import torch
+def _generator(model, steps, keep_cache):
+    """A module whose forward is the model's own ``generate``: ``steps`` tokens, greedy, one beam.
 
-    from symbolic.networks.module.generation import _Loop, _new_cache
+    No end-of-sequence stop (random weights). ``keep_cache`` returns the cache as well
+    (``return_dict_in_generate``); the peaks are measured without it, as a server runs (Whisper's
+    generate then splits and restacks the cache per sample, copies a server does not make).
+    """
+    import torch
 
     class Generate(torch.nn.Module):
         def __init__(self) -> None:
@@ -36,17 +38,9 @@ def _generator(model, steps, own_generate):
             self.model = model
 
         def forward(self, **inputs):
-            if own_generate:  # transformers' generate; no end-of-sequence stop (random weights)
-                out = model.generate(**inputs, max_new_tokens=steps, do_sample=False, num_beams=1,
-                                     eos_token_id=None, return_dict_in_generate=True)
-                return out.sequences, out.past_key_values
-            encoder = model.get_encoder()(**inputs)  # the loop generate runs, written out
-            loop, cache = _Loop(torch.full((next(iter(inputs.values())).shape[0], 1), model.config.decoder_start_token_id)), \
-                _new_cache(model)
-            loop.step(model, encoder, cache, loop.ids)
-            for _ in range(steps - 1):
-                loop.step(model, encoder, cache, loop.ids[:, -1:])
-            return loop.ids, cache
+            out = model.generate(**inputs, max_new_tokens=steps, do_sample=False, num_beams=1, eos_token_id=None,
+                                 return_dict_in_generate=keep_cache)
+            return out.past_key_values if keep_cache else out
 
     return Generate().eval()
 
@@ -91,7 +85,7 @@ def _phase_peaks(generator, model, inputs):
             "decode": live.phase_peaks[f"step {len(passes)}"], "peak": live.peak}
 
 
-def _case(source, fit, batch, sizes, own_generate=True):
+def _case(source, fit, batch, sizes):
     """The generation plan of ``source`` (probed at ``fit``'s sizes) at other sizes and batch, beside a CPU run."""
     import dataclasses
 
@@ -111,9 +105,9 @@ def _case(source, fit, batch, sizes, own_generate=True):
     model = asked.build(asked.arguments).eval()
     made = make_inputs(asked, batch, dict(asked.sizes), device="cpu", float_dtype=torch.float32)
     inputs = {k: v for k, v in made.items() if k not in generation.DECODER}
-    generator = _generator(model, asked.sizes["T"], own_generate)
+    generator = _generator(model, asked.sizes["T"], False)
     with torch.no_grad():
-        _, cache = generator(**inputs)
+        cache = _generator(model, asked.sizes["T"], True)(**inputs)
     terms = plan.terms()
     return {"plan": plan.total, "measured": measure.forward_peak(generator, inputs), "cache": _cache_bytes(cache),
             "plan_phases": plan.phase_bytes(), "measured_phases": _phase_peaks(generator, model, inputs),
@@ -124,7 +118,7 @@ def _case(source, fit, batch, sizes, own_generate=True):
 def cases():
     return {"t5": _case(_config({**T5, **EAGER}), {"S": 16, "T": 8}, 3, {"S": 20, "T": 12}),
             "bart": _case(_config({**BART, **EAGER}), {"S": 16, "T": 8}, 3, {"S": 24, "T": 10}),
-            "whisper": _case(_config({**WHISPER, **EAGER}), {"T": 8}, 3, {"T": 12}, own_generate=False)}
+            "whisper": _case(_config({**WHISPER, **EAGER}), {"T": 8}, 3, {"T": 12})}
 
 
 def cli(tmp):

@@ -71,7 +71,7 @@ class GenerationTrace:
     encoder: list[int]
     prefill: list[int]
     decode: list[int]
-    inputs: int  # the encoder's inputs (the caller holds them throughout)
+    inputs: int  # the encoder's inputs (the caller holds them throughout; Whisper's generate a copy too)
     encoder_output: int
     cross_cache: int  # every decoder layer's cross-attention K and V
     self_cache: int  # every decoder layer's self-attention K and V at T positions
@@ -108,6 +108,12 @@ def _new_cache(model: Any) -> Any:
     return EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
 
 
+def _segmented(model: Any) -> bool:
+    """Whether the model's own generate is Whisper's, which cuts each sample's 30 s window from the input features
+    and concatenates them (``WhisperGenerationMixin.generate``, generation_whisper.py: ``segment_input``): a copy."""
+    return any(c.__name__ == "WhisperGenerationMixin" for c in type(model).__mro__)
+
+
 class _Loop:
     """What generate's greedy loop holds between steps: the ids so far and the last logits' fp32 copy."""
 
@@ -139,6 +145,10 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     made = make_inputs(source, batch, sizes, device="meta", float_dtype=getattr(torch, dtype))
     inputs = {k: v for k, v in made.items() if k not in DECODER}
     tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)]
+    if _segmented(model):  # the encoder reads generate's copy of each sample's window, kept throughout
+        inputs = {k: torch.cat([v[i:i + 1] for i in range(batch)]) if k == "input_features" else v
+                  for k, v in inputs.items()}
+        tensors.append(inputs["input_features"])
     live = probe._Live()
     keep = [t.untyped_storage() for t in (*model.parameters(), *model.buffers())]  # their ids stay theirs
     for t in (*model.parameters(), *model.buffers(), *tensors):
@@ -236,7 +246,8 @@ def _term(key: str, title: str, expr: Any, note: str = "") -> Term:
 
 def phases(f: GenerationFit, at: Any) -> dict[str, tuple[Term, ...]]:
     """The generation's phases as named terms (``at``: a fitted polynomial -> its expression in the plan's sizes)."""
-    inputs = _term("inputs", "the encoder's inputs (held by the caller throughout)", at(f.inputs))
+    inputs = _term("inputs", "the encoder's inputs, held by the caller throughout (with Whisper's generate, its copy "
+                   "of each sample's window too)", at(f.inputs))
     state = {p: at(getattr(f, p)) for p in ("encoder_output", "cross_cache", "self_cache")}
     held = sum(state.values())
     return {
