@@ -20,6 +20,12 @@ BART = {"model_type": "bart", "architectures": ["BartForConditionalGeneration"],
         "encoder_ffn_dim": 64, "decoder_ffn_dim": 64, "max_position_embeddings": 128, "pad_token_id": 1,
         "bos_token_id": 0, "eos_token_id": 2, "decoder_start_token_id": 2, "forced_bos_token_id": None,
         "forced_eos_token_id": None}
+VISION = {"model_type": "vision-encoder-decoder", "architectures": ["VisionEncoderDecoderModel"],
+          "encoder": {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                      "intermediate_size": 64, "image_size": 32, "patch_size": 8, "attn_implementation": "eager"},
+          "decoder": {"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 128, "n_positions": 64,
+                      "add_cross_attention": True, "is_decoder": True, "attn_implementation": "eager"},
+          "decoder_start_token_id": 0, "pad_token_id": 0}  # TrOCR's structure, tiny
 EAGER = {"attn_implementation": "eager"}
 
 
@@ -118,7 +124,8 @@ def _case(source, fit, batch, sizes):
 def cases():
     return {"t5": _case(_config({**T5, **EAGER}), {"S": 16, "T": 8}, 3, {"S": 20, "T": 12}),
             "bart": _case(_config({**BART, **EAGER}), {"S": 16, "T": 8}, 3, {"S": 24, "T": 10}),
-            "whisper": _case(_config({**WHISPER, **EAGER}), {"T": 8}, 3, {"T": 12})}
+            "whisper": _case(_config({**WHISPER, **EAGER}), {"T": 8}, 3, {"T": 12}),
+            "vision": _case(_config({**VISION, **EAGER}), {"T": 8}, 3, {"T": 12})}
 
 
 def cli(tmp):

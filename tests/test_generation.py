@@ -15,7 +15,7 @@ from helpers import torch_child
 
 pytestmark = pytest.mark.torch
 
-CASES = ("t5", "bart", "whisper")
+CASES = ("t5", "bart", "whisper", "vision")
 
 
 @pytest.fixture(scope="module")
