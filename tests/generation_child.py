@@ -145,9 +145,11 @@ def cli(tmp):
            "fit": _cli("fit", *common, "--gpu", "1MiB", "--for", "seq", "--vary", "T", "--json"),
            "short": _cli("memory", *common, "--set", "T=1"), "kv": _cli("memory", *common, "--kv-dtype", "fp8")}
     whisper = Path(tmp) / "whisper.json"
-    whisper.write_text(json.dumps(WHISPER))
+    whisper.write_text(json.dumps({**WHISPER, **EAGER}))
     beyond = WHISPER["max_target_positions"] + 1  # the decoder's learned positions, one more
     out["positions"] = _cli("memory", str(whisper), "--mode", "infer", "--set", f"T={beyond}", "--no-runtime")
+    out["fit_positions"] = _cli("fit", str(whisper), "--mode", "infer", "--set", "T=8", "--device", "cpu", "--weights",
+                                "fp32", "--no-runtime", "--gpu", "80GiB", "--for", "seq", "--vary", "T")
     answer = json.loads(out["fit"]["out"])["value"] if out["fit"]["code"] == 0 else None
     if answer:  # the real generation's bytes on the meta device at the answer and one token more
         source = _config({**T5, **EAGER})

@@ -64,10 +64,11 @@ def test_fit_of_the_generated_length(child: dict) -> None:
 
 
 @pytest.mark.parametrize(("case", "said"), [("short", "T ≥ 2"), ("kv", "keeps K and V in the weights' dtype"),
-                                            ("positions", "decoder has 128 learned positions")])
+                                            ("positions", "decoder has 128 learned positions"),
+                                            ("fit_positions", "every T up to 128 fits")])
 def test_refusals_are_one_line(child: dict, case: str, said: str) -> None:
     """T = 1 (no decode step); --kv-dtype other than the weights' (transformers' cache keeps theirs); T beyond
-    Whisper's learned decoder positions (its config's max_target_positions)."""
+    Whisper's learned decoder positions (its config's max_target_positions), also where fit --vary T would go past them."""
     out = child["cli"][case]
     assert out["code"] == 2 and out["out"] == ""
     assert out["err"].startswith("symbolic: error: ") and out["err"].count("\n") == 1 and said in out["err"]

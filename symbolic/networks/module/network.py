@@ -324,8 +324,11 @@ class ModuleNetwork(ModelShape):
             raise UserError(f"kv-dtype {regime.kv_dtype}: {self.name} generates with transformers' DynamicCache, "
                             f"which keeps K and V in the weights' dtype ({regime.weights})")
         positions = generation.decoder_positions(self.module_source)
-        if positions and self.sizes()["T"] > positions:
-            raise UserError(f"T {self.sizes()['T']}: {self.name}'s decoder has {positions} learned positions")
+        grown = self.varied is not None and "T" in self.varied[1]
+        steps = int(self.varied[1]["T"] * self.numbers[GROWN]) if grown else self.sizes()["T"]
+        if positions and steps > positions:
+            fits = f" (fit: every T up to {positions} fits)" if grown else ""
+            raise UserError(f"T {steps}: {self.name}'s decoder has {positions} learned positions{fits}")
         result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
         weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
                        f"inference.{FAMILY}")
