@@ -115,7 +115,8 @@ def _case(source, fit, batch, sizes):
     with torch.no_grad():
         cache = _generator(model, asked.sizes["T"], True)(**inputs)
     terms = plan.terms()
-    return {"plan": plan.total, "measured": measure.forward_peak(generator, inputs), "cache": _cache_bytes(cache),
+    return {"buffers": [terms.get("buffers", 0), sum(b.numel() * b.element_size() for b in model.buffers())],
+            "plan": plan.total, "measured": measure.forward_peak(generator, inputs), "cache": _cache_bytes(cache),
             "plan_phases": plan.phase_bytes(), "measured_phases": _phase_peaks(generator, model, inputs),
             "plan_cache": {"self": terms["self_cache"], "cross": terms["cross_cache"]}, "phase": plan.peak_phase,
             "T": asked.sizes["T"]}

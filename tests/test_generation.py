@@ -39,6 +39,12 @@ def test_each_phase_within_two_percent(child: dict, name: str, phase: str) -> No
     assert abs(planned - measured) <= 0.02 * measured
 
 
+def test_buffers_are_resident(child: dict) -> None:
+    """BART's final_logits_bias is a buffer, not a parameter: a resident term of its bytes."""
+    planned, measured = child["cases"]["bart"]["buffers"]
+    assert measured > 0 and planned == measured
+
+
 @pytest.mark.parametrize("name", CASES)
 def test_peak_within_two_percent(child: dict, name: str) -> None:
     case = child["cases"][name]

@@ -332,8 +332,12 @@ class ModuleNetwork(ModelShape):
         result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
         weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
                        f"inference.{FAMILY}")
+        resident = [weights]
+        if result.buffers:
+            resident.append(Term("buffers", "the model's buffers", sympy.Integer(result.buffers), "bytes", SRC,
+                                 f"inference.{FAMILY}"))
         phases = generation.phases(result, lambda p: self._at(p, result.names))
-        return [weights], phases, [generation.note(self.sizes())]
+        return resident, phases, [generation.note(self.sizes())]
 
     def varying(self, names: tuple[str, ...], regime: Any) -> tuple[ModuleNetwork, str, dict[str, int]]:
         """This network with input sizes ``names`` grown together by one symbol in steps that keep their ratio.
