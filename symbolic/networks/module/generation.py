@@ -1,4 +1,4 @@
-"""An encoder-decoder's generation with a KV cache, probed on the meta device (issue 29: T5, BART, Whisper).
+"""An encoder-decoder's generation with a KV cache, probed on the meta device (issue 29: T5, BART, Whisper, TrOCR).
 
 A transformers encoder-decoder (a source whose forward takes ``decoder_input_ids``) is served by
 generating: the encoder runs once, its output is kept for the whole generation, and the decoder
@@ -16,6 +16,9 @@ encoder output (B × S positions) and the self-attention K and V grown by one po
    at T − 1, the ids, the previous logits) is built by one decoder pass over T − 1 tokens whose own
    moments are not counted: it leaves exactly the tensors the loop's T − 2 steps would.
 
+Whisper's own ``generate`` (``WhisperGenerationMixin``) feeds the encoder a copy of each sample's
+input window, kept throughout: made here too and counted with the caller's inputs.
+
 T is the decoder's length at the last step: ``generate(max_new_tokens=T)`` from the one-token
 prompt ends with T positions in each self-attention layer (the last token generated is not fed
 back). The live bytes after every operator (``probe._Live``: each storage once; weights, buffers
@@ -26,7 +29,7 @@ and 2 in each size) and checked at an independent point (``probe.CHECK``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,7 +247,7 @@ def _term(key: str, title: str, expr: Any, note: str = "") -> Term:
     return Term(key, title, sympy.sympify(expr), "bytes", SRC, WHERE, note)
 
 
-def phases(f: GenerationFit, at: Any) -> dict[str, tuple[Term, ...]]:
+def phases(f: GenerationFit, at: Callable[[probe.Poly], sympy.Expr]) -> dict[str, tuple[Term, ...]]:
     """The generation's phases as named terms (``at``: a fitted polynomial -> its expression in the plan's sizes)."""
     inputs = _term("inputs", "the encoder's inputs, held by the caller throughout (with Whisper's generate, its copy "
                    "of each sample's window too)", at(f.inputs))
