@@ -19,6 +19,7 @@ needs_transformers = pytest.mark.skipif(not probes.torch_available(), reason="tr
     ({"model_type": "qwen2_5_vl", "architectures": ["Qwen2_5_VLForConditionalGeneration"]}, None, True),
     ({"model_type": "xlstm"}, None, False),  # a causal LM without a table: the generic path, as before
     ({"model_type": "mistral3", "architectures": ["Mistral3ForConditionalGeneration"]}, None, False),  # VLM not built
+    ({"model_type": "vision-encoder-decoder"}, None, True),  # pixels in, decoder tokens out: generation
     ({"model_type": "llama"}, None, False),  # a table family
     ({"model_type": "bert", "architectures": ["BertForSequenceClassification"]}, None, False),  # a table family
     ({"model_type": "bert"}, "sequence-classification", True),  # --task: always its module

@@ -30,7 +30,7 @@ def wants_task(config: Mapping[str, Any], task: str | None) -> bool:
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in probes.known_types():
         return False  # the generic path's own answer (an unknown type is its one-line error)
-    if _vision_language(model_type) and model_type not in vlm.BUILT:
+    if _vision_language(model_type) and model_type not in (*vlm.BUILT, *vlm.ENCODER_DECODER):
         return False  # a VLM whose inputs are not built stays on the generic path (its text model)
     names = config.get("architectures")
     named = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None

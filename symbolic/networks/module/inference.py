@@ -6,7 +6,7 @@ bytes after every operator output (``probe._Live``, the training probe's rule: e
 parameters, buffers and inputs not new) are recorded at the points of ``probe.grid`` and fitted
 exactly as polynomials in B and the input sizes; the forward's peak is the largest of its candidate
 moments (``probe._moments``), checked at an independent point. What is modelled is one forward
-pass: no generation loop, no KV cache of an encoder-decoder's decoder. Attention runs as the
+pass, no generation loop (an encoder-decoder's generation with its KV caches: ``generation.py``). Attention runs as the
 planned device's kernels run it (``kernels.following``: "cpu", "cuda"; None, the reference path).
 
 Each input size's step (``Fit.steps``): the smallest divisor d of its value at which the fit

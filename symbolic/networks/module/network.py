@@ -20,8 +20,10 @@ modelled is refused in one line: LoRA, frozen embeddings, recomputation, tensor 
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
-and the live bytes at the forward's peak. ``varying`` makes the sizes ``fit`` grows unit · k_size,
-each unit on the size's stride (``inference.Fit.steps``), so ``Plan.solve`` finds the largest k.
+and the live bytes at the forward's peak; an encoder-decoder's is generation with its KV caches
+(``generation``: the encoder, prompt and last decode step as phases). ``varying`` makes the sizes
+``fit`` grows unit · k_size, each unit on the size's stride (``inference.Fit.steps``; 1 in a
+generation), so ``Plan.solve`` finds the largest k.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import autocast, cache, flops, inference, probe
+from . import autocast, cache, flops, generation, inference, probe
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -310,6 +312,8 @@ class ModuleNetwork(ModelShape):
         split = [f"{k} {v}" for k, v in (("tp", regime.tp), ("pp", regime.pp), ("ep", regime.ep)) if v > 1]
         if split or regime.prefill_chunk:
             raise UserError(INFER_REFUSED.format(what=", ".join(split) or "prefill-chunk", name=self.name))
+        if generation.generates(self.module_source):  # an encoder-decoder: generation with its KV caches
+            return self._generation_terms(regime)
         fit, buffers, _ = self.infer_fit(probe.DTYPES[regime.weights], regime.device)
         tb = formats.nbytes(regime.weights)
         where = f"inference.{FAMILY}"
@@ -328,6 +332,38 @@ class ModuleNetwork(ModelShape):
         note = (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
         return resident, {"forward": forward}, [f"inference: the forward fitted in B and the input sizes{note}"] if note else []
 
+    def generate_fit(self, dtype: str, device: str | None = None) -> generation.GenerationFit:
+        """An encoder-decoder's generation fitted in ``dtype`` (``generation.fit``; probed once, then cached on disk)."""
+        kernels = device if device in KERNELS else None
+        name = f"generate:{dtype}:{kernels}"
+        if name not in self._fits:
+            source = self.module_source
+            key = cache.key("generate", _source_key(source), dict(source.sizes), dtype, kernels)
+            data, _ = cache.cached(key, lambda: generation.to_data(generation.fit(source, dtype, kernels)))
+            self._fits[name] = generation.from_data(data)
+        return self._fits[name]
+
+    def _generation_terms(self, regime: Any) -> tuple[list[Term], dict[str, tuple[Term, ...]], list[str]]:
+        """Weights, and the generation's phases: the encoder pass, the prompt's pass, the last decode step."""
+        if "kv_dtype" not in regime.defaulted and regime.kv_dtype != regime.weights:
+            raise UserError(f"kv-dtype {regime.kv_dtype}: {self.name} generates with transformers' DynamicCache, "
+                            f"which keeps K and V in the weights' dtype ({regime.weights})")
+        positions = generation.decoder_positions(self.module_source)
+        grown = self.varied is not None and "T" in self.varied[1]
+        steps = int(self.varied[1]["T"] * self.numbers[GROWN]) if grown else self.sizes()["T"]
+        if positions and steps > positions:
+            fits = f" (fit: every T up to {positions} fits)" if grown else ""
+            raise UserError(f"T {steps}: {self.name}'s decoder has {positions} learned positions{fits}")
+        result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
+        weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
+                       f"inference.{FAMILY}")
+        resident = [weights]
+        if result.buffers:
+            resident.append(Term("buffers", "the model's buffers", sympy.Integer(result.buffers), "bytes", SRC,
+                                 f"inference.{FAMILY}"))
+        phases = generation.phases(result, lambda p: self._at(p, result.names))
+        return resident, phases, [generation.note(self.sizes())]
+
     def varying(self, names: tuple[str, ...], regime: Any) -> tuple[ModuleNetwork, str, dict[str, int]]:
         """This network with input sizes ``names`` grown together by one symbol in steps that keep their ratio.
 
@@ -342,8 +378,11 @@ class ModuleNetwork(ModelShape):
             raise UserError(f"{self.name}: no input size {', '.join(unknown) or '(none named)'} to grow (its input "
                             f"sizes: {have}; name them with --vary NAME[,NAME])")
         dtype = regime.weights if not regime.train else regime.precision
-        fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"), regime.device)
-        steps = dict(zip(fit.names, fit.steps))
+        if generation.generates(self.module_source) and not regime.train:  # exact at every S and T
+            steps = dict.fromkeys(self.input_sizes, 1)
+        else:
+            fit, _, _ = self.infer_fit(probe.DTYPES.get(dtype, "float32"), regime.device)
+            steps = dict(zip(fit.names, fit.steps))
         values = self.sizes()
         g = math.gcd(*(values[n] // steps[n] for n in names))
         units = {n: values[n] // g for n in names}
@@ -490,5 +529,5 @@ def module_network(source: ModuleSource) -> ModuleNetwork:
         positions=0, source=f"{source.origin}: {source.label}, probed on the meta device", cache_kinds=(),
         config={"model_type": "module"}, kind="module", label=f"the torch module {source.label}", sequence=False,
         has_attention=False, tensor_parallel=False, saved_family=FAMILY,
-        cannot_say={"serving": INFER_NOTE},
+        cannot_say={"serving": generation.GENERATE_NOTE if generation.generates(source) else INFER_NOTE},
         module_source=source, probed=params, symbols=scope, from_cache=hit)

@@ -4,7 +4,8 @@
 config's ``architectures`` entry when it names a class, else the first auto mapping in ``ORDER``
 that has the config's type) and the forward's inputs with size names and defaults from the
 config: tokens ``S`` (and a decoder's ``T``), an image's ``H``, ``W``, Whisper's fixed frames, a
-vision-language model's text with image placeholders and images in its own form (``vlm.py``).
+vision encoder-decoder's image at its encoder's own size (TrOCR, Donut), a vision-language
+model's text with image placeholders and images in its own form (``vlm.py``).
 Every input set includes the labels, so the model returns its own loss. The model is built with
 ``_from_config`` under the caller's device (the meta device for the probes); what a forward
 cannot do on the meta device is worked around only inside that forward (``_meta_forward``).
@@ -54,7 +55,10 @@ def transformers_source(name: str, config: Mapping[str, Any], task: str | None =
     data = dict(config)
     config_obj = _config(data)
     class_name, chosen, why = choose_class(data, config_obj, task)
-    if chosen == "image-text-to-text":
+    if chosen == "image-text-to-text" and config_obj.model_type in vlm.ENCODER_DECODER:
+        inputs, defaults, keywords, notes = _vision_encoder_decoder(config_obj)
+        extra = None
+    elif chosen == "image-text-to-text":
         model = vlm.vlm_inputs(config_obj, class_name, _positions(config_obj.get_text_config(), TEXT_TOKENS))
         inputs, defaults, extra, notes = (), model.sizes, model.extra, model.notes
     else:
@@ -239,6 +243,15 @@ def task_inputs(task: str, config_obj: Any, class_name: str) -> Inputs:
         return _tokens(text, vocab) + (pixels,), {"S": _positions(text, TEXT_TOKENS), **sizes}, \
             {"return_loss": True}, ("both towers with return_loss=True: the contrastive loss of B pairs",)
     return _base(config_obj, text, vocab)
+
+
+def _vision_encoder_decoder(config_obj: Any) -> Inputs:
+    """A vision encoder-decoder (TrOCR, Donut): the image at its encoder's own size (its processor resizes to it)."""
+    pixels, sizes = _pixels(config_obj.encoder)
+    fixed = Input(pixels.name, (BATCH, pixels.dims[1], sizes["H"], sizes["W"]))
+    text = config_obj.get_text_config()
+    return (fixed, *_decoder(_int(text, "vocab_size"))), {"T": _positions(text, DECODER_TOKENS)}, {}, \
+        (f"pixel_values: {sizes['H']} × {sizes['W']}, the encoder's image size (its processor resizes to it)",)
 
 
 def _base(config_obj: Any, text: Any, vocab: int | None) -> Inputs:

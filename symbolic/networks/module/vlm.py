@@ -33,6 +33,9 @@ from .source import ModuleError
 
 QWEN = ("qwen2_vl", "qwen2_5_vl")
 BUILT = (*QWEN, "llava", "llava_next", "gemma3", "mllama")  # the model types whose inputs vlm_inputs builds
+# image-text-to-text types that are encoder-decoders (pixels in, decoder tokens out: TrOCR, Donut), not a text
+# with image placeholders: ``transformers_task`` gives them their own inputs, and their inference is generation
+ENCODER_DECODER = ("vision-encoder-decoder",)
 SIZES = ("S", "n_img", "H_img", "W_img")
 IMAGES = 1  # default n_img
 QWEN_IMAGE = 448  # default H_img = W_img of Qwen2-VL (its config names no image size): 16·16 = 256 tokens
