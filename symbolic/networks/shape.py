@@ -256,16 +256,23 @@ class ModelShape:
         return [kv.replace(expr=kv.expr.xreplace(self.widths()))
                 for kv in infer.cache_terms(self.cache_kinds, tp, element, dtype, pp)]
 
-    def pytorch_saved(self, setup: Any, refused: tuple[str, ...] = ()) -> Any:
+    def pytorch_saved(self, setup: Any, refused: tuple[str, ...] = (), recompute: int = 0) -> Any:
         """Its own saved-tensor model (``activations_pytorch.SavedModel``) under ``setup``, or None: the library's.
 
         ``refused``: the regime's options the planner applies to the library's model (LoRA, recompute...)
-        that a network with its own model must refuse (a torch module probed on the meta device).
+        that a network with its own model must refuse (a torch module probed on the meta device);
+        ``recompute`` N > 0: every N-th of its ``checkpoint_blocks`` checkpointed (recompute full).
         """
         return None
 
+    @property
+    def checkpoint_blocks(self) -> tuple[str, ...]:
+        """The blocks a network that measures its own step checkpoints under recompute full; () for the others
+        (the table families' layers are the planner's own, ``layers``)."""
+        return ()
+
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False) -> Any:
+                     in_backward: bool = False, recompute: int = 0) -> Any:
         """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
         return None
 

@@ -347,8 +347,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
                               "whole layers: recompute full); use activations korthikanti")
     if pytorch and recompute == "full" and mlp:
-        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint: recompute full "
-                              "does not apply")
+        _check_blocks(model, recompute_every)
     if pytorch and logits != "hf":
         raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
                          "is not modelled with it (leave logits at hf)")
@@ -479,13 +478,25 @@ def _check_saved(model: ModelShape, activations: str, recompute: str, every: int
     if every > 1:
         if recompute != "full":
             raise PlanOptionError(f"recompute-every {every} needs recompute full (every N-th layer checkpointed)")
-        if activations != "korthikanti":
+        if activations != "korthikanti" and (model.sequence or not model.checkpoint_blocks):
             raise PlanOptionError(f"recompute-every is modelled with activations korthikanti, not {activations}")
         if pp > 1:
             raise PlanOptionError("recompute-every is modelled without pipeline parallelism (pp 1): which layers a "
                                   "stage checkpoints depends on the framework's count across stages")
     if chunks_given and logits != "chunked":
         raise PlanOptionError(f"logit-chunks applies to logits chunked, not {logits}")
+
+
+def _check_blocks(model: ModelShape, every: int) -> None:
+    """recompute full for a network without a token sequence: its own repeated blocks checkpointed, or refused."""
+    blocks = model.checkpoint_blocks
+    if not blocks:
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint (no repeated blocks: an "
+                              "nn.ModuleList or nn.Sequential of two or more modules of one class): recompute full "
+                              "does not apply")
+    if every > len(blocks):
+        raise PlanOptionError(f"recompute-every {every}: {model.name} has {len(blocks)} repeated blocks, so no block "
+                              "would be checkpointed")
 
 
 def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given: Collection[str], *,

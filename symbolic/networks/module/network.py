@@ -36,11 +36,12 @@ from ...core.errors import UserError
 from ...core.symbols import B, N
 from ...core.term import Term
 from ...formats import table as formats
+from ...library import activations_pytorch as act
 from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import cache, flops, inference, probe
+from . import cache, checkpointing, flops, inference, probe
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -197,29 +198,60 @@ class ModuleNetwork(ModelShape):
         """The input sizes' values the plan uses (the source's, with --set's)."""
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
-    def step_fit(self, dtype: str, device: str | None = None,
-                 arch: tuple[int, int] | None = None) -> tuple[probe.StepFit, int, bool]:
+    def step_fit(self, dtype: str, device: str | None = None, arch: tuple[int, int] | None = None,
+                 recompute: int = 0) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
-        a GPU of compute capability ``arch``, sm90 when None); else the reference path.
+        a GPU of compute capability ``arch``, sm90 when None); else the reference path. ``recompute`` N > 0: every
+        N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``, ``--recompute-every N``).
         """
         kernels = device if device in KERNELS else None
         if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
             kernels = cuda_kernels(arch)
-        if (dtype, kernels) not in self._fits:
+        if (dtype, kernels, recompute) not in self._fits:
             source = self.module_source
+            blocks = self.checkpointed(recompute)
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype, kernels)
+                fit = probe.fit_step(source, dtype, kernels, blocks)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
             parts = (dtype,) if kernels is None else (dtype, kernels)
+            if blocks:  # the key of before, without checkpointing
+                parts = (*parts, "checkpointed", list(blocks))
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[(dtype, kernels)] = (*_fit(data), hit)
-        return self._fits[(dtype, kernels)]
+            self._fits[(dtype, kernels, recompute)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels, recompute)]
+
+    @property
+    def checkpoint_blocks(self) -> tuple[str, ...]:
+        """The repeated blocks ``--recompute full`` checkpoints (``checkpointing.repeated``; found once, cached)."""
+        if "blocks" not in self._fits:
+            source = self.module_source
+            name = cache.key("blocks", _source_key(source))
+            data, _ = cache.cached(name, lambda: {"blocks": list(checkpointing.repeated(probe.build(source)))})
+            self._fits["blocks"] = tuple(str(b) for b in data["blocks"])
+        return self._fits["blocks"]
+
+    def checkpointed(self, recompute: int) -> tuple[str, ...]:
+        """The blocks checkpointed with every ``recompute``-th one wrapped (0: none)."""
+        return checkpointing.every(self.checkpoint_blocks, recompute) if recompute else ()
+
+    def checkpoint_note(self, recompute: int) -> str:
+        """What ``--recompute full`` checkpointed, in a sentence ("" without it)."""
+        if not recompute:
+            return ""
+        blocks = self.checkpointed(recompute)
+        shown = ", ".join(blocks) if len(blocks) <= 4 else f"{blocks[0]}, {blocks[1]}, ..., {blocks[-1]}"
+        which = "every block" if recompute == 1 else f"every {recompute}-th block (positions {recompute}, " \
+                f"{2 * recompute}, ...)"
+        return (f"recompute full: {which} of the repeated stack checkpointed, {len(blocks)} of "
+                f"{len(self.checkpoint_blocks)} ({shown}), each under torch.utils.checkpoint(use_reentrant=False) as "
+                "timm, diffusers and transformers checkpoint theirs: its inputs saved, its inside rebuilt in backward "
+                "(measured on the meta device)")
 
     def flop_fit(self, dtype: str) -> flops.FlopFit:
         """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
@@ -328,12 +360,12 @@ class ModuleNetwork(ModelShape):
                                                                                    for n, u in units.items()}))
         return grown, GROWN, units
 
-    def pytorch_saved(self, setup: Any, refused: Sequence[str] = ()) -> Any:
-        """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B."""
-        from ...library import activations_pytorch as act
+    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0) -> Any:
+        """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B.
 
+        ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``)."""
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
+        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -347,7 +379,7 @@ class ModuleNetwork(ModelShape):
                           f"({setup.precision})", terms, source=SRC, name="A_saved",
                           note="Measured on the meta device with saved_tensors_hooks at several batch sizes and input "
                                "sizes, fitted exactly and checked at a further point (symbolic/networks/module).")
-        return act.SavedModel(FAMILY, setup, formula, saved_by)
+        return ModuleSaved(FAMILY, setup, formula, saved_by, self.checkpoint_note(recompute), recompute)
 
     def _refuse(self, setup: Any, refused: Sequence[str]) -> None:
         if setup.mixed:
@@ -356,9 +388,9 @@ class ModuleNetwork(ModelShape):
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False) -> Any:
+                     in_backward: bool = False, recompute: int = 0) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch)
+        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute)
         tb = setup.param_bytes
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
@@ -419,6 +451,14 @@ class ModuleNetwork(ModelShape):
         """The bytes saved for backward as a polynomial in B and the input sizes (their own symbols)."""
         fit, _, _ = self.step_fit(probe.DTYPES[precision])
         return fit.saved_total().expr([B, *(sympy.Symbol(n, positive=True, integer=True) for n in fit.names)])
+
+
+@dataclass(frozen=True)
+class ModuleSaved(act.SavedModel):
+    """A module's saved-tensor model: ``activations_pytorch.SavedModel`` with what it checkpointed, in a sentence."""
+
+    note: str = ""
+    recompute: int = 0  # every N-th repeated block checkpointed (0: none)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ import sympy
 
 from ...core import symbols as symtab
 from ...core.term import Term
+from . import checkpointing
 from .files import first_line
 from .kernels import following
 from .source import BATCH, ModuleError, ModuleSource, loss_of, make_inputs
@@ -239,8 +240,9 @@ TOP = "loss"  # what is saved outside every module: the loss applied to the outp
 
 
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
-          module: Any = None, kernels: str | None = None) -> Trace:
-    """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``)."""
+          module: Any = None, kernels: str | None = None, blocks: Sequence[str] = ()) -> Trace:
+    """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``;
+    ``blocks``: the submodules run under non-reentrant checkpointing, ``checkpointing.checkpointed``)."""
     import torch
 
     module = build(source, dtype=dtype) if module is None else module
@@ -270,7 +272,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
 
         try:
             with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
-                  following(kernels)):
+                  following(kernels), checkpointing.checkpointed(module, blocks, lambda: following(kernels))):
                 loss = loss_of(module(**inputs), source.loss)
                 forward = live.moments + [live.current]
                 live.moments = [live.current]
@@ -394,8 +396,11 @@ class StepFit:
         return max(p.at(point) for p in getattr(self, phase))
 
 
-def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None) -> StepFit:
-    """Fit one step's saved and live bytes (see the module docstring); checked at an independent point."""
+def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None,
+             blocks: Sequence[str] = ()) -> StepFit:
+    """Fit one step's saved and live bytes (see the module docstring); checked at an independent point.
+
+    ``blocks``: the submodules checkpointed (``--recompute full``), as ``trace`` runs them."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
     exps = monomials(len(names))
@@ -404,7 +409,7 @@ def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None =
 
     def at(point: Point) -> Trace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels, blocks)
         return done[point]
 
     points = grid(base)
