@@ -309,8 +309,10 @@ class ModelShape:
         """The loss a network brings itself (a torch module's), which the planner's ``loss`` option then shows; None here."""
         return None
 
-    def own_flops(self, batch: int, precision: str) -> Any:
+    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> Any:
         """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
+
+        ``recompute`` N > 0: every N-th of its ``checkpoint_blocks`` checkpointed (their forward counted again).
 
         None for a network whose FLOPs ``time`` derives from its weight matrices (``flop_parts``, the family tables).
         """

@@ -179,8 +179,8 @@ def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: obje
 
 def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True) -> tuple[str, ...]:
     """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies;
-    with measured activations (``_measured``) whole layers only, and none for a network without a token sequence
-    (the planner's rules: nothing to checkpoint)."""
+    with measured activations (``_measured``) whole layers only, and none for a network with nothing to checkpoint
+    (``sequence`` False: no token sequence and no repeated blocks of its own, ``Network.checkpoint_blocks``)."""
     if measured:
         return ("none", "full") if sequence else ("none",)
     if not flash:
@@ -217,7 +217,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence))
+    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence) or bool(shape.checkpoint_blocks))
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
         pins.setdefault("pp", 1)

@@ -263,12 +263,14 @@ class ModuleNetwork(ModelShape):
             self._fits[key] = flops.from_data(data)
         return self._fits[key]
 
-    def own_flops(self, batch: int, precision: str) -> flops.OwnFlops:
-        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads."""
+    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> flops.OwnFlops:
+        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads.
+
+        ``recompute`` N > 0: every N-th repeated block checkpointed, its forward counted again."""
         if precision not in probe.DTYPES:
             raise UserError(REFUSED.format(what=f"precision {precision}", name=self.name))
         result = self.flop_fit(probe.DTYPES[precision])
-        return flops.own_flops(self.name, result, self.sizes(), batch)
+        return flops.own_flops(self.name, result, self.sizes(), batch, self.checkpointed(recompute))
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
         return poly.expr([B, *(self._size(n) for n in names)])
