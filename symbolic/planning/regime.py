@@ -343,6 +343,10 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                               f"({_what(model)}) does not give; use korthikanti")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
+    if pytorch and recompute in ("selective", "ops") and mlp:
+        raise PlanOptionError(f"recompute {recompute} drops chosen tensors of a transformer layer the planner knows; "
+                              f"{model.name} ({_what(model)}) is planned with its own measured step: recompute full "
+                              "checkpoints its repeated blocks whole")
     if pytorch and recompute == "selective":
         raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
                               "whole layers: recompute full); use activations korthikanti")
