@@ -1,10 +1,11 @@
-"""Torch modules under ``--recompute full`` probed and measured for ``test_module_recompute.py`` (issue 29).
+"""Torch modules under ``--recompute full`` and ``--fsdp``, probed and measured for ``test_module_recompute.py``.
 
 Each case is a module with a repeated stack, planned with its blocks checkpointed (the probe wraps them in
 ``torch.utils.checkpoint(use_reentrant=False)`` on the meta device) and measured on the CPU as a real step of
 the module checkpointing its own blocks in its forward (``tests/data/modules/blocks.py``; timm's
-``set_grad_checkpointing``), at shapes the fit did not use. Writes one JSON object on stdout; exits with
-``SKIP`` (77) when torch is missing.
+``set_grad_checkpointing``), at shapes the fit did not use. ``fsdp``: a Llama-shaped module under FSDP2 beside
+the table family's plan of the same matrices (whose FSDP2 terms ``test_fsdp.py`` checks against two gloo ranks).
+Writes one JSON object on stdout; exits with ``SKIP`` (77) when torch is missing.
 """
 
 from __future__ import annotations
@@ -105,14 +106,40 @@ def refusals():
             "every": _cli("memory", *vit_args, "--recompute", "full", "--recompute-every", "5"),
             "selective": _cli("memory", *vit_args, "--recompute", "selective"),
             "ops": _cli("memory", *vit_args, "--recompute", "ops"),
-            "fsdp": _cli("memory", *vit_args, "--fsdp", "--dp", "2"),
+            "fsdp": _cli("memory", *vit_args, "--fsdp", "--dp", "2", "--fsdp-param-dtype", "bf16"),
             "memory": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu")}
+
+
+LLAMA = {"hidden": 64, "ffn": 192, "layers": 3, "vocab": 128}  # tests/data/modules/llama_blocks.py's defaults
+
+
+def fsdp():
+    """The module under FSDP2 (dp 4, fp32) and, without torch, the table family's plan of the same matrices."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from symbolic import planning
+
+    _, net = _source("llama_blocks.py:Llama", dict(LLAMA), ["ids=B,S:int64"], "cross-entropy", {"S": 8})
+    options = {"dp": 4, "fsdp": True, "batch": 1, "runtime": False, "precision": "fp32"}
+    config = {"model_type": "llama", "hidden_size": LLAMA["hidden"], "intermediate_size": LLAMA["ffn"],
+              "num_hidden_layers": LLAMA["layers"], "num_attention_heads": 4, "num_key_value_heads": 4,
+              "vocab_size": LLAMA["vocab"], "tie_word_embeddings": False, "max_position_embeddings": 64}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config))
+        table = planning.plan(str(path), seq=8, fsdp_param_dtype="fp32", **options)
+    module = planning.plan(net, "train", **options)
+    kept = planning.plan(net, "train", **options, reshard_after_forward=False)
+    return {"module": module.terms(), "table": table.terms(), "kept": kept.terms(), "units": list(net.fsdp_units),
+            "params": net.total, "notes": module.notes}
 
 
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("vit", vit), ("rescnn", rescnn), ("timm", timm_vit), ("flops", flops), ("search", search),
-        ("refusals", refusals))}, threads=1)
+        ("refusals", refusals), ("fsdp", fsdp))}, threads=1)
 
 
 if __name__ == "__main__":

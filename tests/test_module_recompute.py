@@ -1,9 +1,12 @@
-"""Torch modules under --recompute full: their repeated blocks checkpointed, measured on the meta device (issue 29).
+"""Torch modules under --recompute full (their repeated blocks checkpointed, measured on the meta device) and
+under --fsdp (FSDP2 with those blocks as its units), issue 29.
 
 torch runs in ``recompute_child.py`` (the test process never imports it). Every expected number comes from torch
 on the CPU there: a real step of the module running its blocks under ``torch.utils.checkpoint(use_reentrant=
 False)`` in its own forward (timm's ``set_grad_checkpointing`` for timm's ViT), measured with
 ``measure.saved_tensors`` and ``measure.step_peak``, at shapes the fit did not use; or from the FLOP formula itself.
+FSDP2's terms come from ``library.fsdp`` (checked against two gloo ranks in ``test_fsdp.py`` for the table family):
+here the module's units against the same formulas and the table family's plan of the same matrices.
 """
 
 from __future__ import annotations
@@ -69,8 +72,47 @@ def test_memory_says_which_blocks_were_checkpointed(child: dict) -> None:
 
 @pytest.mark.parametrize(("case", "needle"), [("plain", "no repeated blocks"), ("every", "4 repeated blocks"),
                                               ("selective", "recompute full checkpoints"), ("ops", "recompute ops"),
-                                              ("fsdp", "--fsdp")])
+                                              ("fsdp", "fsdp_param_dtype bf16")])
 def test_what_does_not_apply_is_one_line(child: dict, case: str, needle: str) -> None:
     done = child["refusals"][case]
     assert done["code"] == 2 and done["out"] == ""
     assert done["err"].count("\n") == 1 and needle in done["err"] and "Traceback" not in done["err"]
+
+
+def _llama_counts() -> tuple[int, int, int]:
+    """(one block's parameters, the root's, bytes per fp32 element) of tests/data/modules/llama_blocks.py."""
+    h, f, v = 64, 192, 128  # its defaults
+    block = 4 * h * h + 3 * h * f + 2 * h  # q, k, v, o; gate, up, down; two RMSNorms
+    return block, 2 * v * h + h, 4  # the embedding, the head and the final norm stay in the root
+
+
+def test_fsdp_units_are_the_blocks_and_the_root(child: dict) -> None:
+    out = child["fsdp"]
+    block, root, _ = _llama_counts()
+    assert out["units"] == [block] * 3 and out["params"] == 3 * block + root
+    assert any("3 blocks each a fully_shard unit" in n for n in out["notes"])
+
+
+def test_fsdp_terms_are_the_library_formulas_with_the_modules_units(child: dict) -> None:
+    """library.fsdp at n_s = 4: sharded states; the running block and the prefetched one; the root; the buffers."""
+    terms, kept = child["fsdp"]["module"], child["fsdp"]["kept"]
+    block, root, b = _llama_counts()
+    total = 3 * block + root
+    assert terms["weights"] == terms["gradients"] == b * total // 4
+    assert terms["optimizer_states"] == 2 * b * total // 4  # AdamW's two moments of the shard
+    assert terms["fsdp_unsharded_layers"] == b * 2 * block and kept["fsdp_unsharded_layers"] == b * 3 * block
+    assert terms["fsdp_root_unsharded"] == b * root
+    assert terms["fsdp_reduce_scatter"] == b * block + b * block + b * root  # grads, fp32 RS input, root grads
+
+
+def test_fsdp_matches_the_table_familys_plan_of_the_same_matrices(child: dict) -> None:
+    """The same sharded states; blocks and root as the table's, less its spreading of the final norm (H) over the
+    L layers (torchtitan's root holds it, as the module's does); the root's gradients whole, not the head's only."""
+    module, table = child["fsdp"]["module"], child["fsdp"]["table"]
+    block, root, b = _llama_counts()
+    h, layers, head = 64, 3, 128 * 64
+    for key in ("weights", "gradients", "optimizer_states"):
+        assert module[key] == table[key]
+    assert table["fsdp_unsharded_layers"] == -(-b * 2 * (layers * block + h) // layers)  # rounded up, as the plan
+    assert module["fsdp_root_unsharded"] == table["fsdp_root_unsharded"] + b * h
+    assert table["fsdp_reduce_scatter"] == -(-(2 * b * (layers * block + h) + layers * b * head) // layers)

@@ -46,7 +46,7 @@ from ..math.formula import Formula
 from ..networks.module import cuda_attention
 from ..networks.shape import ModelShape
 from ..text import printing
-from . import finetune
+from . import finetune, own_fsdp
 from .phases import Layout
 from .regime import Regime
 
@@ -106,7 +106,8 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
     if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
         setup = replace(setup, cuda_arch=regime.cuda_arch)
-    own = model.pytorch_saved(setup, _refused(model, regime), recompute=own_recompute(model, regime))
+    own = model.pytorch_saved(setup, _refused(model, regime), recompute=own_recompute(model, regime),
+                              sharded=bool(regime.fsdp))
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
         said = "; ".join(n for n in (note or arch_note(own.setup), getattr(own, "note", "")) if n)
         return SavedActivations(family, own.setup, own.formula, said, model.label)
@@ -204,7 +205,7 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
                               f"measured), not {regime.optimizer}")
     own = model.pytorch_step(saved_model.setup, saved_model, optimizer=OPTIMIZERS[regime.optimizer],
                              accumulate=regime.microbatches, in_backward=regime.optimizer_in_backward,
-                             recompute=own_recompute(model, regime))
+                             recompute=own_recompute(model, regime), sharded=bool(regime.fsdp))
     if own is not None:  # a network with its own step (a probed torch module)
         return own
     kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss,
@@ -253,6 +254,9 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
            values: dict[str, object], notes_out: list[str]) -> Layout:
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
     step = step_model(model, regime, saved_model)
+    if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
+        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values)
+        notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
     widths = model.widths()
     if params != N:
         widths = {**widths, N: params}

@@ -382,8 +382,11 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
                            activations=activations, microbatches=microbatches)
+    own_units = pytorch and model.fsdp_units is not None  # a network's own step: FSDP2 over its own units
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
-                             pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
+                             pytorch=pytorch and not own_units, lora=bool(tuning.get("lora_rank")))
+    if own_units and sharding["fsdp"]:
+        sharding = _own_fsdp(sharding, given, str(precision), in_backward=bool(lifetimes["optimizer_in_backward"]))
     context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
@@ -489,6 +492,18 @@ def _check_saved(model: ModelShape, activations: str, recompute: str, every: int
                                   "stage checkpoints depends on the framework's count across stages")
     if chunks_given and logits != "chunked":
         raise PlanOptionError(f"logit-chunks applies to logits chunked, not {logits}")
+
+
+def _own_fsdp(sharding: dict[str, object], given: Collection[str], precision: str, *,
+              in_backward: bool) -> dict[str, object]:
+    """FSDP2 over a network's own step (a torch module, pure precision): param_dtype is the module's own."""
+    if "fsdp_param_dtype" in given and sharding["fsdp_param_dtype"] != precision:
+        raise PlanOptionError(f"fsdp_param_dtype {sharding['fsdp_param_dtype']}: a torch module's step is measured "
+                              f"in pure {precision}, so FSDP2 gathers its parameters in {precision} (leave "
+                              "--fsdp-param-dtype out)")
+    if in_backward:
+        raise PlanOptionError("optimizer_in_backward is not modelled with --fsdp for a torch module")
+    return {**sharding, "fsdp_param_dtype": precision}
 
 
 def _check_blocks(model: ModelShape, every: int) -> None:

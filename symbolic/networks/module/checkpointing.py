@@ -49,6 +49,26 @@ def every(blocks: Sequence[str], n: int) -> tuple[str, ...]:
     return tuple(b for i, b in enumerate(blocks, 1) if i % n == 0)
 
 
+def units(module: Any, blocks: Sequence[str]) -> tuple[int, ...]:
+    """The parameters of each block (FSDP2's ``fully_shard`` units; the root holds the rest)."""
+    return tuple(sum(int(p.numel()) for p in module.get_submodule(b).parameters()) for b in blocks)
+
+
+@contextlib.contextmanager
+def gradients_freed(module: Any, on: bool) -> Iterator[None]:
+    """While inside (``on``), each parameter's gradient is dropped once accumulated: the step's backward without
+    the whole model's gradients (FSDP2 reduce-scatters each block's and keeps a shard, counted on its own)."""
+    def drop(param: Any) -> None:
+        param.grad = None
+
+    handles = [p.register_post_accumulate_grad_hook(drop) for p in module.parameters() if p.requires_grad] if on else []
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 @contextlib.contextmanager
 def checkpointed(module: Any, blocks: Sequence[str],
                  again: Callable[[], contextlib.AbstractContextManager[Any]] = contextlib.nullcontext) -> Iterator[None]:

@@ -199,41 +199,58 @@ class ModuleNetwork(ModelShape):
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
     def step_fit(self, dtype: str, device: str | None = None, arch: tuple[int, int] | None = None,
-                 recompute: int = 0) -> tuple[probe.StepFit, int, bool]:
+                 recompute: int = 0, sharded: bool = False) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
         a GPU of compute capability ``arch``, sm90 when None); else the reference path. ``recompute`` N > 0: every
-        N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``, ``--recompute-every N``).
+        N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``, ``--recompute-every N``); ``sharded``: the
+        parameters' gradients dropped as they accumulate (``--fsdp``: FSDP2's own gradient terms count them).
         """
         kernels = device if device in KERNELS else None
         if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
             kernels = cuda_kernels(arch)
-        if (dtype, kernels, recompute) not in self._fits:
+        if (dtype, kernels, recompute, sharded) not in self._fits:
             source = self.module_source
             blocks = self.checkpointed(recompute)
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype, kernels, blocks)
+                fit = probe.fit_step(source, dtype, kernels, blocks, sharded)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
             parts = (dtype,) if kernels is None else (dtype, kernels)
             if blocks:  # the key of before, without checkpointing
                 parts = (*parts, "checkpointed", list(blocks))
+            if sharded:
+                parts = (*parts, "gradients-freed")
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[(dtype, kernels, recompute)] = (*_fit(data), hit)
-        return self._fits[(dtype, kernels, recompute)]
+            self._fits[(dtype, kernels, recompute, sharded)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels, recompute, sharded)]
 
     @property
     def checkpoint_blocks(self) -> tuple[str, ...]:
         """The repeated blocks ``--recompute full`` checkpoints (``checkpointing.repeated``; found once, cached)."""
+        return self._blocks()[0]
+
+    @property
+    def fsdp_units(self) -> tuple[int, ...]:
+        """The parameters of each ``fully_shard`` unit below the root: the blocks of ``checkpoint_blocks``."""
+        return self._blocks()[1]
+
+    def _blocks(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The repeated blocks and their parameter counts (found once on the meta-built module, cached on disk)."""
         if "blocks" not in self._fits:
             source = self.module_source
-            name = cache.key("blocks", _source_key(source))
-            data, _ = cache.cached(name, lambda: {"blocks": list(checkpointing.repeated(probe.build(source)))})
-            self._fits["blocks"] = tuple(str(b) for b in data["blocks"])
+
+            def make() -> dict[str, Any]:
+                module = probe.build(source)
+                blocks = checkpointing.repeated(module)
+                return {"blocks": list(blocks), "units": list(checkpointing.units(module, blocks))}
+
+            data, _ = cache.cached(cache.key("repeated", _source_key(source)), make)
+            self._fits["blocks"] = (tuple(str(b) for b in data["blocks"]), tuple(int(u) for u in data["units"]))
         return self._fits["blocks"]
 
     def checkpointed(self, recompute: int) -> tuple[str, ...]:
@@ -362,12 +379,13 @@ class ModuleNetwork(ModelShape):
                                                                                    for n, u in units.items()}))
         return grown, GROWN, units
 
-    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0) -> Any:
+    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0, sharded: bool = False) -> Any:
         """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B.
 
-        ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``)."""
+        ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``); ``sharded``: as
+        ``step_fit`` (the same saved tensors, from the fit the step reads)."""
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute)
+        fit, _, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute, sharded)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -390,9 +408,11 @@ class ModuleNetwork(ModelShape):
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False, recompute: int = 0) -> Any:
-        """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute)
+                     in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
+        """The training step's phases (contract S) from the fitted live bytes (see the module docstring);
+        ``sharded``: backward without the parameters' gradients (FSDP2's own terms count them, ``own_fsdp``)."""
+        fit, buffers, _ = self.step_fit(probe.DTYPES[setup.precision], setup.device, setup.cuda_arch, recompute,
+                                        sharded)
         tb = setup.param_bytes
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
@@ -422,7 +442,8 @@ class ModuleNetwork(ModelShape):
                              "tensors at the forward's peak", inputs + forward - saved_expr,
                              "Live bytes after every operator on the meta device, fitted in B and the input sizes.")),
             "backward": (term("backward_live", "the inputs and everything alive at backward's peak (saved tensors, "
-                              "gradients in flight, the parameters' gradients so far)", inputs + backward,
+                              "gradients in flight, " + ("no parameter gradient: FSDP2's are counted apart)" if sharded
+                                                         else "the parameters' gradients so far)"), inputs + backward,
                               "Live bytes after every operator of backward on the meta device."),),
             "optimizer": (term("gradients", "gradients of the trainable weights", tb * N),
                           term("optimizer_temporaries", "the optimizer step's temporaries", temporaries,

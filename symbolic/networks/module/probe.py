@@ -240,9 +240,10 @@ TOP = "loss"  # what is saved outside every module: the loss applied to the outp
 
 
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
-          module: Any = None, kernels: str | None = None, blocks: Sequence[str] = ()) -> Trace:
+          module: Any = None, kernels: str | None = None, blocks: Sequence[str] = (), free_grads: bool = False) -> Trace:
     """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``;
-    ``blocks``: the submodules run under non-reentrant checkpointing, ``checkpointing.checkpointed``)."""
+    ``blocks``: the submodules run under non-reentrant checkpointing, ``checkpointing.checkpointed``;
+    ``free_grads``: each parameter's gradient dropped once accumulated, ``checkpointing.gradients_freed``)."""
     import torch
 
     module = build(source, dtype=dtype) if module is None else module
@@ -272,7 +273,8 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
 
         try:
             with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
-                  following(kernels), checkpointing.checkpointed(module, blocks, lambda: following(kernels))):
+                  following(kernels), checkpointing.checkpointed(module, blocks, lambda: following(kernels)),
+                  checkpointing.gradients_freed(module, free_grads)):
                 loss = loss_of(module(**inputs), source.loss)
                 forward = live.moments + [live.current]
                 live.moments = [live.current]
@@ -397,10 +399,11 @@ class StepFit:
 
 
 def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None,
-             blocks: Sequence[str] = ()) -> StepFit:
+             blocks: Sequence[str] = (), free_grads: bool = False) -> StepFit:
     """Fit one step's saved and live bytes (see the module docstring); checked at an independent point.
 
-    ``blocks``: the submodules checkpointed (``--recompute full``), as ``trace`` runs them."""
+    ``blocks``: the submodules checkpointed (``--recompute full``), ``free_grads``: the gradients dropped once
+    accumulated (``--fsdp``), as ``trace`` runs them."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
     exps = monomials(len(names))
@@ -409,7 +412,8 @@ def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None =
 
     def at(point: Point) -> Trace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels, blocks)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels, blocks,
+                                free_grads)
         return done[point]
 
     points = grid(base)
