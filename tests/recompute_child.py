@@ -98,6 +98,23 @@ def search():
     return {"vit": recomputes(net), "plain": recomputes(plain)}
 
 
+def searched():
+    """``plan --json`` over a small search of the ViT (FSDP2 among the layouts), and ``memory --json`` per layout."""
+    import json
+
+    from module_plan_child import _flags  # this folder: sys.path[0] of a child script
+
+    model = [f"{DATA}/blocks.py:ViT", "--arg", "dim=32", "--input", "x=B,3,H,W", "--set", "H=24", "--set", "W=24",
+             "--loss", "cross-entropy", "--device", "cpu", "--precision", "fp32"]  # fits vit(), flops() ask (cached)
+    plan = _cli("plan", *model, "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "2", "--global-batch", "4", "--batch",
+                "2", "--top", "100", "--json")
+    if plan["code"]:
+        return {"error": plan["err"]}
+    layouts = json.loads(plan["out"])["layouts"]
+    return {"layouts": layouts, "memory": [json.loads(_cli("memory", *model, *_flags(lay), "--gpu", "h100-80gb",
+                                                           "--json")["out"])["total_bytes"] for lay in layouts]}
+
+
 def refusals():
     vit_args = (f"{DATA}/blocks.py:ViT", "--arg", "dim=32", "--input", "x=B,3,H,W", "--set", "H=24", "--set", "W=24",
                 "--loss", "cross-entropy", "--precision", "fp32")
@@ -139,7 +156,7 @@ def fsdp():
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("vit", vit), ("rescnn", rescnn), ("timm", timm_vit), ("flops", flops), ("search", search),
-        ("refusals", refusals), ("fsdp", fsdp))}, threads=1)
+        ("refusals", refusals), ("fsdp", fsdp), ("searched", searched))}, threads=1)
 
 
 if __name__ == "__main__":

@@ -116,3 +116,12 @@ def test_fsdp_matches_the_table_familys_plan_of_the_same_matrices(child: dict) -
     assert table["fsdp_unsharded_layers"] == -(-b * 2 * (layers * block + h) // layers)  # rounded up, as the plan
     assert module["fsdp_root_unsharded"] == table["fsdp_root_unsharded"] + b * h
     assert table["fsdp_reduce_scatter"] == -(-(2 * b * (layers * block + h) + layers * b * head) // layers)
+
+
+def test_plan_searches_fsdp_and_recompute_and_each_layout_is_memorys(child: dict) -> None:
+    """Each searched layout's memory is ``memory``'s for its flags, FSDP2 and recompute full among them."""
+    out = child["searched"]
+    assert "error" not in out, out.get("error")
+    kinds = {(lay["fsdp"], lay["recompute"]) for lay in out["layouts"]}
+    assert {(True, "full"), (True, "none"), (False, "full"), (False, "none")} <= kinds
+    assert [lay["memory_bytes"] for lay in out["layouts"]] == out["memory"]

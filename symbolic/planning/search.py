@@ -714,11 +714,13 @@ def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
 
 def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, object]) -> bool | None:
     """FSDP2 in the search (popped from ``options``): True pinned by --fsdp, None searched beside the ZeRO
-    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch)."""
+    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch
+    but for a network with its own repeated blocks as FSDP2 units, ``Network.fsdp_units``)."""
     if options.pop("fsdp", False):
         return True
+    own = bool(getattr(shape, "fsdp_units", None))  # a network's own step with repeated blocks: FSDP2 over them
     refused = ("zero" in pins or "offload" in pins or getattr(shape, "moe", False)
-               or _measured(shape, options) or bool(options.get("lora_rank"))
+               or (_measured(shape, options) and not own) or bool(options.get("lora_rank"))
                or int(options.get("ep", 1) or 1) > 1)  # type: ignore[call-overload]
     return False if refused else None
 
