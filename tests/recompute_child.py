@@ -115,6 +115,31 @@ def searched():
                                                            "--json")["out"])["total_bytes"] for lay in layouts]}
 
 
+def freed():
+    """The step with each gradient dropped as it accumulates (what FSDP2's terms are added to), against a real CPU
+    step whose plain SGD runs in backward (``measure.step_peak(in_backward=True)``: each gradient stepped and freed,
+    no optimizer state): backward's peak, counted from zero, with and without the blocks checkpointed."""
+    import torch
+
+    from symbolic.measured import measure
+    from symbolic.networks.module.source import loss_of, make_inputs
+
+    _, net = _source(*VIT, ASKED)
+    source, out = net.module_source, {}
+    for recompute in (0, 1):
+        torch.manual_seed(0)
+        module = source.build(source.arguments).train()
+        module.grad_checkpointing = bool(recompute)
+        x = make_inputs(source, 7, device="cpu")
+        peak = measure.step_peak(module, x, lambda o: loss_of(o, source.loss), in_backward=True,
+                                 optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+        fit, buffers, _ = net.step_fit("float32", "cpu", None, recompute, True)
+        point = (7, *(ASKED[n] for n in fit.names))
+        planned = fit.peak("backward", point) + fit.inputs.at(point) + 4 * net.total + buffers
+        out[str(recompute)] = {"measured": peak.phases["backward"], "planned": int(planned)}
+    return out
+
+
 def refusals():
     vit_args = (f"{DATA}/blocks.py:ViT", "--arg", "dim=32", "--input", "x=B,3,H,W", "--set", "H=24", "--set", "W=24",
                 "--loss", "cross-entropy", "--precision", "fp32")
@@ -156,7 +181,7 @@ def fsdp():
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("vit", vit), ("rescnn", rescnn), ("timm", timm_vit), ("flops", flops), ("search", search),
-        ("refusals", refusals), ("fsdp", fsdp), ("searched", searched))}, threads=1)
+        ("refusals", refusals), ("fsdp", fsdp), ("searched", searched), ("freed", freed))}, threads=1)
 
 
 if __name__ == "__main__":

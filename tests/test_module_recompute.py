@@ -125,3 +125,10 @@ def test_plan_searches_fsdp_and_recompute_and_each_layout_is_memorys(child: dict
     kinds = {(lay["fsdp"], lay["recompute"]) for lay in out["layouts"]}
     assert {(True, "full"), (True, "none"), (False, "full"), (False, "none")} <= kinds
     assert [lay["memory_bytes"] for lay in out["layouts"]] == out["memory"]
+
+
+@pytest.mark.parametrize("recompute", ["0", "1"])
+def test_backward_without_gradients_against_a_cpu_step(child: dict, recompute: str) -> None:
+    """What FSDP2's terms are added to: backward with each gradient dropped as it accumulates, byte for byte."""
+    out = child["freed"][recompute]
+    assert out["planned"] == out["measured"]
