@@ -149,7 +149,10 @@ def refusals():
             "selective": _cli("memory", *vit_args, "--recompute", "selective"),
             "ops": _cli("memory", *vit_args, "--recompute", "ops"),
             "fsdp": _cli("memory", *vit_args, "--fsdp", "--dp", "2", "--fsdp-param-dtype", "bf16"),
-            "memory": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu")}
+            "memory": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu"),
+            "named": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu", "--batch", "5", "--json",
+                          "--checkpoint-modules", "blocks.1", "--checkpoint-modules", "blocks.3"),
+            "unknown": _cli("memory", *vit_args, "--recompute", "full", "--checkpoint-modules", "Nope")}
 
 
 LLAMA = {"hidden": 64, "ffn": 192, "layers": 3, "vocab": 128}  # tests/data/modules/llama_blocks.py's defaults

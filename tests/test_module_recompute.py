@@ -72,7 +72,8 @@ def test_memory_says_which_blocks_were_checkpointed(child: dict) -> None:
 
 @pytest.mark.parametrize(("case", "needle"), [("plain", "no repeated blocks"), ("every", "4 repeated blocks"),
                                               ("selective", "recompute full checkpoints"), ("ops", "recompute ops"),
-                                              ("fsdp", "fsdp_param_dtype bf16")])
+                                              ("fsdp", "fsdp_param_dtype bf16"),
+                                              ("unknown", "--checkpoint-modules Nope: no submodule")])
 def test_what_does_not_apply_is_one_line(child: dict, case: str, needle: str) -> None:
     done = child["refusals"][case]
     assert done["code"] == 2 and done["out"] == ""
@@ -132,3 +133,12 @@ def test_backward_without_gradients_against_a_cpu_step(child: dict, recompute: s
     """What FSDP2's terms are added to: backward with each gradient dropped as it accumulates, byte for byte."""
     out = child["freed"][recompute]
     assert out["planned"] == out["measured"]
+
+
+def test_checkpoint_modules_names_the_blocks(child: dict) -> None:
+    """blocks.1 and blocks.3 named are the blocks --recompute-every 2 checkpoints: the same step (batch 5)."""
+    import json
+
+    done = child["refusals"]["named"]
+    assert done["code"] == 0, done["err"]
+    assert json.loads(done["out"])["total_bytes"] == child["vit"]["every2"]["plan"]["peak"]

@@ -382,7 +382,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
                            activations=activations, microbatches=microbatches)
-    own_units = pytorch and model.fsdp_units is not None  # a network's own step: FSDP2 over its own units
+    own_units = pytorch and "fsdp" in given and model.fsdp_units is not None  # a network's own step and units
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
                              pytorch=pytorch and not own_units, lora=bool(tuning.get("lora_rank")))
     if own_units and sharding["fsdp"]:

@@ -6,7 +6,8 @@ timm's ``set_grad_checkpointing``, diffusers' ``enable_gradient_checkpointing`` 
 the meta-built module by one rule: among the items of every ``nn.ModuleList`` / ``nn.Sequential``
 whose two or more children share one class, the class whose such items hold the most parameters
 (a ViT's ``blocks``, a ResNet's bottlenecks across its four stages, a transformers encoder's
-layers); every item of that class in such a container is a block, outermost only. ``every`` N:
+layers); every item of that class in such a container is a block, outermost only. ``named``: the
+modules a user names instead (``--checkpoint-modules``, qualified names or class names). ``every`` N:
 the blocks whose position (from 1) is a multiple of N, as torchtitan counts.
 
 ``checkpointed`` wraps the blocks' ``forward`` for the probe's trace, so the tensors saved and the
@@ -42,6 +43,20 @@ def repeated(module: Any) -> tuple[str, ...]:
     kind = max(held, key=lambda k: (held[k], len(items[k])))
     names = items[kind]
     return tuple(n for n in names if not any(n.startswith(f"{other}.") for other in names))
+
+
+def named(module: Any, names: Sequence[str]) -> tuple[str, ...]:
+    """The modules whose qualified name or class name is one of ``names`` (outermost only); a one-line error
+    naming what matched nothing."""
+    from .source import ModuleError
+
+    found = [n for n, sub in module.named_modules() if n and (n in names or type(sub).__name__ in names)]
+    missing = [name for name in names if not any(n == name or type(module.get_submodule(n)).__name__ == name
+                                                 for n in found)]
+    if missing:
+        raise ModuleError(f"--checkpoint-modules {', '.join(missing)}: no submodule of that name or class (the "
+                          f"repeated blocks found without it: {', '.join(repeated(module)[:4]) or 'none'})")
+    return tuple(n for n in found if not any(n.startswith(f"{other}.") for other in found))
 
 
 def every(blocks: Sequence[str], n: int) -> tuple[str, ...]:

@@ -246,10 +246,11 @@ class ModuleNetwork(ModelShape):
 
             def make() -> dict[str, Any]:
                 module = probe.build(source)
-                blocks = checkpointing.repeated(module)
+                blocks = (checkpointing.named(module, source.checkpoint) if source.checkpoint
+                          else checkpointing.repeated(module))
                 return {"blocks": list(blocks), "units": list(checkpointing.units(module, blocks))}
 
-            data, _ = cache.cached(cache.key("repeated", _source_key(source)), make)
+            data, _ = cache.cached(cache.key("repeated", _source_key(source), list(source.checkpoint)), make)
             self._fits["blocks"] = (tuple(str(b) for b in data["blocks"]), tuple(int(u) for u in data["units"]))
         return self._fits["blocks"]
 
@@ -265,7 +266,8 @@ class ModuleNetwork(ModelShape):
         shown = ", ".join(blocks) if len(blocks) <= 4 else f"{blocks[0]}, {blocks[1]}, ..., {blocks[-1]}"
         which = "every block" if recompute == 1 else f"every {recompute}-th block (positions {recompute}, " \
                 f"{2 * recompute}, ...)"
-        return (f"recompute full: {which} of the repeated stack checkpointed, {len(blocks)} of "
+        stack = "the modules named with --checkpoint-modules" if self.module_source.checkpoint else "the repeated stack"
+        return (f"recompute full: {which} of {stack} checkpointed, {len(blocks)} of "
                 f"{len(self.checkpoint_blocks)} ({shown}), each under torch.utils.checkpoint(use_reentrant=False) as "
                 "timm, diffusers and transformers checkpoint theirs: its inputs saved, its inside rebuilt in backward "
                 "(measured on the meta device)")
