@@ -76,7 +76,7 @@ def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
     whole = fsdp.root_term(sympy.Integer(root), nbytes, dtype).replace(title=ROOT.format(dtype=dtype))
     buffers = fsdp.backward_buffers_term(sympy.Integer(max(units, default=0)), sympy.Integer(root), nbytes,
                                          reduce_bytes, regime.fsdp_reduce_dtype)
-    held = (blocks, whole) if root else (blocks,)
+    held = tuple(t for t, on in ((blocks, units), (whole, root)) if on)  # a module without blocks: the root only
     extra = {"forward": held, "backward": (*held, buffers)}
     phases = {name: tuple(shard(t) for t in items) + extra.get(name, ()) for name, items in step.phases.items()}
     return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases)

@@ -13,8 +13,12 @@ forward, the inputs and the live bytes at the forward's peak (saved tensors, the
 transients); backward, the inputs and the live bytes at its peak (saved tensors and gradients in
 flight, the parameters' gradients as they accumulate); optimizer, every gradient, the inputs and
 AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter on the CPU, one per
-parameter with foreach). What is not modelled is refused in one line: mixed precision, LoRA,
-frozen embeddings, recomputation, tensor and pipeline parallelism.
+parameter with foreach). Under ``--recompute full`` the repeated blocks (``checkpoint_blocks``,
+``checkpointing``) run under non-reentrant checkpointing in the probe itself; under ``--fsdp`` the
+step is probed with each gradient dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's
+terms over the blocks (``fsdp_units``). What is not modelled is refused in one line: mixed
+precision, LoRA, frozen embeddings, selective and per-op recomputation, tensor and pipeline
+parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
@@ -401,7 +405,7 @@ class ModuleNetwork(ModelShape):
                           f"({setup.precision})", terms, source=SRC, name="A_saved",
                           note="Measured on the meta device with saved_tensors_hooks at several batch sizes and input "
                                "sizes, fitted exactly and checked at a further point (symbolic/networks/module).")
-        return ModuleSaved(FAMILY, setup, formula, saved_by, self.checkpoint_note(recompute), recompute)
+        return ModuleSaved(FAMILY, setup, formula, saved_by, self.checkpoint_note(recompute))
 
     def _refuse(self, setup: Any, refused: Sequence[str]) -> None:
         if setup.mixed:
@@ -483,7 +487,6 @@ class ModuleSaved(act.SavedModel):
     """A module's saved-tensor model: ``activations_pytorch.SavedModel`` with what it checkpointed, in a sentence."""
 
     note: str = ""
-    recompute: int = 0  # every N-th repeated block checkpointed (0: none)
 
 
 @dataclass(frozen=True)

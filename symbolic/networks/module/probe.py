@@ -17,6 +17,9 @@
   each moment's bytes a polynomial: the same operators run at every shape. A network whose
   operators differ only at the sizes themselves (a transformers ViT interpolates its position
   embeddings at every image size but its own) is fitted at 2, 3 and 4 times the sizes, with a note.
+- ``--recompute full``: the blocks named run under ``torch.utils.checkpoint(use_reentrant=False)``
+  in the trace (``checkpointing``), so what is saved and the backward's recompute are PyTorch's own;
+  ``--fsdp``: each gradient is dropped as it accumulates (FSDP2's gradient terms are the planner's).
 - Strided networks: output sizes are floors of the input sizes over the strides, polynomial only
   where the input sizes are multiples of the network's total stride (32 for a ResNet); at others
   the check fails and the error names that rule.
