@@ -30,7 +30,8 @@ SEARCH = ["--max-gpus", "4", "--global-batch", "8", "--top", "100"]
 def _flags(layout):
     """The flags of ``memory`` and ``time`` that give one searched layout."""
     return ["--dp", str(layout["dp"]), "--zero", str(layout["zero"]), "--batch", str(layout["micro_batch"]),
-            "--microbatches", str(layout["grad_accum"])]
+            "--microbatches", str(layout["grad_accum"]), *(["--fsdp"] if layout.get("fsdp") else []),
+            *(["--recompute", str(layout["recompute"])] if layout.get("recompute", "none") != "none" else [])]
 
 
 def _json(done):

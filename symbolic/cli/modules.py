@@ -20,6 +20,9 @@ INPUT_HELP = ("an input of a PATH.py:NAME model's forward (repeatable): NAME=D1,
               "B (the batch) or a size name (its value with --set NAME=N); DTYPE a torch dtype (default the precision's)")
 LOSS_HELP = "the loss applied to a PATH.py:NAME model's output when its forward does not return a scalar loss"
 
+CHECKPOINT_HELP = ("the blocks of a torch module that --recompute full checkpoints and --fsdp shards, by qualified name "
+                   "(blocks.0) or class name (Block), repeatable (default: every item of its largest nn.ModuleList "
+                   "or nn.Sequential of one class)")
 CONFIG_HELP = "a diffusers model's config (a JSON object of its constructor's arguments; --arg values override it)"
 TASK_HELP = ("the task whose model class a Hugging Face config is planned as (default: the config's architectures, "
              "else its most specific head); a config that is not a causal LM is planned this way without it")
@@ -44,6 +47,7 @@ def add_module_options(p: argparse.ArgumentParser, *, sets: bool = False) -> Non
         group.add_argument("--loss", dest="loss", choices=LOSSES, help=LOSS_HELP)
     # else the planner's --loss (options.table) names a module's loss too
     group.add_argument("--config", metavar="FILE.json", help=CONFIG_HELP)
+    group.add_argument("--checkpoint-modules", action="append", metavar="NAME_OR_CLASS", help=CHECKPOINT_HELP)
     configs = p.add_argument_group("a Hugging Face config planned as a task's model (not a causal LM, or --task)")
     configs.add_argument("--task", choices=tuple(TASKS), help=TASK_HELP)
     configs.add_argument("--images", type=_positive, metavar="N", help="images per sequence of a vision-language "
@@ -61,8 +65,8 @@ def model_of(args: argparse.Namespace) -> Any:
 
     model = args.model
     module_loss = getattr(args, "loss", None) if resolve.is_module_model(model) else None
-    given = [flag for flag, value in (("--arg", args.arg), ("--input", args.input), ("--loss", module_loss))
-             if value]
+    given = [flag for flag, value in (("--arg", args.arg), ("--input", args.input), ("--loss", module_loss),
+                                      ("--checkpoint-modules", getattr(args, "checkpoint_modules", None))) if value]
     if isinstance(model, str) and model in ARTICLE_A_MODELS:
         if args.input:
             raise CliError(f"{model}: --input applies to a PATH.py:NAME model, not article A's network")
@@ -71,7 +75,7 @@ def model_of(args: argparse.Namespace) -> Any:
     if not resolve.is_module_model(model):
         source = _transformers_source(args)
         if source is not None:
-            return resolve.module_network(source)
+            return resolve.module_network(_checkpointing(args, source))
         if given:
             raise CliError(f"{given[0]} applies to a torch module (PATH.py:NAME) or mlp, not {model!r}")
         return model
@@ -83,11 +87,21 @@ def model_of(args: argparse.Namespace) -> Any:
     if files.is_file_model(model):
         sizes = _sizes(args, {n for i in inputs for n in i.size_names})
         options = resolve.ModuleOptions(files.parse_args(args.arg), inputs, module_loss, sizes)
-        return resolve.module_network(model, options)
+        return resolve.module_network(_checkpointing(args, resolve.module_source(model, options)))
     options = resolve.ModuleOptions(files.parse_args(args.arg), inputs, None, {}, config)
     source = resolve.module_source(model, options)
     source = resolve.with_sizes(source, _sizes(args, set(source.size_names)), module_loss)
-    return resolve.module_network(source)
+    return resolve.module_network(_checkpointing(args, source))
+
+
+def _checkpointing(args: argparse.Namespace, source: Any) -> Any:
+    """The source with the blocks --checkpoint-modules names (names matched on the module, never evaluated)."""
+    import dataclasses
+
+    names = getattr(args, "checkpoint_modules", None)
+    if not names:
+        return source
+    return dataclasses.replace(source, checkpoint=tuple(dict.fromkeys(n.strip() for n in names if n.strip())))
 
 
 def _no_task_options(args: argparse.Namespace, model: str, *, config: bool) -> None:

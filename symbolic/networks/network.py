@@ -12,7 +12,10 @@ reports need, so that none of them branches on a model's name or type string:
   many: LoRA, FLOPs, ZeRO-3's gathered module, Adafactor, weight formats);
 - its capabilities: ``sequence`` (a token sequence: seq, attention, dropout and cache options
   apply), ``has_attention``, ``moe``, ``dropout_default``, ``pytorch_family`` (the library's
-  saved-tensor model of it, or None), ``lora_layout`` and ``lora_targets``, ``attention_bias``;
+  saved-tensor model of it, or None), ``lora_layout`` and ``lora_targets``, ``attention_bias``,
+  ``checkpoint_blocks`` (the repeated blocks a network measuring its own step checkpoints under
+  recompute full; () for the table families, whose layers the planner checkpoints itself) and
+  ``fsdp_units`` (their parameters, FSDP2's units below the root; None for the table families);
 - its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``), ``own_flops`` (a network's own counted FLOPs
@@ -96,6 +99,12 @@ class Network(Protocol):
 
     @property
     def own_loss(self) -> str | None: ...
+
+    @property
+    def checkpoint_blocks(self) -> tuple[str, ...]: ...
+
+    @property
+    def fsdp_units(self) -> tuple[int, ...] | None: ...
 
     @property
     def forward_inference(self) -> bool: ...

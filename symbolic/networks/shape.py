@@ -256,16 +256,31 @@ class ModelShape:
         return [kv.replace(expr=kv.expr.xreplace(self.widths()))
                 for kv in infer.cache_terms(self.cache_kinds, tp, element, dtype, pp)]
 
-    def pytorch_saved(self, setup: Any, refused: tuple[str, ...] = ()) -> Any:
+    def pytorch_saved(self, setup: Any, refused: tuple[str, ...] = (), recompute: int = 0,
+                      sharded: bool = False) -> Any:
         """Its own saved-tensor model (``activations_pytorch.SavedModel``) under ``setup``, or None: the library's.
 
         ``refused``: the regime's options the planner applies to the library's model (LoRA, recompute...)
-        that a network with its own model must refuse (a torch module probed on the meta device).
+        that a network with its own model must refuse (a torch module probed on the meta device);
+        ``recompute`` N > 0: every N-th of its ``checkpoint_blocks`` checkpointed (recompute full); ``sharded``:
+        under FSDP2, its step's backward without the parameters' gradients (FSDP2's terms count them).
         """
         return None
 
+    @property
+    def checkpoint_blocks(self) -> tuple[str, ...]:
+        """The blocks a network that measures its own step checkpoints under recompute full; () for the others
+        (the table families' layers are the planner's own, ``layers``)."""
+        return ()
+
+    @property
+    def fsdp_units(self) -> tuple[int, ...] | None:
+        """The parameters of each FSDP2 ``fully_shard`` unit below the root, for a network that measures its own
+        step (the root holds the rest); None where the planner's FSDP2 terms apply (its layers)."""
+        return None
+
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False) -> Any:
+                     in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
         """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
         return None
 
@@ -302,8 +317,10 @@ class ModelShape:
         """The loss a network brings itself (a torch module's), which the planner's ``loss`` option then shows; None here."""
         return None
 
-    def own_flops(self, batch: int, precision: str) -> Any:
+    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> Any:
         """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
+
+        ``recompute`` N > 0: every N-th of its ``checkpoint_blocks`` checkpointed (their forward counted again).
 
         None for a network whose FLOPs ``time`` derives from its weight matrices (``flop_parts``, the family tables).
         """

@@ -46,7 +46,7 @@ from ..math.formula import Formula
 from ..networks.module import cuda_attention
 from ..networks.shape import ModelShape
 from ..text import printing
-from . import finetune
+from . import finetune, own_fsdp
 from .phases import Layout
 from .regime import Regime
 
@@ -106,9 +106,11 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
     if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
         setup = replace(setup, cuda_arch=regime.cuda_arch)
-    own = model.pytorch_saved(setup, _refused(regime))
+    own = model.pytorch_saved(setup, _refused(model, regime), recompute=own_recompute(model, regime),
+                              sharded=bool(regime.fsdp))
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
-        return SavedActivations(family, own.setup, own.formula, note or arch_note(own.setup), model.label)
+        said = "; ".join(n for n in (note or arch_note(own.setup), getattr(own, "note", "")) if n)
+        return SavedActivations(family, own.setup, own.formula, said, model.label)
     model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
     if _adjusted(regime):  # LoRA, frozen embeddings, gradient checkpointing: contract F's saved model
         model_saved = finetune.saved_model(model, regime, plain_saved(model, regime))
@@ -128,11 +130,19 @@ def arch_note(setup: pyacts.Setup) -> str:
             f"{cuda_attention.rules(arch)}; so the saved tensors depend on --gpu (sm90 without it)")
 
 
-def _refused(regime: Regime) -> tuple[str, ...]:
+def _refused(model: ModelShape, regime: Regime) -> tuple[str, ...]:
     """The regime's adjustments of the library's saved model, named (what a network's own model refuses)."""
     named = (("LoRA", regime.lora_rank), ("frozen embeddings", regime.freeze_embeddings),
-             (f"recompute {regime.recompute}", regime.recompute != "none"))
+             (f"recompute {regime.recompute}", regime.recompute != "none" and not own_recompute(model, regime)))
     return tuple(name for name, on in named if on)
+
+
+def own_recompute(model: ModelShape, regime: Regime) -> int:
+    """N where a network checkpoints its own repeated blocks (``Network.checkpoint_blocks``) under recompute full,
+    every N-th of them (``recompute_every``); 0 otherwise (the library's models, or no recompute)."""
+    if regime.recompute != "full" or not model.checkpoint_blocks:
+        return 0
+    return int(regime.recompute_every)
 
 
 def _group(key: str) -> str:
@@ -194,7 +204,8 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(OPTIMIZERS)} (what was "
                               f"measured), not {regime.optimizer}")
     own = model.pytorch_step(saved_model.setup, saved_model, optimizer=OPTIMIZERS[regime.optimizer],
-                             accumulate=regime.microbatches, in_backward=regime.optimizer_in_backward)
+                             accumulate=regime.microbatches, in_backward=regime.optimizer_in_backward,
+                             recompute=own_recompute(model, regime), sharded=bool(regime.fsdp))
     if own is not None:  # a network with its own step (a probed torch module)
         return own
     kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss,
@@ -243,6 +254,9 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
            values: dict[str, object], notes_out: list[str]) -> Layout:
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
     step = step_model(model, regime, saved_model)
+    if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
+        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values)
+        notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
     widths = model.widths()
     if params != N:
         widths = {**widths, N: params}
@@ -260,7 +274,8 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
     resident = mine(step.resident)
     phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
-    extra = finetune.extra_phases(model, regime, plain_saved(model, regime))
+    # a network that checkpoints its own blocks measured its backward's recompute with the rest of its step
+    extra = {} if own_recompute(model, regime) else finetune.extra_phases(model, regime, plain_saved(model, regime))
     taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
     for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
         added = []

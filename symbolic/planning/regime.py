@@ -349,12 +349,15 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                               f"({_what(model)}) does not give; use korthikanti")
     if activations == "article-b" and (tp > 1 or pp > 1):
         raise PlanOptionError("article B's activation formula has no tensor or pipeline parallelism; use korthikanti")
+    if pytorch and recompute in ("selective", "ops") and mlp:
+        raise PlanOptionError(f"recompute {recompute} drops chosen tensors of a transformer layer the planner knows; "
+                              f"{model.name} ({_what(model)}) is planned with its own measured step: recompute full "
+                              "checkpoints its repeated blocks whole")
     if pytorch and recompute == "selective":
         raise PlanOptionError("activations pytorch does not model recompute selective (transformers checkpoints "
                               "whole layers: recompute full); use activations korthikanti")
     if pytorch and recompute == "full" and mlp:
-        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint: recompute full "
-                              "does not apply")
+        _check_blocks(model, recompute_every)
     if pytorch and logits != "hf":
         raise PlanOptionError(f"activations pytorch counts Hugging Face's loss as PyTorch keeps it; logits {logits} "
                          "is not modelled with it (leave logits at hf)")
@@ -387,8 +390,11 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         _check_compiled_pytorch(str(recompute), tuning)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
                            activations=activations, microbatches=microbatches)
+    own_units = pytorch and "fsdp" in given and model.fsdp_units is not None  # a network's own step and units
     sharding = _fsdp_options(pick, notes, given, precision=precision, zero=zero, offload=offload, dp=dp, pp=pp,
-                             pytorch=pytorch, lora=bool(tuning.get("lora_rank")))
+                             pytorch=pytorch and not own_units, lora=bool(tuning.get("lora_rank")))
+    if own_units and sharding["fsdp"]:
+        sharding = _own_fsdp(sharding, given, str(precision), in_backward=bool(lifetimes["optimizer_in_backward"]))
     context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
@@ -487,13 +493,37 @@ def _check_saved(model: ModelShape, activations: str, recompute: str, every: int
     if every > 1:
         if recompute != "full":
             raise PlanOptionError(f"recompute-every {every} needs recompute full (every N-th layer checkpointed)")
-        if activations != "korthikanti":
+        if activations != "korthikanti" and (model.sequence or not model.checkpoint_blocks):
             raise PlanOptionError(f"recompute-every is modelled with activations korthikanti, not {activations}")
         if pp > 1:
             raise PlanOptionError("recompute-every is modelled without pipeline parallelism (pp 1): which layers a "
                                   "stage checkpoints depends on the framework's count across stages")
     if chunks_given and logits != "chunked":
         raise PlanOptionError(f"logit-chunks applies to logits chunked, not {logits}")
+
+
+def _own_fsdp(sharding: dict[str, object], given: Collection[str], precision: str, *,
+              in_backward: bool) -> dict[str, object]:
+    """FSDP2 over a network's own step (a torch module, pure precision): param_dtype is the module's own."""
+    if "fsdp_param_dtype" in given and sharding["fsdp_param_dtype"] != precision:
+        raise PlanOptionError(f"fsdp_param_dtype {sharding['fsdp_param_dtype']}: a torch module's step is measured "
+                              f"in pure {precision}, so FSDP2 gathers its parameters in {precision} (leave "
+                              "--fsdp-param-dtype out)")
+    if in_backward:
+        raise PlanOptionError("optimizer_in_backward is not modelled with --fsdp for a torch module")
+    return {**sharding, "fsdp_param_dtype": precision}
+
+
+def _check_blocks(model: ModelShape, every: int) -> None:
+    """recompute full for a network without a token sequence: its own repeated blocks checkpointed, or refused."""
+    blocks = model.checkpoint_blocks
+    if not blocks:
+        raise PlanOptionError(f"{model.name} ({_what(model)}) has no layers to checkpoint (no repeated blocks: an "
+                              "nn.ModuleList or nn.Sequential of two or more modules of one class): recompute full "
+                              "does not apply")
+    if every > len(blocks):
+        raise PlanOptionError(f"recompute-every {every}: {model.name} has {len(blocks)} repeated blocks, so no block "
+                              "would be checkpointed")
 
 
 def _fsdp_options(pick: Callable[[str, object], object], notes: list[str], given: Collection[str], *,

@@ -183,8 +183,9 @@ def _pipeline_degrees(layers: int, counts: list[int], uneven: bool, pinned: obje
 def _recomputes(flash: bool, ops: bool, measured: bool = False, sequence: bool = True,
                 compiled: bool = False) -> tuple[str, ...]:
     """The recompute values searched: selective only without flash, torchtitan's per-op policy where it applies;
-    with measured activations (``_measured``) whole layers only, and none for a network without a token sequence
-    or a compiled step (the planner's rules: nothing to checkpoint; compile measured without recompute)."""
+    with measured activations (``_measured``) whole layers only, and none for a network with nothing to checkpoint
+    (``sequence`` False: no token sequence and no repeated blocks of its own, ``Network.checkpoint_blocks``) or a
+    compiled step (compile measured without recompute)."""
     if measured:
         return ("none", "full") if sequence and not compiled else ("none",)
     if not flash:
@@ -224,7 +225,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     pins = dict(pins or {})
     global_batch = global_batch_size(global_batch)
     out: list[dict[str, object]] = []
-    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence), compiled)
+    recomputes = _recomputes(flash, ops, measured, bool(shape.sequence) or bool(shape.checkpoint_blocks), compiled)
     offload = bool(pins.pop("offload", False))  # ZeRO-Offload needs a ZeRO stage
     if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
         pins.setdefault("pp", 1)
@@ -731,11 +732,13 @@ def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
 
 def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, object]) -> bool | None:
     """FSDP2 in the search (popped from ``options``): True pinned by --fsdp, None searched beside the ZeRO
-    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch)."""
+    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch
+    but for a network with its own repeated blocks as FSDP2 units, ``Network.fsdp_units``)."""
     if options.pop("fsdp", False):
         return True
+    own = bool(getattr(shape, "fsdp_units", None))  # a network's own step with repeated blocks: FSDP2 over them
     refused = ("zero" in pins or "offload" in pins or getattr(shape, "moe", False)
-               or _measured(shape, options) or bool(options.get("lora_rank"))
+               or (_measured(shape, options) and not own) or bool(options.get("lora_rank"))
                or int(options.get("ep", 1) or 1) > 1)  # type: ignore[call-overload]
     return False if refused else None
 

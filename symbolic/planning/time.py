@@ -42,6 +42,7 @@ from ..library import timing as tm
 from ..math.formula import Formula, to_plain
 from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape
+from . import pytorch
 from .build import Plan, framework_pipeline, pipeline_stage
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -392,7 +393,7 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 def _own_flops(memory: Plan) -> Flops | None:
     """The network's own FLOPs per sample at the plan's micro-batch (``Network.own_flops``), or None."""
     r = memory.regime
-    own = memory.model.own_flops(r.batch, r.precision)
+    own = memory.model.own_flops(r.batch, r.precision, pytorch.own_recompute(memory.model, r))
     if own is None:
         return None
     return Flops(own.forward, own.train, dict(own.values), tuple(own.modules))

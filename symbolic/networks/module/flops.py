@@ -262,8 +262,12 @@ class OwnFlops:
     modules: tuple[dict[str, Any], ...]  # module, forward and backward: formula in B and the sizes, FLOPs per step
 
 
-def own_flops(name: str, result: FlopFit, sizes: Mapping[str, int], batch: int) -> OwnFlops:
-    """Per sample (the step's FLOPs over B, at the source's input sizes) as Formulas; per step at ``batch`` as rows."""
+def own_flops(name: str, result: FlopFit, sizes: Mapping[str, int], batch: int,
+              blocks: Sequence[str] = ()) -> OwnFlops:
+    """Per sample (the step's FLOPs over B, at the source's input sizes) as Formulas; per step at ``batch`` as rows.
+
+    ``blocks``: the checkpointed blocks (``--recompute full``), whose forward FLOPs the training Formula counts
+    again as its ``recompute`` term."""
     at = [B, *(sympy.Integer(sizes[n]) for n in result.names)]
     sym = [B, *(sympy.Symbol(n, positive=True, integer=True) for n in result.names)]
     point = (batch, *(int(sizes[n]) for n in result.names))
@@ -280,8 +284,25 @@ def own_flops(name: str, result: FlopFit, sizes: Mapping[str, int], batch: int) 
                       source=SRC, name="F_fwd", note=NOTE)
     train = Formula(f"flops.{name}.train", f"Training FLOPs per sample of {name} (forward and backward, counted)",
                     [term(m, fwd.get(m, zero).expr(at) + bwd.get(m, zero).expr(at), "forward + backward FLOPs per "
-                          "sample") for m in modules], source=SRC, name="F_tok", note=NOTE)
+                          "sample") for m in modules] + _recompute(blocks, fwd, at, term), source=SRC, name="F_tok",
+                    note=NOTE)
     rows = tuple({"module": m, "forward_formula": fwd.get(m, zero).expr(sym),
                   "backward_formula": bwd.get(m, zero).expr(sym), "forward": int(fwd.get(m, zero).at(point)),
                   "backward": int(bwd.get(m, zero).at(point))} for m in modules)
     return OwnFlops(forward, train, {"B": batch}, rows)
+
+
+RECOMPUTE_NOTE = ("the checkpointed blocks' forward once more in backward (non-reentrant torch.utils.checkpoint); "
+                  "an upper bound by the few last operators whose outputs nothing in the block saves (PyTorch stops "
+                  "the recompute early)")
+
+
+def _recompute(blocks: Sequence[str], fwd: Mapping[str, probe.Poly], at: Sequence[sympy.Expr],
+               term: Any) -> list[Term]:
+    """The ``recompute`` term: the forward FLOPs of every module in a checkpointed block ([] without blocks)."""
+    if not blocks:
+        return []
+    inside = [m for m in fwd if any(m == b or m.startswith(f"{b}.") for b in blocks)]
+    expr = sympy.Add(*(fwd[m].expr(at) for m in inside))
+    return [term("recompute", expr, "the checkpointed blocks' forward again").replace(
+        title="recompute: the checkpointed blocks' forward FLOPs again, per sample", note=RECOMPUTE_NOTE)]

@@ -15,8 +15,12 @@ flight, the parameters' gradients as they accumulate); optimizer, every gradient
 AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter on the CPU, one per
 parameter with foreach). Mixed precision (bf16-mixed, fp16-mixed) is ``torch.autocast`` over fp32
 weights: the forward and the loss probed under autocast's own cast policy (``autocast.py``: the CPU's
-for ``--device cpu``, CUDA's otherwise), the weights, gradients and optimizer state fp32. What is not
-modelled is refused in one line: LoRA, frozen embeddings, recomputation, tensor and pipeline parallelism.
+for ``--device cpu``, CUDA's otherwise), the weights, gradients and optimizer state fp32. Under
+``--recompute full`` the repeated blocks (``checkpoint_blocks``, ``checkpointing``) run under
+non-reentrant checkpointing in the probe itself; under ``--fsdp`` the step is probed with each gradient
+dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's terms over the blocks (``fsdp_units``).
+What is not modelled is refused in one line: LoRA, frozen embeddings, selective and per-op
+recomputation, tensor and pipeline parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
@@ -40,11 +44,12 @@ from ...core.errors import UserError
 from ...core.symbols import B, N
 from ...core.term import Term
 from ...formats import table as formats
+from ...library import activations_pytorch as act
 from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import autocast, cache, flops, generation, inference, probe
+from . import autocast, cache, checkpointing, flops, generation, inference, probe
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -224,30 +229,81 @@ class ModuleNetwork(ModelShape):
         """The input sizes' values the plan uses (the source's, with --set's)."""
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
-    def step_fit(self, dtype: str, device: str | None = None,
-                 arch: tuple[int, int] | None = None, mixed: str | None = None) -> tuple[probe.StepFit, int, bool]:
+    def step_fit(self, dtype: str, device: str | None = None, arch: tuple[int, int] | None = None,
+                 mixed: str | None = None, recompute: int = 0, sharded: bool = False) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
         a GPU of compute capability ``arch``, sm90 when None); else the reference path. ``mixed``: the autocast
         dtype of a mixed-precision step ("bfloat16", "float16"; ``dtype`` then float32), its own cache entry.
+        ``recompute`` N > 0: every N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``,
+        ``--recompute-every N``); ``sharded``: the parameters' gradients dropped as they accumulate (``--fsdp``:
+        FSDP2's own gradient terms count them).
         """
         kernels = device if device in KERNELS else None
         if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
             kernels = cuda_kernels(arch)
-        if (dtype, kernels, mixed) not in self._fits:
+        if (dtype, kernels, mixed, recompute, sharded) not in self._fits:
             source = self.module_source
+            blocks = self.checkpointed(recompute)
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype, kernels, mixed)
+                fit = probe.fit_step(source, dtype, kernels, mixed, blocks, sharded)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
             parts = ((dtype,) if kernels is None else (dtype, kernels)) + ((f"autocast-{mixed}",) if mixed else ())
+            if blocks:  # the key of before, without checkpointing
+                parts = (*parts, "checkpointed", list(blocks))
+            if sharded:
+                parts = (*parts, "gradients-freed")
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[(dtype, kernels, mixed)] = (*_fit(data), hit)
-        return self._fits[(dtype, kernels, mixed)]
+            self._fits[(dtype, kernels, mixed, recompute, sharded)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels, mixed, recompute, sharded)]
+
+    @property
+    def checkpoint_blocks(self) -> tuple[str, ...]:
+        """The repeated blocks ``--recompute full`` checkpoints (``checkpointing.repeated``; found once, cached)."""
+        return self._blocks()[0]
+
+    @property
+    def fsdp_units(self) -> tuple[int, ...]:
+        """The parameters of each ``fully_shard`` unit below the root: the blocks of ``checkpoint_blocks``."""
+        return self._blocks()[1]
+
+    def _blocks(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The repeated blocks and their parameter counts (found once on the meta-built module, cached on disk)."""
+        if "blocks" not in self._fits:
+            source = self.module_source
+
+            def make() -> dict[str, Any]:
+                module = probe.build(source)
+                blocks = (checkpointing.named(module, source.checkpoint) if source.checkpoint
+                          else checkpointing.repeated(module))
+                return {"blocks": list(blocks), "units": list(checkpointing.units(module, blocks))}
+
+            data, _ = cache.cached(cache.key("repeated", _source_key(source), list(source.checkpoint)), make)
+            self._fits["blocks"] = (tuple(str(b) for b in data["blocks"]), tuple(int(u) for u in data["units"]))
+        return self._fits["blocks"]
+
+    def checkpointed(self, recompute: int) -> tuple[str, ...]:
+        """The blocks checkpointed with every ``recompute``-th one wrapped (0: none)."""
+        return checkpointing.every(self.checkpoint_blocks, recompute) if recompute else ()
+
+    def checkpoint_note(self, recompute: int) -> str:
+        """What ``--recompute full`` checkpointed, in a sentence ("" without it)."""
+        if not recompute:
+            return ""
+        blocks = self.checkpointed(recompute)
+        shown = ", ".join(blocks) if len(blocks) <= 4 else f"{blocks[0]}, {blocks[1]}, ..., {blocks[-1]}"
+        which = "every block" if recompute == 1 else f"every {recompute}-th block (positions {recompute}, " \
+                f"{2 * recompute}, ...)"
+        stack = "the modules named with --checkpoint-modules" if self.module_source.checkpoint else "the repeated stack"
+        return (f"recompute full: {which} of {stack} checkpointed, {len(blocks)} of "
+                f"{len(self.checkpoint_blocks)} ({shown}), each under torch.utils.checkpoint(use_reentrant=False) as "
+                "timm, diffusers and transformers checkpoint theirs: its inputs saved, its inside rebuilt in backward "
+                "(measured on the meta device)")
 
     def flop_fit(self, dtype: str) -> flops.FlopFit:
         """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
@@ -259,11 +315,13 @@ class ModuleNetwork(ModelShape):
             self._fits[key] = flops.from_data(data)
         return self._fits[key]
 
-    def own_flops(self, batch: int, precision: str) -> flops.OwnFlops:
-        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads."""
+    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> flops.OwnFlops:
+        """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads.
+
+        ``recompute`` N > 0: every N-th repeated block checkpointed, its forward counted again."""
         dtype, mixed = step_dtypes(precision)  # under autocast the matmuls run in its 16-bit dtype
         result = self.flop_fit(mixed or dtype)
-        return flops.own_flops(self.name, result, self.sizes(), batch)
+        return flops.own_flops(self.name, result, self.sizes(), batch, self.checkpointed(recompute))
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
         return poly.expr([B, *(self._size(n) for n in names)])
@@ -392,12 +450,13 @@ class ModuleNetwork(ModelShape):
                                                                                    for n, u in units.items()}))
         return grown, GROWN, units
 
-    def pytorch_saved(self, setup: Any, refused: Sequence[str] = ()) -> Any:
-        """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B."""
-        from ...library import activations_pytorch as act
+    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0, sharded: bool = False) -> Any:
+        """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B.
 
+        ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``); ``sharded``: as
+        ``step_fit`` (the same saved tensors, from the fit the step reads)."""
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(*self._step_dtype(setup))
+        fit, _, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -412,7 +471,7 @@ class ModuleNetwork(ModelShape):
                           note="Measured on the meta device with saved_tensors_hooks at several batch sizes and input "
                                "sizes, fitted exactly and checked at a further point (symbolic/networks/module)"
                                + autocast_note(setup.precision, setup.device).replace(";", ",", 1) + ".")
-        return act.SavedModel(FAMILY, setup, formula, saved_by)
+        return ModuleSaved(FAMILY, setup, formula, saved_by, self.checkpoint_note(recompute))
 
     def _step_dtype(self, setup: Any) -> tuple[str, str | None, tuple[int, int] | None, str | None]:
         """``step_fit``'s arguments for a setup: the weights' dtype, the device, its arch, the autocast dtype."""
@@ -424,9 +483,10 @@ class ModuleNetwork(ModelShape):
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False) -> Any:
-        """The training step's phases (contract S) from the fitted live bytes (see the module docstring)."""
-        fit, buffers, _ = self.step_fit(*self._step_dtype(setup))
+                     in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
+        """The training step's phases (contract S) from the fitted live bytes (see the module docstring);
+        ``sharded``: backward without the parameters' gradients (FSDP2's own terms count them, ``own_fsdp``)."""
+        fit, buffers, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded)
         tb = setup.param_bytes  # fp32 under autocast: the weights, their gradients and optimizer state
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
@@ -457,7 +517,8 @@ class ModuleNetwork(ModelShape):
                              "tensors at the forward's peak", inputs + forward - saved_expr,
                              "Live bytes after every operator on the meta device, fitted in B and the input sizes.")),
             "backward": (term("backward_live", "the inputs and everything alive at backward's peak (saved tensors, "
-                              "gradients in flight, the parameters' gradients so far)", inputs + backward,
+                              "gradients in flight, " + ("no parameter gradient: FSDP2's are counted apart)" if sharded
+                                                         else "the parameters' gradients so far)"), inputs + backward,
                               "Live bytes after every operator of backward on the meta device."),),
             "optimizer": (term("gradients", "gradients of the trainable weights", tb * N),
                           term("optimizer_temporaries", "the optimizer step's temporaries", temporaries,
@@ -490,6 +551,13 @@ class ModuleNetwork(ModelShape):
         dtype, mixed = step_dtypes(precision)
         fit, _, _ = self.step_fit(dtype, mixed=mixed)
         return fit.saved_total().expr([B, *(sympy.Symbol(n, positive=True, integer=True) for n in fit.names)])
+
+
+@dataclass(frozen=True)
+class ModuleSaved(act.SavedModel):
+    """A module's saved-tensor model: ``activations_pytorch.SavedModel`` with what it checkpointed, in a sentence."""
+
+    note: str = ""
 
 
 @dataclass(frozen=True)

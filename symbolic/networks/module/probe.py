@@ -17,6 +17,9 @@
   each moment's bytes a polynomial: the same operators run at every shape. A network whose
   operators differ only at the sizes themselves (a transformers ViT interpolates its position
   embeddings at every image size but its own) is fitted at 2, 3 and 4 times the sizes, with a note.
+- ``--recompute full``: the blocks named run under ``torch.utils.checkpoint(use_reentrant=False)``
+  in the trace (``checkpointing``), so what is saved and the backward's recompute are PyTorch's own;
+  ``--fsdp``: each gradient is dropped as it accumulates (FSDP2's gradient terms are the planner's).
 - Strided networks: output sizes are floors of the input sizes over the strides, polynomial only
   where the input sizes are multiples of the network's total stride (32 for a ResNet); at others
   the check fails and the error names that rule.
@@ -42,6 +45,7 @@ import sympy
 
 from ...core import symbols as symtab
 from ...core.term import Term
+from . import checkpointing
 from .autocast import autocast as autocast_region
 from .files import first_line
 from .kernels import following
@@ -239,12 +243,23 @@ def running_modules(module: Any, qualified: bool = True) -> Iterator[list[str]]:
 TOP = "loss"  # what is saved outside every module: the loss applied to the output
 
 
+@contextlib.contextmanager
+def _again(kernels: str | None, autocast: str | None) -> Iterator[None]:
+    """What a checkpointed block's recompute runs in: the device's kernels and, in mixed precision, autocast."""
+    with following(kernels), autocast_region(autocast, kernels):
+        yield
+
+
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
-          module: Any = None, kernels: str | None = None, autocast: str | None = None) -> Trace:
+          module: Any = None, kernels: str | None = None, autocast: str | None = None, blocks: Sequence[str] = (),
+          free_grads: bool = False) -> Trace:
     """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``).
 
     ``autocast`` ("bfloat16", "float16"): the forward and the loss under autocast's policy for the kernels'
-    device (``autocast.py``), fp32 weights and inputs; backward outside it, as a real step runs.
+    device (``autocast.py``), fp32 weights and inputs; backward outside it, as a real step runs (a checkpointed
+    block's recompute under it again, as ``torch.utils.checkpoint`` re-enters autocast). ``blocks``: the
+    submodules run under non-reentrant checkpointing, ``checkpointing.checkpointed``; ``free_grads``: each
+    parameter's gradient dropped once accumulated, ``checkpointing.gradients_freed``.
     """
     import torch
 
@@ -275,7 +290,8 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
 
         try:
             with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
-                  following(kernels)):
+                  following(kernels), checkpointing.checkpointed(module, blocks, lambda: _again(kernels, autocast)),
+                  checkpointing.gradients_freed(module, free_grads)):
                 with autocast_region(autocast, kernels):
                     loss = loss_of(module(**inputs), source.loss)
                 forward = live.moments + [live.current]
@@ -401,10 +417,12 @@ class StepFit:
 
 
 def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None,
-             autocast: str | None = None) -> StepFit:
+             autocast: str | None = None, blocks: Sequence[str] = (), free_grads: bool = False) -> StepFit:
     """Fit one step's saved and live bytes (see the module docstring); checked at an independent point.
 
-    ``autocast``: the 16-bit dtype of a mixed-precision step (``trace``), ``dtype`` then the weights' float32."""
+    ``autocast``: the 16-bit dtype of a mixed-precision step (``trace``), ``dtype`` then the weights' float32;
+    ``blocks``: the submodules checkpointed (``--recompute full``), ``free_grads``: the gradients dropped once
+    accumulated (``--fsdp``), as ``trace`` runs them."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
     exps = monomials(len(names))
@@ -413,7 +431,8 @@ def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None =
 
     def at(point: Point) -> Trace:
         if point not in done:
-            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels, autocast)
+            done[point] = trace(source, point[0], dict(zip(names, point[1:])), dtype, module, kernels, autocast,
+                                blocks, free_grads)
         return done[point]
 
     points = grid(base)

@@ -87,7 +87,9 @@ class ModuleSource:
       ``return_loss=True``) and values the forward reads (a VLM's token ids with its image
       placeholders, Qwen2-VL's ``image_grid_thw`` as a CPU tensor); None for none;
     - ``extra_sizes``: size names the ``extra`` inputs read besides those of ``inputs`` (a VLM's
-      ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``).
+      ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``);
+    - ``checkpoint``: the modules ``--recompute full`` checkpoints and FSDP2 shards, by qualified name or
+      class name (``--checkpoint-modules``); () for the repeated stack ``checkpointing.repeated`` finds.
     """
 
     label: str
@@ -102,6 +104,7 @@ class ModuleSource:
     notes: tuple[str, ...] = ()
     extra: Callable[[int, Mapping[str, int], str], Mapping[str, Any]] | None = None
     extra_sizes: tuple[str, ...] = ()
+    checkpoint: tuple[str, ...] = ()
 
     @property
     def size_names(self) -> tuple[str, ...]:

@@ -1,0 +1,82 @@
+"""FSDP2 over the dp ranks for a network that measures its own step (a torch module, issue 29).
+
+The table families' FSDP2 terms (``library.fsdp``, applied by ``build``) with the module's own units:
+each block of its repeated stack (``Network.checkpoint_blocks``) a ``fully_shard`` group, as timm,
+diffusers and torchtitan wrap theirs, and the root holding every other parameter. The step is the
+module's measured one with each parameter's gradient dropped as it accumulates (``sharded``: its
+backward without the whole model's gradients), and in its place:
+
+- resident: the sharded parameters in the module's own dtype (the copy the optimizer updates) and
+  the optimizer's states of that shard, ÷ N_s; buffers stay whole (``fully_shard`` shards parameters);
+- forward and backward: the running block and the one prefetched all-gathered (the largest two
+  neighbours), or every block with ``--no-reshard-after-forward``; the root unsharded from its
+  forward to the end of backward;
+- backward: the largest block's unsharded gradients and its reduce-scatter input in reduce_dtype,
+  and the root's unsharded gradients (all of them: an upper bound, the embedding's come last);
+- optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
+
+The step is pure fp32, bf16 or fp16: ``MixedPrecisionPolicy.param_dtype`` is the module's own dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sympy
+
+from .. import formats
+from ..core.symbols import N, n_s
+from ..core.term import Term
+from ..library import fsdp
+from ..library.peak_pytorch import StepModel
+from .regime import Regime
+
+ROOT = "FSDP2 root group unsharded ({dtype}): every parameter outside the blocks"
+
+
+def gathered(units: tuple[int, ...], reshard: bool) -> int:
+    """Parameters unsharded at once: the running block and the next (prefetched), or every block."""
+    if not reshard:
+        return sum(units)
+    return max((a + b for a, b in zip(units, units[1:])), default=max(units, default=0))
+
+
+def note(blocks: tuple[str, ...], units: tuple[int, ...], total: int) -> str:
+    """The units FSDP2 shards, in a sentence."""
+    if not blocks:
+        return f"fsdp: one fully_shard unit, the root: all {total:,} parameters (no repeated blocks)"
+    shown = ", ".join(blocks) if len(blocks) <= 4 else f"{blocks[0]}, {blocks[1]}, ..., {blocks[-1]}"
+    sizes = f"{units[0]:,} parameters each" if len(set(units)) == 1 else f"{min(units):,}-{max(units):,} parameters"
+    return (f"fsdp: {len(blocks)} blocks each a fully_shard unit ({shown}; {sizes}), then the root with the other "
+            f"{total - sum(units):,}; the backward's root gradients counted whole (an upper bound)")
+
+
+def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
+            values: dict[str, object]) -> StepModel:
+    """``step`` (the module's, gradients dropped in backward) with FSDP2's terms (see the module docstring)."""
+    dtype = regime.precision
+    nbytes, reduce_bytes = int(formats.nbytes(dtype)), int(formats.nbytes(regime.fsdp_reduce_dtype))
+    values["n_s"] = regime.dp // regime.hsdp
+    root = total - sum(units)
+    params, grads = fsdp.sharded_params_term(N, nbytes, dtype), fsdp.sharded_grads_term(N, nbytes, dtype)
+
+    def shard(term: Term) -> Term:
+        if term.key == "weights":
+            return params
+        if term.key == "optimizer_state":
+            return fsdp.sharded_states_term(term)
+        if term.key == "gradients":
+            return grads
+        if term.key == "optimizer_temporaries":
+            return term.replace(expr=term.expr / n_s, title=f"{term.title} (of the shard, ÷ N_s)")
+        return term
+
+    blocks = fsdp.unsharded_layers_term(1, nbytes * gathered(units, regime.reshard_after_forward),
+                                        regime.reshard_after_forward, dtype)
+    whole = fsdp.root_term(sympy.Integer(root), nbytes, dtype).replace(title=ROOT.format(dtype=dtype))
+    buffers = fsdp.backward_buffers_term(sympy.Integer(max(units, default=0)), sympy.Integer(root), nbytes,
+                                         reduce_bytes, regime.fsdp_reduce_dtype)
+    held = tuple(t for t, on in ((blocks, units), (whole, root)) if on)  # a module without blocks: the root only
+    extra = {"forward": held, "backward": (*held, buffers)}
+    phases = {name: tuple(shard(t) for t in items) + extra.get(name, ()) for name, items in step.phases.items()}
+    return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases)
