@@ -133,7 +133,7 @@ def freed():
         x = make_inputs(source, 7, device="cpu")
         peak = measure.step_peak(module, x, lambda o: loss_of(o, source.loss), in_backward=True,
                                  optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
-        fit, buffers, _ = net.step_fit("float32", "cpu", None, recompute, True)
+        fit, buffers, _ = net.step_fit("float32", "cpu", None, recompute=recompute, sharded=True)
         point = (7, *(ASKED[n] for n in fit.names))
         planned = fit.peak("backward", point) + fit.inputs.at(point) + 4 * net.total + buffers
         out[str(recompute)] = {"measured": peak.phases["backward"], "planned": int(planned)}
