@@ -24,7 +24,7 @@ def _source(spec, args, inputs, loss, sizes):
     return source, resolve.module_network(source)
 
 
-def _real(source, batch, every=1, library=False):
+def _real(source, batch, every=1, library=False, autocast=None):
     """A real step on the CPU with the module checkpointing its own blocks: saved bytes, peak, parameters."""
     import torch
 
@@ -42,8 +42,8 @@ def _real(source, batch, every=1, library=False):
     def loss(out):
         return loss_of(out, source.loss)
 
-    return {"saved": measure.saved_tensors(module, x, loss).total_bytes,
-            "peak": measure.step_peak(module, x, loss).peak_bytes,
+    return {"saved": measure.saved_tensors(module, x, loss, autocast=autocast).total_bytes,
+            "peak": measure.step_peak(module, x, loss, autocast=autocast).peak_bytes,
             "params": sum(p.numel() for p in module.parameters())}
 
 
@@ -52,7 +52,17 @@ def vit():
     source = net.module_source
     return {"blocks": list(net.checkpoint_blocks),
             "full": {"plan": _plan(net, 7, recompute="full"), "measured": _real(source, 7)},
-            "every2": {"plan": _plan(net, 5, recompute="full", recompute_every=2), "measured": _real(source, 5, 2)}}
+            "every2": {"plan": _plan(net, 5, recompute="full", recompute_every=2), "measured": _real(source, 5, 2)},
+            "mixed": {"plan": _mixed_plan(net, 6), "measured": _real(source, 6, autocast="bf16")}}
+
+
+def _mixed_plan(net, batch):
+    """bf16-mixed with the blocks checkpointed: the recompute in backward runs under autocast again (as
+    ``torch.utils.checkpoint`` re-enters it), so its casts are the forward's."""
+    from symbolic import planning
+
+    plan = planning.plan(net, "train", batch=batch, precision="bf16-mixed", device="cpu", recompute="full")
+    return {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total}
 
 
 def rescnn():
