@@ -106,7 +106,7 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
     if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
         setup = replace(setup, cuda_arch=regime.cuda_arch)
-    own = model.pytorch_saved(setup, _refused(regime))
+    own = model.pytorch_saved(_with_lora(setup, regime), _refused(regime))
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
         return SavedActivations(family, own.setup, own.formula, note or arch_note(own.setup), model.label)
     model_saved = pyacts.saved(family, setup, loss="cross-entropy" if model.sequence else regime.loss)
@@ -117,6 +117,14 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
     return SavedActivations(family, model_saved.setup, formula, note, "" if model.sequence else model.label)
+
+
+def _with_lora(setup: pyacts.Setup, regime: Regime) -> pyacts.Setup:
+    """The setup with the regime's LoRA settings, for a network that measures its own LoRA step (a torch module)."""
+    if not regime.lora_rank:
+        return setup
+    return replace(setup, lora=(regime.lora_rank, tuple(regime.lora_targets), regime.lora_dropout,
+                                regime.adapter_dtype, regime.qlora))
 
 
 def arch_note(setup: pyacts.Setup) -> str:

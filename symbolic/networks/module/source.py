@@ -87,7 +87,9 @@ class ModuleSource:
       ``return_loss=True``) and values the forward reads (a VLM's token ids with its image
       placeholders, Qwen2-VL's ``image_grid_thw`` as a CPU tensor); None for none;
     - ``extra_sizes``: size names the ``extra`` inputs read besides those of ``inputs`` (a VLM's
-      ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``).
+      ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``);
+    - ``adapt``: module -> module, applied after the probes build and cast it (LoRA's adapters,
+      ``lora.adapted``); None for none.
     """
 
     label: str
@@ -102,6 +104,7 @@ class ModuleSource:
     notes: tuple[str, ...] = ()
     extra: Callable[[int, Mapping[str, int], str], Mapping[str, Any]] | None = None
     extra_sizes: tuple[str, ...] = ()
+    adapt: Callable[[Any], Any] | None = None
 
     @property
     def size_names(self) -> tuple[str, ...]:
