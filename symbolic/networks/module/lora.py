@@ -99,11 +99,20 @@ def inject(module: Any, spec: Spec, label: str = "the module") -> Any:
                 module = peft.inject_adapter_in_model(config, module)
         except (ValueError, TypeError, RuntimeError) as err:
             raise ModuleError(_no_match(label, spec.targets, layers, err)) from None
+    wrapped = adapters_of(module).modules
+    missing = [t for t in spec.targets if t != "all-linear" and not any(_matches(t, name) for name in wrapped)]
+    if missing:  # peft ignores a target that matches nothing when another matches
+        raise ModuleError(_no_match(label, missing, layers, ValueError("not found in the base model")))
     dtype = getattr(torch, DTYPES[spec.dtype])
     for p in module.parameters():
         if p.requires_grad and p.dtype != dtype:
             p.data = p.data.to(dtype)
     return module
+
+
+def _matches(target: str, name: str) -> bool:
+    """peft's rule for a list of names: the module's full name is ``target`` or ends with '.' + target."""
+    return name == target or name.endswith("." + target)
 
 
 def _target_modules(targets: Sequence[str]) -> list[str] | str:
@@ -128,9 +137,7 @@ def _no_match(label: str, targets: Sequence[str], layers: Sequence[str], err: Ba
     shown = ", ".join(layers[:SHOWN]) + (", ..." if len(layers) > SHOWN else "")
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if "not found in the base model" in text:
-        missing = [t for t in targets if t != "all-linear" and t not in layers and not any(
-            t.endswith("." + name) for name in layers)]
-        what = f"no module of {label} matches LoRA target {', '.join(map(repr, missing or targets))}"
+        what = f"no module of {label} matches LoRA target {', '.join(map(repr, targets))}"
     else:
         what = f"LoRA targets {', '.join(targets)} of {label}: peft refused them ({text})"
     return f"{what}; its Linear, Conv and Embedding layers are {shown or 'none'} (or all-linear)"

@@ -482,7 +482,8 @@ class ModuleNetwork(ModelShape):
     def _lora_note(self, spec: adapters.Spec, found: adapters.Adapters) -> str:
         """What the step says about its adapters: trainable against frozen parameters."""
         drop = f", lora_dropout {spec.dropout:g}" if spec.dropout else ""
-        return (f"; LoRA rank {spec.rank} on {len(found.modules)} modules ({', '.join(spec.targets)}{drop}), injected "
+        count = f"{len(found.modules)} module" + ("s" if len(found.modules) != 1 else "")
+        return (f"; LoRA rank {spec.rank} on {count} ({', '.join(spec.targets)}{drop}), injected "
                 f"with peft on the meta device: {found.total:,} trainable parameters ({spec.dtype}), {self.total:,} "
                 "frozen")
 
