@@ -93,7 +93,7 @@ def steps():
             "vit_mixed": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["all-linear"], dropout=0.1,
                                precision="bf16-mixed"),
             # the usual Stable Diffusion LoRA: diffusers' attention projections
-            "unet": _case(_unet(), {"h": 8}, 2, {"h": 16}, ["to_q", "to_k", "to_v", "to_out.0"])}
+            "unet": _case(_unet(), {"h": 4}, 2, {"h": 10}, ["to_q", "to_k", "to_v", "to_out.0"])}
 
 
 def _cli(*argv):

@@ -268,7 +268,8 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
     resident = mine(step.resident)
     phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
-    extra = finetune.extra_phases(model, regime, plain_saved(model, regime))
+    # only recompute full adds phases: the full-training saved model is not built otherwise (a module would probe it)
+    extra = finetune.extra_phases(model, regime, plain_saved(model, regime)) if regime.recompute == "full" else {}
     taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
     for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
         added = []

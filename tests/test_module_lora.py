@@ -1,0 +1,62 @@
+"""LoRA fine-tuning of torch modules: peft's adapters injected on the meta device, beside real peft steps (issue 29).
+
+torch runs in ``module_lora_child.py`` (the test process never imports it). Every expected number there
+comes from a real CPU training step of the module with peft's own ``inject_adapter_in_model``: the bytes
+saved for backward (``measure.saved_tensors``), the step's peak with AdamW over the adapters
+(``measure.step_peak``) and the parameters peft leaves trainable, at sizes and batches the fit did not use.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import torch_child
+
+from symbolic.networks.module import lora
+
+pytestmark = pytest.mark.torch
+
+
+@pytest.fixture(scope="module")
+def child() -> dict:
+    return torch_child("module_lora_child.py")
+
+
+@pytest.mark.parametrize("name", ["vit", "cnn", "vit_mixed", "unet"])
+def test_lora_step_against_a_real_peft_step(child: dict, name: str) -> None:
+    """Parameters (trainable and all) exact, saved bytes exact (within 1 % asked), the step's peak within 2 %.
+
+    vit: the attention's qkv and proj; cnn: Conv2d targets; vit_mixed: all-linear with lora_dropout 0.1 under
+    bf16-mixed; unet: a diffusers UNet2DConditionModel's to_q, to_k, to_v, to_out.0 (Stable Diffusion's LoRA).
+    """
+    plan, measured = child["steps"][name]["plan"], child["steps"][name]["measured"]
+    assert plan["trainable"] == measured["trainable"] and plan["params"] == measured["params"]
+    assert plan["frozen_bytes"] == 4 * plan["base"]  # the frozen base in fp32, no gradient or optimizer state
+    assert plan["saved"] == measured["saved"]
+    assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
+
+
+def test_cli_says_trainable_and_frozen(child: dict) -> None:
+    done = child["cli"]["json"]
+    data = json.loads(done["out"])
+    assert done["code"] == 0 and {"weights", "frozen_weights"} <= set(data["resident_terms"])
+    # MLP(d_in=64, d_h=32): gat 64 -> 32 and up 32 -> 32 with rank 4 adapters, r · (in + out) each
+    assert data["terms"]["weights"] == 4 * 4 * ((64 + 32) + (32 + 32))
+    assert any("trainable parameters" in n and "frozen" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize("case, words", [("unmatched", ["'nope'", "gat, up, down, out"]),
+                                         ("none", ["--lora-targets"]), ("qlora", ["qlora"])])
+def test_lora_mistakes_are_one_line(child: dict, case: str, words: list[str]) -> None:
+    """A target that matches nothing (peft ignores it beside one that matches), no targets, QLoRA: one line each."""
+    done = child["cli"][case]
+    assert done["code"] == 2 and len(done["err"].strip().splitlines()) == 1
+    assert all(w in done["err"] for w in words) and "Traceback" not in done["err"]
+
+
+def test_the_settings_key_the_cache() -> None:
+    """Another rank, target list, dropout or adapter dtype is another cached probe."""
+    keys = {repr(s.key()) for s in (lora.Spec(8, ("q",)), lora.Spec(4, ("q",)), lora.Spec(8, ("q", "v")),
+                                   lora.Spec(8, ("q",), 0.1), lora.Spec(8, ("q",), 0.0, "bf16"))}
+    assert len(keys) == 5
