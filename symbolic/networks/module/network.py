@@ -16,7 +16,9 @@ AdamW's temporaries (the single-tensor loop's previous + 2 × current parameter 
 parameter with foreach). Mixed precision (bf16-mixed, fp16-mixed) is ``torch.autocast`` over fp32
 weights: the forward and the loss probed under autocast's own cast policy (``autocast.py``: the CPU's
 for ``--device cpu``, CUDA's otherwise), the weights, gradients and optimizer state fp32. What is not
-modelled is refused in one line: LoRA, frozen embeddings, recomputation, tensor and pipeline parallelism.
+modelled is refused in one line: QLoRA, frozen embeddings, recomputation, tensor and pipeline parallelism.
+LoRA (``--lora-rank``, ``--lora-targets``): peft's adapters injected on the meta-built module (``lora.py``),
+the step measured as for full training; the adapters train in ``--adapter-dtype``, the base is frozen.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
 resident, the weights in ``--weights`` fp32/bf16/fp16 and the buffers; the forward phase, the inputs
