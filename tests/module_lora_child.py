@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import child_main  # this folder: sys.path[0] of a child script
+from library_modules_child import VIT, _config  # this folder: sys.path[0] of a child script
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
@@ -24,20 +25,26 @@ RANK = 8
 TEXT_TOKENS = 6  # the UNet's encoder_hidden_states length, fixed (as networks_child.py)
 
 
-def _measured(source, batch, targets, dropout, autocast):
-    """A real CPU step of the module with peft's adapters: saved bytes, the step's peak, trainable and all parameters."""
+def _measured(source, batch, targets, dropout, autocast, dtype):
+    """A real CPU step of the module with peft's adapters: saved bytes, the step's peak, trainable and all parameters.
+
+    In a pure 16-bit ``dtype`` the adapters are cast to fp32 by peft's ``cast_adapter_dtype`` (what
+    ``get_peft_model`` does with its default ``autocast_adapter_dtype=True``).
+    """
     import torch
     from peft import LoraConfig, inject_adapter_in_model
+    from peft.tuners.tuners_utils import cast_adapter_dtype
 
     from symbolic.measured import measure
     from symbolic.networks.module.source import loss_of, make_inputs
 
     torch.manual_seed(0)
-    module = source.build(source.arguments)
+    module = source.build(source.arguments).to(getattr(torch, dtype))
     config = LoraConfig(r=RANK, target_modules="all-linear" if targets == ["all-linear"] else targets,
                         lora_dropout=dropout)
     module = inject_adapter_in_model(config, module).train()
-    x = make_inputs(source, batch, device="cpu")
+    cast_adapter_dtype(module, "default")
+    x = make_inputs(source, batch, device="cpu", float_dtype=getattr(torch, dtype))
 
     def loss(out):
         return loss_of(out, source.loss)
@@ -64,7 +71,7 @@ def _case(source, fit, batch, sizes, targets, *, dropout=0.0, precision="fp32"):
     return {"plan": {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total + adapters,
                      "trainable": adapters, "frozen_bytes": plan.terms()["frozen_weights"], "base": net.total},
             "measured": _measured(net.module_source, batch, targets, dropout,
-                                  "bf16" if precision == "bf16-mixed" else None)}
+                                  "bf16" if precision == "bf16-mixed" else None, dtype)}
 
 
 def _file(spec, args, inputs, loss):
@@ -90,8 +97,12 @@ def steps():
     cnn = _file("cnn.py:CNN", {"channels": 8}, ["x=B,3,H,W"], "cross-entropy")
     return {"vit": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["qkv", "proj"]),
             "cnn": _case(cnn, {"H": 16, "W": 16}, 5, {"H": 40, "W": 24}, ["conv1", "conv2"]),
+            "vit_bf16": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["qkv", "proj"], precision="bf16"),
             "vit_mixed": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["all-linear"], dropout=0.1,
                                precision="bf16-mixed"),
+            # a transformers ViT classifier (eager attention), its q_proj and v_proj (transformers 5's names)
+            "hf_vit": _case(_config({**VIT, "attn_implementation": "eager"}), {"H": 48, "W": 48}, 3, {"H": 40, "W": 56},
+                            ["q_proj", "v_proj"]),
             # the usual Stable Diffusion LoRA: diffusers' attention projections
             "unet": _case(_unet(), {"h": 4}, 2, {"h": 10}, ["to_q", "to_k", "to_v", "to_out.0"])}
 

@@ -23,17 +23,31 @@ def child() -> dict:
     return torch_child("module_lora_child.py")
 
 
-@pytest.mark.parametrize("name", ["vit", "cnn", "vit_mixed", "unet"])
+@pytest.mark.parametrize("name", ["vit", "cnn", "vit_mixed", "hf_vit", "unet"])
 def test_lora_step_against_a_real_peft_step(child: dict, name: str) -> None:
     """Parameters (trainable and all) exact, saved bytes exact (within 1 % asked), the step's peak within 2 %.
 
     vit: the attention's qkv and proj; cnn: Conv2d targets; vit_mixed: all-linear with lora_dropout 0.1 under
-    bf16-mixed; unet: a diffusers UNet2DConditionModel's to_q, to_k, to_v, to_out.0 (Stable Diffusion's LoRA).
+    bf16-mixed; hf_vit: a transformers ViTForImageClassification's q_proj, v_proj; unet: a diffusers
+    UNet2DConditionModel's to_q, to_k, to_v, to_out.0 (Stable Diffusion's LoRA).
     """
     plan, measured = child["steps"][name]["plan"], child["steps"][name]["measured"]
     assert plan["trainable"] == measured["trainable"] and plan["params"] == measured["params"]
     assert plan["frozen_bytes"] == 4 * plan["base"]  # the frozen base in fp32, no gradient or optimizer state
     assert plan["saved"] == measured["saved"]
+    assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
+
+
+def test_fp32_adapters_on_a_bf16_base(child: dict) -> None:
+    """Pure bf16 with fp32 adapters (peft's cast_adapter_dtype): saved within 1 %, the peak within 2 %.
+
+    Not exact: the meta device's layer_norm returns fp32 mean and rstd for a bf16 input where the CPU's returns
+    bf16 (2 bytes per token and norm more on meta), a probe difference of pure bf16 with or without LoRA.
+    """
+    plan, measured = child["steps"]["vit_bf16"]["plan"], child["steps"]["vit_bf16"]["measured"]
+    assert plan["trainable"] == measured["trainable"] and plan["params"] == measured["params"]
+    assert plan["frozen_bytes"] == 2 * plan["base"]  # the frozen base in bf16
+    assert abs(plan["saved"] - measured["saved"]) <= 0.01 * measured["saved"]
     assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
 
 
