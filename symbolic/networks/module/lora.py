@@ -4,10 +4,10 @@ A LoRA step is probed as a full step is (``probe.fit_step``), on a source whose 
 adapters from ``peft.inject_adapter_in_model(LoraConfig(r, target_modules, lora_dropout))`` after
 it is built on the meta device and cast to the step's dtype (``ModuleSource.adapt``): peft picks
 the targets (a module whose full name is a target or ends with "." + it; ``all-linear`` every
-``nn.Linear``, peft leaving out the output layer only of a transformers model), wraps Linear,
-Conv and Embedding layers, and freezes every base parameter. The adapters are then cast to
+``nn.Linear`` but a transformers model's output embeddings, its LM head), wraps Linear, Conv and
+Embedding layers, and freezes every base parameter. The adapters are then cast to
 ``--adapter-dtype`` (fp32 by default, as ``get_peft_model``'s ``autocast_adapter_dtype`` keeps
-them on a 16-bit base). What autograd saves and what is live are measured, as for full training;
+them on a 16-bit base). ``LoraConfig``'s other settings are peft's defaults (``lora_alpha`` 8). What autograd saves and what is live are measured, as for full training;
 the adapters' tensors (``Adapters``) are read off the adapted module.
 
 A target that matches nothing, or a module peft cannot wrap, is one line naming the module's
