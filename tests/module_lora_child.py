@@ -52,7 +52,8 @@ def _measured(source, batch, targets, dropout, autocast, dtype):
     return {"saved": measure.saved_tensors(module, x, loss, autocast=autocast).total_bytes,
             "peak": measure.step_peak(module, x, loss, autocast=autocast).peak_bytes,
             "params": sum(p.numel() for p in module.parameters()),
-            "trainable": sum(p.numel() for p in module.parameters() if p.requires_grad)}
+            "trainable": sum(p.numel() for p in module.parameters() if p.requires_grad),
+            "wrapped": sum(1 for m in module.modules() if hasattr(m, "lora_A"))}
 
 
 def _case(source, fit, batch, sizes, targets, *, dropout=0.0, precision="fp32"):
@@ -69,7 +70,8 @@ def _case(source, fit, batch, sizes, targets, *, dropout=0.0, precision="fp32"):
                          lora_targets=",".join(targets), lora_dropout=dropout)
     adapters = plan.terms()["weights"] // 4  # fp32 adapters
     return {"plan": {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total + adapters,
-                     "trainable": adapters, "frozen_bytes": plan.terms()["frozen_weights"], "base": net.total},
+                     "trainable": adapters, "frozen_bytes": plan.terms()["frozen_weights"], "base": net.total,
+                     "notes": list(plan.notes)},
             "measured": _measured(net.module_source, batch, targets, dropout,
                                   "bf16" if precision == "bf16-mixed" else None, dtype)}
 

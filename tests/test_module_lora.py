@@ -51,6 +51,13 @@ def test_fp32_adapters_on_a_bf16_base(child: dict) -> None:
     assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
 
 
+def test_many_wrapped_modules_are_counted_in_the_note(child: dict) -> None:
+    """The UNet's four target names wrap every attention's projections: the note counts them (peft's count)."""
+    unet = child["steps"]["unet"]
+    wrapped = unet["measured"]["wrapped"]
+    assert wrapped > 8 and any(f"LoRA: rank 8 on {wrapped} modules (" in n for n in unet["plan"]["notes"])
+
+
 def test_cli_says_trainable_and_frozen(child: dict) -> None:
     done = child["cli"]["json"]
     data = json.loads(done["out"])
