@@ -67,8 +67,17 @@ def test_cli_says_trainable_and_frozen(child: dict) -> None:
     assert any("trainable parameters" in n and "frozen" in n for n in data["notes"])
 
 
+def test_params_counts_trainable_adapters_and_the_frozen_module(child: dict) -> None:
+    done = child["cli"]["params"]
+    data = json.loads(done["out"])
+    # rank 4 on gat (64 -> 32) and up (32 -> 32): r · (in + out) each; the module's own parameters frozen
+    assert done["code"] == 0 and data["lora"]["trainable"] == 4 * ((64 + 32) + (32 + 32))
+    assert data["lora"]["frozen"] == data["total"] and data["lora"]["modules"] == ["gat", "up"]
+
+
 @pytest.mark.parametrize("case, words", [("unmatched", ["'nope'", "gat, up, down, out"]),
-                                         ("none", ["--lora-targets"]), ("qlora", ["qlora"])])
+                                         ("none", ["--lora-targets"]), ("qlora", ["qlora"]),
+                                         ("params_alone", ["--lora-targets"])])
 def test_lora_mistakes_are_one_line(child: dict, case: str, words: list[str]) -> None:
     """A target that matches nothing (peft ignores it beside one that matches), no targets, QLoRA: one line each."""
     done = child["cli"][case]
