@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...formats import table as formats
+from . import cache
 from .source import ModuleError, ModuleSource
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # --adapter-dtype -> torch dtype
@@ -150,8 +151,9 @@ def adapters_of(module: Any) -> Adapters:
 
 
 def adapted(source: ModuleSource, spec: Spec) -> ModuleSource:
-    """The source whose built module gets peft's adapters (``ModuleSource.adapt``), keyed by the LoRA settings."""
+    """The source whose built module gets peft's adapters (``ModuleSource.adapt``), keyed by the LoRA settings and peft."""
     def adapt(module: Any) -> Any:
         return inject(module, spec, source.label)
 
-    return replace(source, adapt=adapt, fingerprint=(*source.fingerprint, repr(spec.key())))
+    version = f"peft {cache.package_version('peft')}"  # peft's version decides what it wraps and how
+    return replace(source, adapt=adapt, fingerprint=(*source.fingerprint, repr(spec.key()), version))
