@@ -28,9 +28,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="also say the weights' bytes as stored in FORMAT, every tensor, by stored type (default: the "
                         "config's quantization_config, if it has one); one of " + ", ".join(formats.names("weights")))
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    from .modules import add_module_options
+    from .modules import add_lora_options, add_module_options
 
     add_module_options(p, sets=True)
+    add_lora_options(p)
     p.set_defaults(handler=cmd_params)
 
     p = sub.add_parser("models", help="list the preset models with their sources, and the model types covered")
@@ -143,7 +144,10 @@ def cmd_params(args: argparse.Namespace) -> int:
     if args.set:  # what model_of left: no input size of the model (params has no --term symbols)
         raise CliError(f"--set {args.set[0]}: not an input size of {single_line(args.model)}")
     if hasattr(model, "params_table"):  # a probed torch module: its parameter groups
-        return modules.print_params(model, args.json)
+        return modules.print_params(model, args.json, modules.lora_of(args))
+    if args.lora_rank or args.lora_targets:
+        raise CliError("--lora-rank and --lora-targets: params counts LoRA adapters of a torch module (PATH.py:NAME, "
+                       "torchvision:, timm:, diffusers:, a transformers task); for a table family use symbolic memory")
     if isinstance(model, ModelShape):  # article A's network at other widths (--arg d_in=512)
         return modules.print_widths(model, args.json)
     if args.model in ARTICLE_A_MODELS:  # article A's network, as 'symbolic memory mlp' resolves it

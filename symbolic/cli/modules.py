@@ -34,6 +34,32 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def add_lora_options(p: argparse.ArgumentParser) -> None:
+    """params' --lora-rank and --lora-targets: the adapters peft adds to a torch module, counted beside its own."""
+    group = p.add_argument_group("LoRA adapters (a torch module)")
+    group.add_argument("--lora-rank", type=_positive, metavar="R",
+                       help="also count the LoRA adapters of rank R that peft injects on --lora-targets (trainable) "
+                            "beside the module's own parameters (frozen)")
+    group.add_argument("--lora-targets", metavar="NAME[,NAME...]",
+                       help="with --lora-rank: peft's target_modules, module names or all-linear")
+
+
+def lora_of(args: argparse.Namespace) -> Any:
+    """params' LoRA settings (a ``networks.module.lora.Spec``), or None; each flag needs the other."""
+    from ..networks.module import lora
+    from ..options import table as opts
+
+    rank, targets = getattr(args, "lora_rank", None), getattr(args, "lora_targets", None)
+    if rank is None and targets is None:
+        return None
+    if rank is None or targets is None:
+        raise CliError("--lora-rank and --lora-targets go together (peft has no default targets for a torch module)")
+    try:
+        return lora.Spec(rank, opts.parse_names("lora_targets", targets))
+    except opts.PlanOptionError as err:
+        raise CliError(str(err)) from None
+
+
 def add_module_options(p: argparse.ArgumentParser, *, sets: bool = False) -> None:
     """--arg, --input, --loss (and --set for a command without one)."""
     from ..networks.module.source import LOSSES
@@ -186,18 +212,28 @@ def _sizes(args: argparse.Namespace, names: set[str]) -> dict[str, int]:
     return out
 
 
-def print_params(network: Any, as_json: bool) -> int:
-    """A torch module's parameters: one row per parameter group, formula and count, the exact total."""
+def print_params(network: Any, as_json: bool, lora: Any = None) -> int:
+    """A torch module's parameters: one row per parameter group, formula and count, the exact total.
+
+    ``lora`` (a ``networks.module.lora.Spec``): also the adapters peft adds, trainable, the module's own frozen.
+    """
     from ..text import printing
     from .common import print_json
 
     rows = network.params_table()
+    found = network.lora_adapters(lora) if lora is not None else None
     if as_json:
-        print_json({"name": network.name, "total": network.total, "values": network.numbers,
-                    "groups": [{"name": k, "formula": printing.text(e), "count": n, "note": note}
-                               for k, e, n, note in rows]})
+        data = {"name": network.name, "total": network.total, "values": network.numbers,
+                "groups": [{"name": k, "formula": printing.text(e), "count": n, "note": note} for k, e, n, note in rows]}
+        if found is not None:
+            data["lora"] = {"rank": lora.rank, "targets": list(lora.targets), "modules": list(found.modules),
+                            "trainable": found.total, "frozen": network.total}
+        print_json(data)
         return 0
     print(f"{network.name}: {network.total:,} parameters (a torch module, probed on the meta device)")
+    if found is not None:
+        print(f"  LoRA rank {lora.rank} on {', '.join(lora.targets)} ({len(found.modules)} modules, peft's adapters): "
+              f"{found.total:,} trainable, the module's {network.total:,} frozen")
     for note in getattr(network.module_source, "notes", ()):
         print(f"  {note}")
     body = [("group", "formula", "count")] + [(k, printing.text(e), f"{n:,}") for k, e, n, _ in rows]

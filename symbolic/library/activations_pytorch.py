@@ -145,6 +145,7 @@ class Setup:
     compile: bool = False
     compile_loss: bool = True  # with compile: the loss compiled too (torchtune); False: eager (torchtitan 9dec370)
     cuda_arch: tuple[int, int] | None = None  # the planned GPU's compute capability (None: sm90 assumed)
+    lora: tuple[object, ...] = ()  # (rank, targets, dropout, adapter dtype, qlora): a network that measures its own
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

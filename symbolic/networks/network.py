@@ -12,10 +12,11 @@ reports need, so that none of them branches on a model's name or type string:
   many: LoRA, FLOPs, ZeRO-3's gathered module, Adafactor, weight formats);
 - its capabilities: ``sequence`` (a token sequence: seq, attention, dropout and cache options
   apply), ``has_attention``, ``moe``, ``dropout_default``, ``pytorch_family`` (the library's
-  saved-tensor model of it, or None), ``lora_layout`` and ``lora_targets``, ``attention_bias``,
-  ``checkpoint_blocks`` (the repeated blocks a network measuring its own step checkpoints under
-  recompute full; () for the table families, whose layers the planner checkpoints itself) and
-  ``fsdp_units`` (their parameters, FSDP2's units below the root; None for the table families);
+  saved-tensor model of it, or None), ``lora_layout``, ``lora_modules`` (the modules peft wraps
+  for given targets) and ``lora_targets``, ``attention_bias``, ``checkpoint_blocks`` (the repeated
+  blocks a network measuring its own step checkpoints under recompute full; () for the table
+  families, whose layers the planner checkpoints itself) and ``fsdp_units`` (their parameters,
+  FSDP2's units below the root; None for the table families);
 - its terms: ``layer_activations`` and ``activations_label`` (one layer's bytes saved for backward, per phase the planner
   composes), ``serving_width`` (one layer's working set while serving), ``cache_terms`` (the
   serving cache), ``flop_parts`` (matmuls for ``time``), ``own_flops`` (a network's own counted FLOPs
@@ -123,6 +124,8 @@ class Network(Protocol):
     def attention_bias(self) -> bool: ...
 
     def lora_layout(self) -> str: ...
+
+    def lora_modules(self, targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]: ...
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr: ...
 

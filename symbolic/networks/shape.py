@@ -221,6 +221,12 @@ class ModelShape:
 
         return lora.family_of(self.model_type, self.pytorch_family or "")
 
+    def lora_modules(self, targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+        """The modules peft gives adapters for ``targets`` (() for peft's default), and whether it was the default."""
+        from ..library import lora
+
+        return lora.resolve_targets(self.lora_layout(), self.model_type, targets)
+
     @property
     def lora_targets(self) -> tuple[str, ...]:
         """peft's default LoRA targets for this network (empty when peft has none)."""

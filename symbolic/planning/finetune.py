@@ -75,12 +75,12 @@ def resolve(model: ModelShape, pick: Pick, notes: list[str], *, activations: str
     if model.moe:
         raise PlanOptionError(f"LoRA on mixture-of-experts layers ({model.name}) is not modelled")
     try:
-        layout = _layout(model)
-        resolved, defaulted = lora.resolve_targets(layout, model.model_type, names)
+        resolved, defaulted = model.lora_modules(names)
         names = names or model.lora_targets  # peft's default for the model type, shown as such
     except UserError as err:
         raise PlanOptionError(str(err)) from None
-    notes.append(f"LoRA: rank {rank} on {', '.join(resolved)}" + (f" (peft's default for {model.model_type})"
+    shown = ", ".join(resolved) if len(resolved) <= 8 else f"{len(resolved)} modules ({', '.join(resolved[:4])}, ...)"
+    notes.append(f"LoRA: rank {rank} on {shown}" + (f" (peft's default for {model.model_type})"
                  if defaulted else "") + f"; adapters in {dtype}, every base weight frozen"
                  + ("; base linear layers in 4-bit NF4 with double quantization (QLoRA)" if qlora else ""))
     if frozen_embeddings:

@@ -106,8 +106,8 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
         setup = replace(setup, compile=True, compile_loss=regime.compile_loss)
     if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
         setup = replace(setup, cuda_arch=regime.cuda_arch)
-    own = model.pytorch_saved(setup, _refused(model, regime), recompute=own_recompute(model, regime),
-                              sharded=bool(regime.fsdp))
+    own = model.pytorch_saved(_with_lora(setup, regime), _refused(model, regime),
+                              recompute=own_recompute(model, regime), sharded=bool(regime.fsdp))
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
         said = "; ".join(n for n in (note or arch_note(own.setup), getattr(own, "note", "")) if n)
         return SavedActivations(family, own.setup, own.formula, said, model.label)
@@ -119,6 +119,14 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     terms = [t.replace(expr=extrema.substitute(t.expr, widths)) for t in base.terms]
     formula = Formula(base.key, base.title, terms, source=base.source, name=base.name, note=base.note)
     return SavedActivations(family, model_saved.setup, formula, note, "" if model.sequence else model.label)
+
+
+def _with_lora(setup: pyacts.Setup, regime: Regime) -> pyacts.Setup:
+    """The setup with the regime's LoRA settings, for a network that measures its own LoRA step (a torch module)."""
+    if not regime.lora_rank:
+        return setup
+    return replace(setup, lora=(regime.lora_rank, tuple(regime.lora_targets), regime.lora_dropout,
+                                regime.adapter_dtype, regime.qlora))
 
 
 def arch_note(setup: pyacts.Setup) -> str:
@@ -274,8 +282,10 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
 
     resident = mine(step.resident)
     phases = {name: tuple(mine(items)) for name, items in step.phases.items()}
-    # a network that checkpoints its own blocks measured its backward's recompute with the rest of its step
-    extra = {} if own_recompute(model, regime) else finetune.extra_phases(model, regime, plain_saved(model, regime))
+    # a network that checkpoints its own blocks measured its backward's recompute with the rest of its step; only
+    # recompute full adds phases: the full-training saved model is not built otherwise (a module would probe it)
+    extra = (finetune.extra_phases(model, regime, plain_saved(model, regime))
+             if regime.recompute == "full" and not own_recompute(model, regime) else {})
     taken = {t.key: t.expr for items in (resident, *phases.values()) for t in items}
     for name, items in extra.items():  # e.g. "recompute": the last layer rebuilt in backward (checkpointing)
         added = []

@@ -19,7 +19,9 @@ for ``--device cpu``, CUDA's otherwise), the weights, gradients and optimizer st
 ``--recompute full`` the repeated blocks (``checkpoint_blocks``, ``checkpointing``) run under
 non-reentrant checkpointing in the probe itself; under ``--fsdp`` the step is probed with each gradient
 dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's terms over the blocks (``fsdp_units``).
-What is not modelled is refused in one line: LoRA, frozen embeddings, selective and per-op
+LoRA (``--lora-rank``, ``--lora-targets``): peft's adapters injected on the meta-built module (``lora.py``),
+the step measured as for full training; the adapters train in ``--adapter-dtype``, the base is frozen.
+What is not modelled is refused in one line: QLoRA, frozen embeddings, selective and per-op
 recomputation, tensor and pipeline parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
@@ -50,6 +52,7 @@ from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
 from . import autocast, cache, checkpointing, flops, generation, inference, probe
+from . import lora as adapters
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
 
@@ -225,12 +228,40 @@ class ModuleNetwork(ModelShape):
     def lora_layout(self) -> str:
         raise UserError(REFUSED.format(what="LoRA", name=self.name))
 
+    def lora_modules(self, targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+        """The modules peft wraps for ``targets`` in this module (``lora.py``); a module has no peft default."""
+        if not targets:
+            raise UserError(f"LoRA on {self.name}: peft has no default target_modules for a torch module; give "
+                            "--lora-targets NAME[,NAME...] (its modules' names, or all-linear)")
+        return self.lora_adapters(adapters.Spec(1, tuple(targets))).modules, False
+
+    def lora_adapters(self, spec: adapters.Spec) -> adapters.Adapters:
+        """What peft adds for ``spec`` on the meta-built module (injected once, then cached on disk)."""
+        key = ("lora", spec)
+        if key not in self._fits:
+            source = adapters.adapted(self.module_source, spec)
+            data, _ = cache.cached(cache.key("lora", _source_key(source)),
+                                   lambda: adapters.adapters_of(probe.build(source)).to_data())
+            self._fits[key] = adapters.Adapters.from_data(data)
+        return self._fits[key]
+
+    def _lora(self, setup: Any) -> adapters.Spec | None:
+        """The setup's LoRA settings (``planning.pytorch`` puts the regime's there), or None."""
+        if not getattr(setup, "lora", ()):
+            return None
+        rank, targets, dropout, dtype, qlora = setup.lora
+        if qlora:
+            raise UserError(REFUSED.format(what="qlora", name=self.name) + "; LoRA on its fp32, bf16 or fp16 weights "
+                            "is measured (without --qlora)")
+        return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype))
+
     def sizes(self) -> dict[str, int]:
         """The input sizes' values the plan uses (the source's, with --set's)."""
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
     def step_fit(self, dtype: str, device: str | None = None, arch: tuple[int, int] | None = None,
-                 mixed: str | None = None, recompute: int = 0, sharded: bool = False) -> tuple[probe.StepFit, int, bool]:
+                 mixed: str | None = None, recompute: int = 0, sharded: bool = False,
+                 lora: adapters.Spec | None = None) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
         ``device`` "cpu" or "cuda": attention as that device's kernels run it (``kernels.py``, ``cuda_attention.py``:
@@ -238,14 +269,15 @@ class ModuleNetwork(ModelShape):
         dtype of a mixed-precision step ("bfloat16", "float16"; ``dtype`` then float32), its own cache entry.
         ``recompute`` N > 0: every N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``,
         ``--recompute-every N``); ``sharded``: the parameters' gradients dropped as they accumulate (``--fsdp``:
-        FSDP2's own gradient terms count them).
+        FSDP2's own gradient terms count them). ``lora``: a LoRA step, peft's adapters on the frozen module
+        (``lora.adapted``: its own cache entry).
         """
         kernels = device if device in KERNELS else None
         if kernels == "cuda":  # the cache key holds the arch where it is not sm90 ("cuda-sm89")
             kernels = cuda_kernels(arch)
-        if (dtype, kernels, mixed, recompute, sharded) not in self._fits:
-            source = self.module_source
-            blocks = self.checkpointed(recompute)
+        if (dtype, kernels, mixed, recompute, sharded, lora) not in self._fits:
+            source = self.module_source if lora is None else adapters.adapted(self.module_source, lora)
+            blocks = self.checkpointed(recompute)  # peft wraps layers inside the blocks: their names stay
 
             def make() -> dict[str, Any]:
                 fit = probe.fit_step(source, dtype, kernels, mixed, blocks, sharded)
@@ -259,8 +291,8 @@ class ModuleNetwork(ModelShape):
                 parts = (*parts, "gradients-freed")
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
-            self._fits[(dtype, kernels, mixed, recompute, sharded)] = (*_fit(data), hit)
-        return self._fits[(dtype, kernels, mixed, recompute, sharded)]
+            self._fits[(dtype, kernels, mixed, recompute, sharded, lora)] = (*_fit(data), hit)
+        return self._fits[(dtype, kernels, mixed, recompute, sharded, lora)]
 
     @property
     def checkpoint_blocks(self) -> tuple[str, ...]:
@@ -456,7 +488,8 @@ class ModuleNetwork(ModelShape):
         ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``); ``sharded``: as
         ``step_fit`` (the same saved tensors, from the fit the step reads)."""
         self._refuse(setup, refused)
-        fit, _, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded)
+        spec = self._lora(setup)
+        fit, _, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded, lora=spec)
         terms, saved_by = [], {}
         for name, poly in fit.saved:
             key = "loss.outside" if name == probe.TOP else name
@@ -467,7 +500,7 @@ class ModuleNetwork(ModelShape):
             terms.append(Term("nothing", "nothing saved", sympy.Integer(0), "bytes", SRC))
             saved_by["nothing"] = ""
         formula = Formula(f"pytorch.saved.{FAMILY}", f"Bytes saved for backward by one training step of {self.name} "
-                          f"({setup.precision})", terms, source=SRC, name="A_saved",
+                          f"({setup.precision}{', LoRA' if spec else ''})", terms, source=SRC, name="A_saved",
                           note="Measured on the meta device with saved_tensors_hooks at several batch sizes and input "
                                "sizes, fitted exactly and checked at a further point (symbolic/networks/module)"
                                + autocast_note(setup.precision, setup.device).replace(";", ",", 1) + ".")
@@ -479,6 +512,8 @@ class ModuleNetwork(ModelShape):
         return dtype, setup.device, setup.cuda_arch, mixed
 
     def _refuse(self, setup: Any, refused: Sequence[str]) -> None:
+        if getattr(setup, "lora", ()):  # LoRA with its settings in the setup: measured (``lora.py``)
+            refused = [r for r in refused if r != "LoRA"]
         if refused:
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
@@ -486,7 +521,11 @@ class ModuleNetwork(ModelShape):
                      in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring);
         ``sharded``: backward without the parameters' gradients (FSDP2's own terms count them, ``own_fsdp``)."""
-        fit, buffers, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded)
+        spec = self._lora(setup)
+        if spec is not None and sharded:
+            raise UserError(f"LoRA with --fsdp is not modelled for {self.name}, a torch module (FSDP2 would shard the "
+                            "frozen base and the adapters apart): plan LoRA without --fsdp")
+        fit, buffers, _ = self.step_fit(*self._step_dtype(setup), recompute=recompute, sharded=sharded, lora=spec)
         tb = setup.param_bytes  # fp32 under autocast: the weights, their gradients and optimizer state
         foreach = setup.device == "cuda"
         where = f"pytorch.step.{FAMILY}"
@@ -494,21 +533,32 @@ class ModuleNetwork(ModelShape):
         def term(key: str, title: str, expr: sympy.Expr, note: str = "") -> Term:
             return Term(key, title, sympy.sympify(expr), "bytes", SRC, where, note)
 
-        resident = [term("weights", "trainable weights", tb * N, "fp32 weights under autocast (their 16-bit copies are "
-                         "the forward's)." if setup.mixed else "Parameters in the compute dtype.")]
+        weights_note = ("fp32 weights under autocast (their 16-bit copies are the forward's)." if setup.mixed else
+                        "Parameters in the compute dtype.")
+        if spec is None:
+            trained, tensors, lora_note = N, self.probed.tensors, ""
+            resident = [term("weights", "trainable weights", tb * N, weights_note)]
+        else:  # LoRA: the adapters train, in their own dtype; the base is frozen (no gradient, no optimizer state)
+            found = self.lora_adapters(spec)
+            trained, tensors, lora_note = sympy.Integer(found.total), found.tensors, self._lora_note(spec, found)
+            tb = spec.element_bytes
+            resident = [term("weights", f"trainable weights: the LoRA adapters ({spec.dtype})", tb * trained,
+                             f"peft's lora_A and lora_B on {len(found.modules)} modules, {found.total:,} parameters."),
+                        term("frozen_weights", "frozen weights (no gradient, no optimizer state)", setup.param_bytes * N,
+                             weights_note)]
         if buffers:
             resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
         if optimizer == "adamw":
-            resident.append(term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * N))
+            resident.append(term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * trained))
         elif optimizer == "sgd-momentum":
-            resident.append(term("optimizer_state", "SGD momentum buffers", tb * N))
+            resident.append(term("optimizer_state", "SGD momentum buffers", tb * trained))
         inputs = self._at(fit.inputs, fit.names)
         saved_expr = saved.formula.expr
         forward = maximum(*(self._at(p, fit.names) for p in fit.forward))
         backward = maximum(*(self._at(p, fit.names) for p in fit.backward))
-        sizes = [sympy.Integer(n) for n in self.probed.tensors]
+        sizes = [sympy.Integer(n) for n in tensors]
         if optimizer == "adamw" and sizes:
-            temporaries = tb * (N if foreach else pypeak.adamw_cpu_temporaries(sizes))
+            temporaries = tb * (trained if foreach else pypeak.adamw_cpu_temporaries(sizes))
         else:
             temporaries = sympy.Integer(0)
         phases = {
@@ -520,7 +570,7 @@ class ModuleNetwork(ModelShape):
                               "gradients in flight, " + ("no parameter gradient: FSDP2's are counted apart)" if sharded
                                                          else "the parameters' gradients so far)"), inputs + backward,
                               "Live bytes after every operator of backward on the meta device."),),
-            "optimizer": (term("gradients", "gradients of the trainable weights", tb * N),
+            "optimizer": (term("gradients", "gradients of the trainable weights", tb * trained),
                           term("optimizer_temporaries", "the optimizer step's temporaries", temporaries,
                                "AdamW single-tensor loop (CPU): previous + 2 × current parameter; foreach (CUDA): one "
                                "per parameter." if optimizer == "adamw" else "in place: none"),
@@ -528,12 +578,20 @@ class ModuleNetwork(ModelShape):
         }
         if accumulate > 1 or in_backward:
             per = 1 if foreach else 2
-            largest = max(self.probed.tensors) if self.probed.tensors else 0
+            largest = max(tensors) if tensors else 0
             moment = tb * largest * (1 + (per if optimizer == "adamw" else 0)) + inputs
             phases = pypeak.lifetime_phases(phases, accumulate, in_backward, maximum(inputs + backward, moment))
         return ModuleStep(FAMILY, setup, saved, tuple(resident), phases, optimizer, foreach, False, False, "module",
                           (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
-                          + autocast_note(setup.precision, setup.device))
+                          + autocast_note(setup.precision, setup.device) + lora_note)
+
+    def _lora_note(self, spec: adapters.Spec, found: adapters.Adapters) -> str:
+        """What the step says about its adapters: trainable against frozen parameters."""
+        drop = f", lora_dropout {spec.dropout:g}" if spec.dropout else ""
+        count = f"{len(found.modules)} module" + ("s" if len(found.modules) != 1 else "")
+        return (f"; LoRA rank {spec.rank} on {count} ({', '.join(spec.targets)}{drop}), injected "
+                f"with peft on the meta device: {found.total:,} trainable parameters ({spec.dtype}), {self.total:,} "
+                "frozen")
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
         raise UserError(f"{self.name} is planned with activations pytorch only (its saved tensors are measured)")

@@ -62,13 +62,15 @@ ARG_DOC = "constructor argument {!r} of a torch module (a size the module probes
 
 # --- building ---------------------------------------------------------------------------------
 def build(source: ModuleSource, arguments: Mapping[str, Any] | None = None, dtype: str | None = None) -> Any:
-    """The module built on the meta device (in ``dtype`` when given), in training mode."""
+    """The module built on the meta device (in ``dtype`` when given, then ``source.adapt``ed), in training mode."""
     import torch
 
     with torch.device("meta"), _quiet():
         module = source.build(source.arguments if arguments is None else arguments)
     if dtype is not None:
         module = module.to(getattr(torch, dtype))
+    if source.adapt is not None:  # LoRA's adapters, after the cast (they keep their own dtype)
+        module = source.adapt(module)
     return module.train()
 
 

@@ -90,6 +90,8 @@ class ModuleSource:
       ``S``, ``n_img``, ``H_img``, ``W_img``, whose inputs are all built by ``extra``);
     - ``checkpoint``: the modules ``--recompute full`` checkpoints and FSDP2 shards, by qualified name or
       class name (``--checkpoint-modules``); () for the repeated stack ``checkpointing.repeated`` finds.
+    - ``adapt``: module -> module, applied after the probes build and cast it (LoRA's adapters,
+      ``lora.adapted``); None for none.
     """
 
     label: str
@@ -105,6 +107,7 @@ class ModuleSource:
     extra: Callable[[int, Mapping[str, int], str], Mapping[str, Any]] | None = None
     extra_sizes: tuple[str, ...] = ()
     checkpoint: tuple[str, ...] = ()
+    adapt: Callable[[Any], Any] | None = None
 
     @property
     def size_names(self) -> tuple[str, ...]:
