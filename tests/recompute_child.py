@@ -15,6 +15,7 @@ from modules_child import DATA, _cli, _plan  # this folder: sys.path[0] of a chi
 
 ASKED = {"H": 24, "W": 24}  # the fit used 16, 32, 48 (and 80 to check): 24 is none of them
 VIT = ("blocks.py:ViT", {"dim": 32}, ["x=B,3,H,W"], "cross-entropy")
+LORA = ("mlp.0", "mlp.2")  # each block's MLP adapted, with the blocks checkpointed
 
 
 def _source(spec, args, inputs, loss, sizes):
@@ -24,7 +25,7 @@ def _source(spec, args, inputs, loss, sizes):
     return source, resolve.module_network(source)
 
 
-def _real(source, batch, every=1, library=False, autocast=None):
+def _real(source, batch, every=1, library=False, autocast=None, lora=None):
     """A real step on the CPU with the module checkpointing its own blocks: saved bytes, peak, parameters."""
     import torch
 
@@ -37,6 +38,10 @@ def _real(source, batch, every=1, library=False, autocast=None):
         module.set_grad_checkpointing(True)  # timm's own switch
     else:
         module.grad_checkpointing, module.every = True, every
+    if lora:  # peft's own adapters on the named modules, the base frozen (what --lora-rank 4 --lora-targets plans)
+        from peft import LoraConfig, inject_adapter_in_model
+
+        module = inject_adapter_in_model(LoraConfig(r=4, target_modules=list(lora)), module)
     x = make_inputs(source, batch, device="cpu")
 
     def loss(out):
@@ -44,7 +49,7 @@ def _real(source, batch, every=1, library=False, autocast=None):
 
     return {"saved": measure.saved_tensors(module, x, loss, autocast=autocast).total_bytes,
             "peak": measure.step_peak(module, x, loss, autocast=autocast).peak_bytes,
-            "params": sum(p.numel() for p in module.parameters())}
+            "params": sum(p.numel() for n, p in module.named_parameters() if "lora_" not in n)}  # the base
 
 
 def vit():
@@ -53,7 +58,9 @@ def vit():
     return {"blocks": list(net.checkpoint_blocks),
             "full": {"plan": _plan(net, 7, recompute="full"), "measured": _real(source, 7)},
             "every2": {"plan": _plan(net, 5, recompute="full", recompute_every=2), "measured": _real(source, 5, 2)},
-            "mixed": {"plan": _mixed_plan(net, 6), "measured": _real(source, 6, autocast="bf16")}}
+            "mixed": {"plan": _mixed_plan(net, 6), "measured": _real(source, 6, autocast="bf16")},
+            "lora": {"plan": _plan(net, 7, recompute="full", lora_rank=4, lora_targets=list(LORA)),
+                     "measured": _real(source, 7, lora=LORA)}}
 
 
 def _mixed_plan(net, batch):

@@ -30,7 +30,7 @@ def _close(case: dict) -> None:
     assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
 
 
-@pytest.mark.parametrize("case", [("vit", "full"), ("vit", "every2"), ("vit", "mixed"), ("rescnn", "full"),
+@pytest.mark.parametrize("case", [("vit", "full"), ("vit", "every2"), ("vit", "mixed"), ("vit", "lora"), ("rescnn", "full"),
                                   ("timm", "full")])
 def test_checkpointed_step_against_a_cpu_step(child: dict, case: tuple[str, str]) -> None:
     name, how = case
