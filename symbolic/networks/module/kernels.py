@@ -23,6 +23,8 @@ from typing import Any
 
 from .autocast import SDPA, cast_for
 from .cuda_attention import SM90, cuda_attention
+from .mha import forward as mha_forward
+from .mha import through
 from .sdpa import additive_mask, sdpa_arguments
 
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
@@ -100,12 +102,15 @@ def cpu_attention() -> Any:
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     mse = torch.nn.functional.mse_loss
+    mha = mha_forward()
 
     class _CpuAttention(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
             if func is mse:
                 return _mse_storage(func(*args, **kwargs), args, kwargs)
+            if func is mha:  # its SDPA call runs where this mode is popped: see mha.py
+                return through(lambda a, k: self.__torch_function__(sdpa, types, a, k))(*args, **kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
             args, kwargs = cast_for(SDPA, args, kwargs)  # autocast casts before SDPA chooses
