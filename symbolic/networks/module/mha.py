@@ -13,7 +13,10 @@ copy of that function whose SDPA is the mode's own handling; the rest of its bod
 inference (no grad, not training, see ``MultiheadAttention.forward`` in torch 2.13.0), so a
 training step always runs ``F.multi_head_attention_forward``, on the CPU and on a CUDA GPU alike;
 ``need_weights=True`` (the default) takes its explicit bmm and softmax path there, the same on
-every device.
+every device. In inference the meta device never takes the fast path (its device is neither cpu
+nor cuda); ``fast_path`` runs it where the CPU would (``running`` says which module is calling:
+``batch_first`` is not among F's arguments). Not modelled: the CUDA fast path (a GPU's inference
+of such a module keeps F's path with the GPU's SDPA choice), and the fast path of a masked call.
 """
 
 from __future__ import annotations
