@@ -228,13 +228,18 @@ def cuda_attention(arch: tuple[int, int] = SM90) -> Any:
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from .mha import forward as mha_forward
+    from .mha import through
     from .sdpa import sdpa_arguments
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
+    mha = mha_forward()
 
     class _CudaAttention(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
+            if func is mha:  # its SDPA call runs where this mode is popped: see mha.py
+                return through(lambda a, k: self.__torch_function__(sdpa, types, a, k))(*args, **kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
             args, kwargs = cast_for(SDPA, args, kwargs)  # autocast casts before SDPA chooses

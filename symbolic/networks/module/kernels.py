@@ -18,11 +18,13 @@ runs a CUDA GPU's choice instead (``cuda_attention.py``; the default device).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .autocast import SDPA, cast_for
 from .cuda_attention import SM90, cuda_attention
+from .mha import fast_path, running, through
+from .mha import forward as mha_forward
 from .sdpa import additive_mask, sdpa_arguments
 
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
@@ -47,7 +49,11 @@ def following(kernels: str | None) -> Iterator[None]:
     if kernels is None:
         yield
         return
-    with cpu_attention() if kernels == "cpu" else cuda_attention(cuda_arch(kernels)):
+    if kernels == "cpu":
+        with running() as modules, cpu_attention(modules):
+            yield
+        return
+    with cuda_attention(cuda_arch(kernels)):
         yield
 
 
@@ -93,19 +99,29 @@ def _mse_storage(loss: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     return loss
 
 
-def cpu_attention() -> Any:
-    """A mode in which the meta device runs the CPU's flash attention wherever the CPU would, and its mse_loss."""
+def cpu_attention(modules: Sequence[Any] = ()) -> Any:
+    """A mode in which the meta device runs the CPU's flash attention wherever the CPU would, and its mse_loss.
+
+    ``modules``: the ``nn.MultiheadAttention`` modules running (``mha.running``), whose fused fast path the CPU takes
+    in inference where its conditions hold (``mha.fast_path``).
+    """
     import torch
     from torch.overrides import TorchFunctionMode
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
     mse = torch.nn.functional.mse_loss
+    mha = mha_forward()
 
     class _CpuAttention(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
             if func is mse:
                 return _mse_storage(func(*args, **kwargs), args, kwargs)
+            if func is mha:  # its SDPA call runs where this mode is popped: see mha.py
+                fused = fast_path(modules[-1] if modules else None, args, kwargs)
+                if fused is not None:
+                    return fused
+                return through(lambda a, k: self.__torch_function__(sdpa, types, a, k))(*args, **kwargs)
             if func is not sdpa:
                 return func(*args, **kwargs)
             args, kwargs = cast_for(SDPA, args, kwargs)  # autocast casts before SDPA chooses
