@@ -48,6 +48,17 @@ def test_quiet_prints_the_essential_line_and_verbose_the_formulas(capsys) -> Non
     assert code == 0 and printing.text(kv.expr) in out and "C_p" in out
 
 
+@pytest.mark.parametrize("target", ["file-type", "gpu-layers", "context"])
+def test_quiet_line_of_a_llamacpp_fit_says_the_setting_found(capsys, target) -> None:
+    weights = None if target == "file-type" else "gguf:Q4_K_M"  # the file type is what file-type finds
+    plan = symbolic.serve("llama-3.1-70b", "llamacpp", "24GiB", weights=weights, tp=2, ctx_size=8192, fit=target)
+    argv = ("llama-3.1-70b", "--engine", "llamacpp", "--gpu", "24GiB", "--tp", "2", "--ctx-size", "8192", "--fit",
+            target, *(("--weights", weights) if weights else ()))
+    code, out, _ = run(capsys, "serve", *argv, "-q")
+    assert code == 0 and out.count("\n") == 1
+    assert out.rstrip().endswith(f"; --fit {target}: {plan.figures['fit_answer']}")
+
+
 def test_nothing_fits_is_said_plainly_and_check_exits_3(capsys) -> None:
     args = ("serve", "llama-3-70b", "--gpu", "24GiB", "--seq", "8192")
     code, out, err = run(capsys, *args)

@@ -144,6 +144,8 @@ def essential_line(plan: ServePlan) -> str:
         line += f", {plan.max_concurrency} {noun} of {plan.seq:,} tokens at once"
     if plan.max_context is not None and plan.batch is not None:
         line += f", {plan.max_context:,} tokens each for {plan.batch} request{'' if plan.batch == 1 else 's'}"
+    if plan.figures.get("fit_answer"):  # llama.cpp's --fit: the setting found is the answer asked for
+        line += f"; --fit {plan.figures['fit']}: {plan.figures['fit_answer']}"
     return line
 
 
