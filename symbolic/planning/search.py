@@ -240,6 +240,8 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
             for recompute in recomputes:
                 if pins.get("recompute", recompute) != recompute:
                     continue
+                if recompute == "ops" and pp > 1 and "pp" not in pins and "recompute" not in pins:
+                    continue  # per-op recompute at pp 1 only unless pinned: pipeline structures are the costly ones
                 for mb in range(1, min(per_rank, MAX_MICRO_BATCH) + 1):
                     if per_rank % mb or pins.get("batch", mb) != mb:
                         continue
@@ -586,7 +588,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     counts = _gpu_counts(gpus, max_gpus, gpu.gpus_per_node)
     cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
-                                flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
+                                flash=bool(options.get("flash", True)), pins=pins,
+                                ops=_ops_apply(shape, options),
                                 fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
                                 measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins,
                                 compiled=bool(options.get("compile")))

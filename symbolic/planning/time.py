@@ -108,6 +108,9 @@ def flops(model: object, *, seq: int = 4096, recompute: str = "none") -> Flops:
 
 def _matrix_flops(network: ModelShape, seq: int, recompute: str) -> Flops:
     """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
+    if recompute == "ops":  # as its memory: the order of its matmuls, which the policy alternates over, is unknown
+        raise UserError(f"recompute ops: {network.name} has no family table (the order of its matmuls, which "
+                        "torchtitan's policy alternates over, is not known); use a family table")
     matmuls, output = network.flop_parts()  # type: ignore[attr-defined]
     terms = [term for term in fl.forward_terms(matmuls, sympy.Integer(0), output)
              if not term.key.startswith("attention.")]  # no score width: the network cannot say them
@@ -143,9 +146,15 @@ def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
                            "and rotary embeddings left out.")
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
-                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute), source="project",
+                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
+                                   _ops(spec, recompute)), source="project",
                     name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
+
+
+def _ops(spec: ModelSpec, recompute: str) -> sympy.Expr | None:
+    """What recompute ops runs again (``library.flops.ops_recompute``); refused for MoE, as memory refuses it."""
+    return fl.ops_recompute(spec.gated_mlp, spec.is_moe) if recompute == "ops" else None
 
 
 def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sympy.Expr, sympy.Expr]],
