@@ -7,12 +7,9 @@ from helpers import layout_flags, run
 
 from symbolic import planning
 from symbolic.core.errors import UserError
-from symbolic.library import flops as fl
 from symbolic.networks.network import load
 from symbolic.planning import search
 from symbolic.planning import time as ptime
-
-GIB = 2**30
 
 
 def _numbers(model: str) -> dict[str, int]:

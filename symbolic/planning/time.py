@@ -389,7 +389,7 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 
     memory = memory_plan(model, "train", gpu, **options)  # its compute capability: a module's attention kernels
     r = memory.regime
-    if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
+    if r.recompute not in fl.RECOMPUTE:  # a recompute memory models whose recomputed FLOPs are not counted
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
     fl_ = _own_flops(memory) or flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
