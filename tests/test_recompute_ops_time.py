@@ -97,12 +97,15 @@ def test_plan_ops_layouts_equal_memory_and_time(result) -> None:
 # recomputation should not be counted in calculating MFU" (utils.py), and its peak is the SXM H100's while the GPUs
 # ran at 500 W (the file's footnote 2). So the step time is not compared at the published MFU; what is like for like
 # is the FLOP count: time's FLOPs without recompute are torchtitan's model FLOPs (less the norms' 6·(2L + 1)·H).
+@pytest.mark.parametrize("compile_", [False, True])  # the rows "FSDP" and "FSDP + torch.compile"
 @pytest.mark.parametrize("gpus", [8, 128])
-def test_torchtitan_rows_with_per_op_sac_can_be_timed(gpus) -> None:
+def test_torchtitan_rows_with_per_op_sac_can_be_timed(gpus, compile_) -> None:
+    # compiled, the block drops the last matmul's saved output (w2: backward never reads it), which is not run
+    # again either: the FLOPs are the eager policy's
     tp = ptime.train_time("llama-3-8b", "h100-80gb", batch=2, seq=8192, dp=gpus, fsdp=True, recompute="ops",
-                          mfu=0.4)
+                          mfu=0.4, compile=compile_)
     assert tp.figures["flops_per_token"] == ptime.flops("llama-3-8b", seq=8192, recompute="ops").per_token()
-    assert tp.figures["step_seconds"] > 0 and tp.memory.regime.recompute == "ops"
+    assert tp.figures["step_seconds"] > 0 and tp.memory.regime.recompute == "ops" and tp.memory.regime.compile == compile_
 
 
 def test_time_counts_torchtitans_model_flops_without_recompute() -> None:
