@@ -49,6 +49,18 @@ def test_time_ops_lies_between_none_and_full() -> None:
     assert ops.exact() - none.exact() == recompute
 
 
+def test_ops_runs_one_more_tensor_parallel_collective_per_layer() -> None:
+    # Megatron's 4 all-reduces of B·S·H per layer (library.timing); ops reruns the all-gathers before wk and w3 (each
+    # (t − 1)/t: one all-reduce's volume), its save list keeping the reduce-scatters: 5, full recompute 6
+    comm = {}
+    for r in ("none", "ops", "full"):
+        one = ptime.train_time("llama-3-8b", "h100-80gb", batch=1, seq=8192, mfu=0.4, recompute=r, tp=2, dp=1,
+                               sequence_parallel=True)
+        step = one.formulas["step_seconds"]
+        comm[r] = dict((t.key, float(v)) for t, v in step.evaluate(step.restrict(one.values)).terms)["tp_comm"]
+    assert comm["ops"] / comm["none"] == pytest.approx(5 / 4) and comm["full"] / comm["none"] == pytest.approx(6 / 4)
+
+
 def test_time_cli_accepts_recompute_ops(capsys) -> None:
     code, out, err = run(capsys, "time", "llama-3-8b", "--recompute", "ops", "--gpu", "h100-80gb", "--mfu", "0.4")
     assert code == 0 and "step_seconds" in out, err
