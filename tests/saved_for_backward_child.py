@@ -10,6 +10,10 @@ Two mechanisms, measured on the CPU as they run (torch 2.13, transformers 5.24):
   outputs: the attention output and its fp32 log-sum-exp). Saved bytes: the live tensor bytes the
   forward pass leaves behind (``measure._LiveBytes``), less the layer's output; the layer's input
   is made inside the measured region, so only the checkpoint keeps it.
+- what the same policy runs again in backward: the ``aten.mm`` FLOPs of the backward pass of one
+  checkpointed layer less those of the plain layer (a dispatch mode that counts 2·m·k·n per mm; a
+  saved mm is served from the checkpoint's cache and never reaches it), for the gated Llama layer
+  and for a GeLU block of the same widths (wq, wk, wv, wo, fc1, fc2; fp32).
 - torchtune's ``CEWithChunkedOutputLoss.forward`` (commit bd2a0fc, its loop reproduced here:
   torchtune is not installed): a bf16 LM head on N chunks of the sequence, each chunk upcast to
   fp32 for ``F.cross_entropy``. Saved bytes (``measure.saved_tensors``) and the live peaks of the
@@ -100,6 +104,67 @@ def sac() -> list[dict]:
     return out
 
 
+def _mm_flops(torch: object, run: object) -> int:
+    """2·m·k·n summed over the ``aten.mm`` calls ``run()`` makes."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        flops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            if func == torch.ops.aten.mm.default:
+                Count.flops += 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1]
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        run()
+    return Count.flops
+
+
+def _gelu_block(torch: object, hidden: int, heads: int, width: int) -> object:
+    """A GeLU transformer block as torchtitan orders its matmuls: wq, wk, wv, wo, then fc1, fc2 (no norms, no bias)."""
+    functional = torch.nn.functional
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq, self.wk, self.wv, self.wo = (torch.nn.Linear(hidden, hidden, bias=False) for _ in range(4))
+            self.fc1, self.fc2 = torch.nn.Linear(hidden, width, bias=False), torch.nn.Linear(width, hidden, bias=False)
+
+        def forward(self, x):  # noqa: ANN001, ANN202
+            b, s, _ = x.shape
+            split = lambda t: t.view(b, s, heads, hidden // heads).transpose(1, 2)  # noqa: E731
+            att = functional.scaled_dot_product_attention(split(self.wq(x)), split(self.wk(x)), split(self.wv(x)),
+                                                          is_causal=True)
+            h = x + self.wo(att.transpose(1, 2).reshape(b, s, hidden))
+            return h + self.fc2(functional.gelu(self.fc1(h)))
+    return Block()
+
+
+def recomputed() -> dict:
+    """Backward mm FLOPs of one layer under the per-op policy less those without checkpointing, gated and GeLU."""
+    torch, _, checkpoint, config_class, modeling = _torch()
+    torch.manual_seed(0)
+    cfg = config_class(**LLAMA, attn_implementation="sdpa")
+    layer, rotary = modeling.LlamaDecoderLayer(cfg, 0), modeling.LlamaRotaryEmbedding(cfg)
+    gelu = _gelu_block(torch, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size)
+    batch, seq = SAC_POINTS[0]
+    out = {"batch": batch, "seq": seq}
+    for name, block in (("gated", None), ("gelu", gelu)):
+        flops = []
+        for sac in (True, False):
+            x = torch.randn(batch, seq, cfg.hidden_size, requires_grad=True)
+            cos, sin = rotary(x, torch.arange(seq)[None])
+            run = block or (lambda h, cos=cos, sin=sin: layer(h, None, position_embeddings=(cos, sin)))
+            context = lambda: checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int)))  # noqa: E731
+            y = (checkpoint.checkpoint(run, x, use_reentrant=False, preserve_rng_state=False, context_fn=context)
+                 if sac else run(x))
+            y = y[0] if isinstance(y, tuple) else y
+            flops.append(_mm_flops(torch, y.sum().backward))
+        out[name] = flops[0] - flops[1]
+    return out
+
+
 def _chunked_head(torch: object, hidden: int, vocab: int, chunks: int, cross_entropy: object) -> object:
     """An LM head on N sequence chunks and torchtune's chunked cross-entropy (CEWithChunkedOutputLoss.forward,
     torchtune bd2a0fc), each chunk's summed loss by ``cross_entropy`` (compute_cross_entropy, eager or compiled)."""
@@ -155,4 +220,4 @@ def chunked() -> list[dict]:
 
 
 if __name__ == "__main__":
-    print(json.dumps({"sac": sac(), "chunked": chunked(), "llama": LLAMA}))
+    print(json.dumps({"sac": sac(), "chunked": chunked(), "recomputed": recomputed(), "llama": LLAMA}))

@@ -166,3 +166,17 @@ def test_torchtune_rows(tmp_path, row, published, options, stated):
     plan = planning.plan(str(config), "train", batch=2, seq=4096, precision="bf16", runtime=False, **options)
     error = plan.as_dict()["total_bytes"] / GIB / published - 1
     assert abs(error - stated) < 0.005, (row, error)
+
+
+@pytest.mark.torch
+def test_ops_recomputed_flops_are_the_measured_backward_matmuls(measured):
+    """The mm FLOPs the per-op policy adds to one layer's backward, measured (gated Llama layer and a GeLU block):
+    ``library.flops.ops_recompute`` per layer per token × the tokens, from the memory model's matmul order."""
+    from symbolic.library import flops
+
+    point = measured["recomputed"]
+    values = {**_tiny(measured["llama"], point["batch"], point["seq"]), L: 1}
+    tokens = point["batch"] * point["seq"]
+    gelu = {**values, a_kv: values[a]}  # the GeLU block's wk is H → H (multi-head)
+    for name, gated, sizes in (("gated", True, values), ("gelu", False, gelu)):
+        assert int(flops.ops_recompute(gated).subs(sizes)) * tokens == point[name], name

@@ -249,23 +249,47 @@ def _check(recompute: str) -> None:
         raise UnknownNameError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
 
 
+def _matmul_widths(v: LayerVariant) -> list[tuple[str, str, sympy.Expr, sympy.Expr, str]]:
+    """A torchtitan layer's matmuls in forward order: key, title, input width, output width, shard (one source)."""
+    mms = [("wq", "query projection output (wq)", H, a * d_head, "tp"),
+           ("wk", "key projection output (wk)", H, a_kv * d_head, "tp"),
+           ("wv", "value projection output (wv)", H, a_kv * d_head, "tp"),
+           ("wo", "attention output projection (wo), a partial sum under tp", a * d_head, H, "whole")]
+    if v.gated:
+        return mms + [("w1", "gate projection output (w1)", H, d_ff, "tp"),
+                      ("w3", "up projection output (w3)", H, d_ff, "tp"),
+                      ("w2", "down projection output (w2), a partial sum under tp", d_ff, H, "whole")]
+    return mms + [("fc1", "first MLP projection output", H, d_ff, "tp"),
+                  ("fc2", "second MLP projection output, a partial sum under tp", d_ff, H, "whole")]
+
+
 def layer_matmuls(v: LayerVariant) -> list[tuple[str, str, sympy.Expr, str]]:
     """A torchtitan layer's matmuls (``aten.mm``) in forward order: key, title, output bytes, shard.
 
     The row-parallel projections (wo, w2/fc2) give a partial sum over the whole output on each tp
     rank ("whole": never split); the column-parallel ones are split by t.
     """
-    b = v.act_bytes
-    mms = [("wq", "query projection output (wq)", b * S * B * a * d_head, "tp"),
-           ("wk", "key projection output (wk)", b * S * B * a_kv * d_head, "tp"),
-           ("wv", "value projection output (wv)", b * S * B * a_kv * d_head, "tp"),
-           ("wo", "attention output projection (wo), a partial sum under tp", b * S * B * H, "whole")]
-    if v.gated:
-        return mms + [("w1", "gate projection output (w1)", b * S * B * d_ff, "tp"),
-                      ("w3", "up projection output (w3)", b * S * B * d_ff, "tp"),
-                      ("w2", "down projection output (w2), a partial sum under tp", b * S * B * H, "whole")]
-    return mms + [("fc1", "first MLP projection output", b * S * B * d_ff, "tp"),
-                  ("fc2", "second MLP projection output, a partial sum under tp", b * S * B * H, "whole")]
+    return [(key, title, v.act_bytes * S * B * out, shard) for key, title, _, out, shard in _matmul_widths(v)]
+
+
+def _refuse_ops(v: LayerVariant) -> None:
+    if not v.flash or v.moe:
+        raise UnknownNameError("recompute ops models torchtitan's dense layer with a fused attention kernel (its save "
+                               "list has the flash and memory-efficient SDPA ops): use flash and a dense model")
+
+
+def ops_recomputed(v: LayerVariant) -> list[tuple[str, sympy.Expr]]:
+    """The matmuls torchtitan's per-op policy runs again in backward: (key, weights of the matrix), per layer.
+
+    The even-counted mm outputs are not saved (``_custom_policy``: PREFER_RECOMPUTE); the saved ones are
+    served from the checkpoint's cache. The layer's last matmul (w2, fc2) is never run again even when
+    even-counted: backward does not read its output (it only enters the residual sum), so eager
+    checkpointing stops recomputing before it (early stop) and the compiled partitioner recomputes only
+    what backward reads (measured on the CPU, ``tests/saved_for_backward_child.py``). Gated: wk, wo, w3.
+    """
+    _refuse_ops(v)
+    matmuls = _matmul_widths(v)[:-1]
+    return [(key, inp * out) for count, (key, _, inp, out, _) in enumerate(matmuls, start=1) if not count % 2]
 
 
 def ops_parts(v: LayerVariant, sp: bool = False) -> list[Part]:
@@ -276,9 +300,7 @@ def ops_parts(v: LayerVariant, sp: bool = False) -> list[Part]:
     layer's last matmul (w2, whose output only enters the residual sum) is not kept (measured on
     the CPU, ``tests/compile_child.py``).
     """
-    if not v.flash or v.moe:
-        raise UnknownNameError("recompute ops models torchtitan's dense layer with a fused attention kernel (its save "
-                               "list has the flash and memory-efficient SDPA ops): use flash and a dense model")
+    _refuse_ops(v)
     b = v.act_bytes
     parts = [Part("layer_input", "layer input (kept by the checkpoint)", b * S * B * H, "sp", source=OPS_SRC)]
     matmuls = layer_matmuls(v)
@@ -419,4 +441,4 @@ MODELS = {
 }
 
 __all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
-           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "per_layer"]
+           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "ops_recomputed", "per_layer"]

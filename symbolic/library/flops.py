@@ -32,6 +32,7 @@ from ..core import sources
 from ..core.symbols import B, F_fwd, F_tok, H, L, N, S, T, V, a, a_kv, d_ff, d_head  # noqa: F401  (F_tok: flops.F_tok)
 from ..core.term import Term
 from ..math.formula import Formula
+from . import activations
 from .registry import register
 
 for _id, _citation, _url in (
@@ -45,8 +46,12 @@ for _id, _citation, _url in (
     if _id not in sources.SOURCES:
         sources.register(_id, _citation, _url)
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "ops")
 _MATMUL = "2 FLOPs per weight per token (one multiply-add)"
+_OPS_NOTE = ("torchtitan's save list keeps every odd-counted mm output of a layer and SDPA's outputs, so the even-counted "
+             "matmuls run again (gated: wk, wo, w3) and the attention core does not; the layer's last matmul is not "
+             "run again (backward does not read its output). Elementwise ops run again (norms, rotary, SiLU, the "
+             "product) are not counted: this count is matmuls only.")
 
 
 def _t(key: str, title: str, expr: sympy.Expr, source: str = "project", where: str = "", note: str = "") -> Term:
@@ -83,11 +88,23 @@ def attention_core(q_width: sympy.Expr, v_width: sympy.Expr | None = None) -> sy
     return L * 2 * S * (q_width + (v_width if v_width is not None else q_width))
 
 
-def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str) -> list[Term]:
+def ops_recompute(gated: bool, moe: bool = False) -> sympy.Expr:
+    """Forward FLOPs per token torchtitan's per-op policy runs again: 2 per weight of its unsaved matmuls, L layers.
+
+    The matmuls are the memory model's (``activations.ops_recomputed``, one ordering): gated wk, wo and
+    w3, a GeLU layer wk and wo. MoE is refused there, as memory refuses it.
+    """
+    variant = activations.LayerVariant(flash=True, gated=gated, dropout=False, moe=moe)
+    return L * 2 * sympy.Add(*(weights for _, weights in activations.ops_recomputed(variant)))
+
+
+def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str,
+                ops: sympy.Expr | None = None) -> list[Term]:
     """Training FLOPs per token: forward, backward (twice the forward), and the recomputed forward share.
 
     ``forward`` is the forward count (or F_fwd), ``output`` its output-layer part (never
-    recomputed), ``core`` the attention core (``attention_core``).
+    recomputed), ``core`` the attention core (``attention_core``), ``ops`` what the per-op policy runs
+    again (``ops_recompute``; needed for recompute ops).
     """
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
@@ -101,6 +118,11 @@ def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recom
         terms.append(_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again", core,
                         "korthikanti2022", "§5", "Korthikanti et al. recompute the softmax, dropout and attention "
                         "over values (and the scores they need)."))
+    elif recompute == "ops":
+        if ops is None:
+            raise ValueError("recompute ops needs the recomputed matmuls (ops_recompute)")
+        terms.append(_t("recompute", "per-op recompute: the matmuls the policy did not save, again", ops,
+                        "torchtitan-ac", "_custom_policy", _OPS_NOTE))
     return terms
 
 
@@ -122,7 +144,8 @@ for _r in RECOMPUTE:
     register(Formula(
         "flops.train" + ("" if _r == "none" else f".{_r}"),
         f"Training FLOPs per token, exact count, recompute {_r}",
-        train_terms(F_fwd, 2 * V * H, attention_core(_Q), _r), source="project", name="F_tok",
+        train_terms(F_fwd, 2 * V * H, attention_core(_Q), _r, ops_recompute(gated=True)), source="project",
+        name="F_tok",
         definitions={F_fwd: FORWARD}, example=_LLAMA3_8B))
 
 # --- named rules of the field --------------------------------------------------------------------

@@ -10,7 +10,10 @@ A training step (``step_terms``) is the sum of
   schedule's (Qi et al. 2023 §6, PyTorch's ScheduleZBVZeroBubble): compute · max(p − 1, 2·(2p − 1 − m))/(6m),
   the pass-times PyTorch's order leaves idle when F, I and W take equal time;
 - ``tp_comm``: Megatron's all-reduces of the B·S·H activations, two per layer forward and two
-  backward (two more with full recompute), each moving 2·(t − 1)/t of the buffer per GPU
+  backward (two more with full recompute, one more with torchtitan's per-op ``ops``: its save list has the
+  reduce-scatter but not the all-gathers, so the recomputed wk and w3 gather their inputs again, two
+  all-gathers of (t − 1)/t each; without sequence parallelism the all-reduce after the recomputed wo),
+  each moving 2·(t − 1)/t of the buffer per GPU
   (ring all-reduce, Patarasuk & Yuan 2009) over the tensor-parallel group's link;
 - ``dp_comm``: the gradient all-reduce over the data-parallel ranks (2·(n_d − 1)/n_d of the
   gradients), with ZeRO 1/2 a reduce-scatter of the gradients and an all-gather of the updated
@@ -23,6 +26,10 @@ A training step (``step_terms``) is the sum of
   attention (PyTorch's ``_templated_ring_attention`` with the all-gather rotater) receives the other
   c_p − 1 ranks' K and V blocks in the forward, again in the backward (and in the recomputed forward
   under full recompute), and passes the fp32 dK and dV on c_p − 1 times in the backward.
+
+Under ``ops`` the weights are read twice per micro-batch as without recompute (the recomputed wk, wo
+and w3 read again are left out of the roofline's bytes) and the ring attention is not run again (the
+attention is on the save list); both stated, not measured.
 
 Assumptions, stated: no communication overlaps computation (an upper bound on the step; Megatron
 and DeepSpeed hide much of the data-parallel traffic behind the backward pass), every link runs
@@ -123,7 +130,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                 "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: weights read {passes}× per "
                     "micro-batch, model states read and written once.")]
     terms.append(_bubble(compute, schedule))
-    per_layer = 6 if recompute == "full" else 4
+    per_layer = {"full": 6, "ops": 5}.get(recompute, 4)
     ring = 2 * (t - 1) / t
     layer_bytes = act_bytes * B * tokens * H
     terms.append(_s("tp_comm", f"tensor parallel: {per_layer} all-reduces of B·S·H per layer per micro-batch",

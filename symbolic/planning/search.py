@@ -22,8 +22,10 @@ rank deciding); ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
 LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
-and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs); torchtitan's per-op
-``ops`` only once ``library.flops.RECOMPUTE`` times it (``_ops_apply``: not yet, its recomputed matmuls); sequence
+and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs), and torchtitan's per-op
+``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations) at pp 1, or at
+every pp where pp or the recompute is pinned (the pipeline structures are the costly ones: searching ops under every
+pipeline took a 405B search on 256 GPUs from 20 to 40 CPU seconds, at pp 1 only 31); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
@@ -214,7 +216,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                       compiled: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
-    ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
+    ``ops``: also try ``recompute ops`` (with flash; at pp 1 unless pp or the recompute is pinned); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
     stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried (``cp_pp`` False: cp > 1 at
     pp 1 only); ``uneven``: also pp degrees
     that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
@@ -241,6 +243,8 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
             for recompute in recomputes:
                 if pins.get("recompute", recompute) != recompute:
                     continue
+                if recompute == "ops" and pp > 1 and "pp" not in pins and "recompute" not in pins:
+                    continue  # per-op recompute at pp 1 only unless pinned: pipeline structures are the costly ones
                 for mb in range(1, min(per_rank, MAX_MICRO_BATCH) + 1):
                     if per_rank % mb or pins.get("batch", mb) != mb:
                         continue
@@ -587,7 +591,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     counts = _gpu_counts(gpus, max_gpus, gpu.gpus_per_node)
     cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
     layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
-                                flash=bool(options.get("flash", True)), pins=pins, ops=_ops_apply(shape, options),
+                                flash=bool(options.get("flash", True)), pins=pins,
+                                ops=_ops_apply(shape, options),
                                 fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
                                 measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins,
                                 compiled=bool(options.get("compile")))
@@ -723,7 +728,7 @@ def _uneven_apply(shape: object, options: Mapping[str, object]) -> bool:
 
 def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
     """Whether ``recompute ops`` is a candidate: torchtitan's dense layer, flash, Korthikanti's activations, and
-    a step time for it (``library.flops.RECOMPUTE``: its recomputed matmuls are not counted yet, so not now)."""
+    a step time for it (``library.flops.RECOMPUTE``: its recomputed matmuls, ``flops.ops_recompute``)."""
     from ..library import flops
 
     return ("ops" in flops.RECOMPUTE and bool(options.get("flash", True)) and not getattr(shape, "moe", False)

@@ -109,6 +109,9 @@ def flops(model: object, *, seq: int = 4096, recompute: str = "none") -> Flops:
 
 def _matrix_flops(network: ModelShape, seq: int, recompute: str) -> Flops:
     """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
+    if recompute == "ops":  # as its memory: the order of its matmuls, which the policy alternates over, is unknown
+        raise UserError(f"recompute ops: {network.name} has no family table (the order of its matmuls, which "
+                        "torchtitan's policy alternates over, is not known); use a family table")
     matmuls, output = network.flop_parts()  # type: ignore[attr-defined]
     terms = [term for term in fl.forward_terms(matmuls, sympy.Integer(0), output)
              if not term.key.startswith("attention.")]  # no score width: the network cannot say them
@@ -144,9 +147,15 @@ def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
                            "and rotary embeddings left out.")
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
-                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute), source="project",
+                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
+                                   _ops(spec, recompute)), source="project",
                     name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
+
+
+def _ops(spec: ModelSpec, recompute: str) -> sympy.Expr | None:
+    """What recompute ops runs again (``library.flops.ops_recompute``); refused for MoE, as memory refuses it."""
+    return fl.ops_recompute(spec.gated_mlp, spec.is_moe) if recompute == "ops" else None
 
 
 def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sympy.Expr, sympy.Expr]],
@@ -381,7 +390,7 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 
     memory = memory_plan(model, "train", gpu, **options)  # its compute capability: a module's attention kernels
     r = memory.regime
-    if r.recompute not in fl.RECOMPUTE:  # issue 28's ops: which FLOPs are run again is not modelled yet
+    if r.recompute not in fl.RECOMPUTE:  # a recompute memory models whose recomputed FLOPs are not counted
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
     fl_ = _own_flops(memory) or flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
