@@ -247,11 +247,21 @@ def freed_bf16():
     return {"measured": peak.phases["backward"], "planned": int(planned)}
 
 
+def report_blocks():
+    """The blocks a report's ``[module]`` table names (``checkpoint_modules``), as the report plans the module."""
+    from symbolic.report import module_model
+    from symbolic.report.spec import ModelRef
+
+    ref = ModelRef("ViT", module=f"{DATA}/blocks.py:ViT", arguments=(("dim", 32),), inputs=("x=B,3,H,W",),
+                   loss="cross-entropy", sizes=(("H", 24), ("W", 24)), checkpoint=("blocks.1", "blocks.3"))
+    return list(module_model.network(ref).checkpoint_blocks)
+
+
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("vit", vit), ("rescnn", rescnn), ("timm", timm_vit), ("flops", flops), ("search", search),
         ("refusals", refusals), ("fsdp", fsdp), ("searched", searched), ("freed", freed),
-        ("fsdp_mixed", fsdp_mixed), ("freed_bf16", freed_bf16))}, threads=1)
+        ("fsdp_mixed", fsdp_mixed), ("freed_bf16", freed_bf16), ("report_blocks", report_blocks))}, threads=1)
 
 
 if __name__ == "__main__":

@@ -189,3 +189,8 @@ def test_bf16_backward_without_gradients_against_a_cpu_step(child: dict) -> None
     B·T·dim bytes more at backward's peak than the CPU's bf16 kernels, 0.6 % here)."""
     out = child["freed_bf16"]
     assert abs(out["planned"] - out["measured"]) <= 0.01 * out["measured"]
+
+
+def test_a_reports_module_table_names_the_blocks(child: dict) -> None:
+    """[module] checkpoint_modules = ["blocks.1", "blocks.3"]: the blocks the report's network checkpoints."""
+    assert child["report_blocks"] == ["blocks.1", "blocks.3"]
