@@ -166,7 +166,9 @@ def refusals():
             "unknown": _cli("memory", *vit_args, "--recompute", "full", "--checkpoint-modules", "Nope"),
             "lone": _cli("memory", *vit_args, "--checkpoint-modules", "blocks.1"),
             "fp16_units": _cli("memory", *mixed, "--fsdp-param-dtype", "fp16"),
-            "mixed_fsdp": _cli("memory", *mixed, "--device", "cpu")}
+            "mixed_fsdp": _cli("memory", *mixed, "--device", "cpu"),
+            "mixed_plan": _cli("plan", *vit_args[:-1], "bf16-mixed", "--fsdp", "--fsdp-param-dtype", "fp32", "--device",
+                               "cpu", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "2", "--global-batch", "4")}
 
 
 LLAMA = {"hidden": 64, "ffn": 192, "layers": 3, "vocab": 128}  # tests/data/modules/llama_blocks.py's defaults

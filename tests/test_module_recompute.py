@@ -181,6 +181,9 @@ def test_memory_plans_fsdp_under_bf16_mixed(child: dict) -> None:
     done = child["refusals"]["mixed_fsdp"]
     assert done["code"] == 0, done["err"]
     assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)" in done["out"]
+    searched = child["refusals"]["mixed_plan"]  # plan: FSDP2's layouts, fp32 units under autocast, said
+    assert searched["code"] == 0, searched["err"]
+    assert "MixedPrecisionPolicy(reduce_dtype=fp32) without a param_dtype" in searched["out"]
 
 
 def test_bf16_backward_without_gradients_against_a_cpu_step(child: dict) -> None:

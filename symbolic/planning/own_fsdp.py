@@ -24,6 +24,7 @@ user's ``torch.autocast`` in the forward: fp32 gathered, the step probed under a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import sympy
@@ -33,7 +34,7 @@ from ..core.symbols import N, n_s
 from ..core.term import Term
 from ..library import fsdp
 from ..library.peak_pytorch import StepModel
-from .regime import Regime
+from .regime import Regime, own_param_dtypes
 
 ROOT = "FSDP2 root group unsharded ({dtype}): every parameter outside the blocks"
 
@@ -71,11 +72,23 @@ def setup_note(regime: Regime) -> str:
     """Which mixed-precision FSDP2 setup was planned, in a sentence ("" for a pure precision)."""
     if not _mixed(regime):
         return ""
-    dtype, reduce = regime.fsdp_param_dtype, regime.fsdp_reduce_dtype
+    return _setup(regime.precision, str(regime.fsdp_param_dtype), str(regime.fsdp_reduce_dtype))
+
+
+def search_note(units: tuple[int, ...] | None, options: Mapping[str, object], used: bool) -> str:
+    """``setup_note`` for a search whose layouts shard a module with FSDP2 ("" where none does, or pure)."""
+    precision = str(options.get("precision") or "")
+    if not used or units is None or not precision.endswith("-mixed"):
+        return ""
+    dtype = options.get("fsdp_param_dtype") or own_param_dtypes(precision)[0]
+    return _setup(precision, str(dtype), str(options.get("fsdp_reduce_dtype") or "fp32"))
+
+
+def _setup(precision: str, dtype: str, reduce: str) -> str:
     if dtype == "fp32":
-        return (f"fsdp with {regime.precision}: MixedPrecisionPolicy(reduce_dtype={reduce}) without a param_dtype, "
+        return (f"fsdp with {precision}: MixedPrecisionPolicy(reduce_dtype={reduce}) without a param_dtype, "
                 "the units gathered in fp32 and the forward under torch.autocast (the step probed under autocast)")
-    return (f"fsdp with {regime.precision}: MixedPrecisionPolicy(param_dtype={dtype}, reduce_dtype={reduce}) and no "
+    return (f"fsdp with {precision}: MixedPrecisionPolicy(param_dtype={dtype}, reduce_dtype={reduce}) and no "
             f"autocast (torchtitan's way): fp32 shards and optimizer states, the units gathered and computed in "
             f"{dtype} (the step probed in pure {dtype}); --fsdp-param-dtype fp32 plans autocast over fp32 units")
 
