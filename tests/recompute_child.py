@@ -167,8 +167,8 @@ def refusals():
             "lone": _cli("memory", *vit_args, "--checkpoint-modules", "blocks.1"),
             "fp16_units": _cli("memory", *mixed, "--fsdp-param-dtype", "fp16"),
             "mixed_fsdp": _cli("memory", *mixed, "--device", "cpu"),
-            "mixed_plan": _cli("plan", *vit_args[:-1], "bf16-mixed", "--fsdp", "--fsdp-param-dtype", "fp32", "--device",
-                               "cpu", "--gpu", "h100-80gb", "--mfu", "0.4", "--gpus", "2", "--global-batch", "4")}
+            "mixed_plan": _cli("plan", *mixed[:-2], "--recompute", "none", "--device", "cpu", "--gpu", "h100-80gb",
+                               "--mfu", "0.4", "--gpus", "2", "--global-batch", "4")}  # mixed_fsdp's probe
 
 
 LLAMA = {"hidden": 64, "ffn": 192, "layers": 3, "vocab": 128}  # tests/data/modules/llama_blocks.py's defaults
@@ -199,8 +199,8 @@ def fsdp():
 
 def fsdp_mixed():
     """bf16-mixed under FSDP2 both ways (param_dtype bf16 without autocast, the default; fp32 with autocast): the
-    module's terms, the table family's of the same matrices, and the module's plain pure-bf16 and bf16-mixed
-    plans (whose saved tensors each way's step is)."""
+    module's terms, the table family's of the same matrices, and the module's pure bf16 plan under FSDP2 and
+    bf16-mixed plan without it (whose saved tensors each way's step is)."""
     import json
     import tempfile
     from pathlib import Path
@@ -222,9 +222,9 @@ def fsdp_mixed():
             module = planning.plan(net, "train", **options, **asked)
             out[dtype] = {"module": module.terms(), "table": table.terms(), "saved": module.activation_bytes,
                           "notes": module.notes}
-    for precision in ("bf16", "bf16-mixed"):
-        plain = planning.plan(net, "train", batch=1, runtime=False, precision=precision)
-        out[precision + "-plain"] = plain.activation_bytes
+    out["bf16-pure"] = planning.plan(net, "train", **{**options, "precision": "bf16"}).activation_bytes
+    out["bf16-mixed-plain"] = planning.plan(net, "train", batch=1, runtime=False,
+                                            precision="bf16-mixed").activation_bytes
     return out
 
 

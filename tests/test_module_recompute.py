@@ -171,7 +171,7 @@ def test_fsdp_under_bf16_mixed_probes_the_step_each_setup_runs(child: dict) -> N
     """param_dtype bf16: the step computes in bf16 (no autocast), so it saves what a pure bf16 step saves;
     param_dtype fp32: the forward under autocast saves what a bf16-mixed step saves. The note says which."""
     out = child["fsdp_mixed"]
-    assert out["bf16"]["saved"] == out["bf16-plain"] != out["bf16-mixed-plain"] == out["fp32"]["saved"]
+    assert out["bf16"]["saved"] == out["bf16-pure"] != out["bf16-mixed-plain"] == out["fp32"]["saved"]
     assert any("MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and no autocast" in n
                for n in out["bf16"]["notes"])
     assert any("units gathered in fp32 and the forward under torch.autocast" in n for n in out["fp32"]["notes"])
@@ -181,9 +181,9 @@ def test_memory_plans_fsdp_under_bf16_mixed(child: dict) -> None:
     done = child["refusals"]["mixed_fsdp"]
     assert done["code"] == 0, done["err"]
     assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)" in done["out"]
-    searched = child["refusals"]["mixed_plan"]  # plan: FSDP2's layouts, fp32 units under autocast, said
+    searched = child["refusals"]["mixed_plan"]  # plan: FSDP2's layouts, the setup said
     assert searched["code"] == 0, searched["err"]
-    assert "MixedPrecisionPolicy(reduce_dtype=fp32) without a param_dtype" in searched["out"]
+    assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)" in searched["out"]
 
 
 def test_bf16_backward_without_gradients_against_a_cpu_step(child: dict) -> None:
