@@ -160,6 +160,7 @@ def freed():
 def refusals():
     vit_args = (f"{DATA}/blocks.py:ViT", "--arg", "dim=32", "--input", "x=B,3,H,W", "--set", "H=24", "--set", "W=24",
                 "--loss", "cross-entropy", "--precision", "fp32")
+    mixed = (*vit_args[:-1], "bf16-mixed", "--fsdp", "--dp", "4")  # the issue's command, which failed
     return {"plain": _cli("memory", f"{DATA}/blocks.py:Plain", "--input", "x=B,8", "--loss", "mean", "--recompute",
                           "full", "--precision", "fp32"),
             "every": _cli("memory", *vit_args, "--recompute", "full", "--recompute-every", "5"),
@@ -169,7 +170,12 @@ def refusals():
             "memory": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu"),
             "named": _cli("memory", *vit_args, "--recompute", "full", "--device", "cpu", "--batch", "5", "--json",
                           "--checkpoint-modules", "blocks.1", "--checkpoint-modules", "blocks.3"),
-            "unknown": _cli("memory", *vit_args, "--recompute", "full", "--checkpoint-modules", "Nope")}
+            "unknown": _cli("memory", *vit_args, "--recompute", "full", "--checkpoint-modules", "Nope"),
+            "lone": _cli("memory", *vit_args, "--checkpoint-modules", "blocks.1"),
+            "fp16_units": _cli("memory", *mixed, "--fsdp-param-dtype", "fp16"),
+            "mixed_fsdp": _cli("memory", *mixed, "--device", "cpu"),
+            "mixed_plan": _cli("plan", *mixed[:-2], "--recompute", "none", "--device", "cpu", "--gpu", "h100-80gb",
+                               "--mfu", "0.4", "--gpus", "2", "--global-batch", "4")}  # mixed_fsdp's probe
 
 
 LLAMA = {"hidden": 64, "ffn": 192, "layers": 3, "vocab": 128}  # tests/data/modules/llama_blocks.py's defaults
@@ -198,10 +204,73 @@ def fsdp():
             "params": net.total, "notes": module.notes}
 
 
+def fsdp_mixed():
+    """bf16-mixed under FSDP2 both ways (param_dtype bf16 without autocast, the default; fp32 with autocast): the
+    module's terms, the table family's of the same matrices, and the module's pure bf16 plan under FSDP2 and
+    bf16-mixed plan without it (whose saved tensors each way's step is)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from symbolic import planning
+
+    _, net = _source("llama_blocks.py:Llama", dict(LLAMA), ["ids=B,S:int64"], "cross-entropy", {"S": 8})
+    options = {"dp": 4, "fsdp": True, "batch": 1, "runtime": False, "precision": "bf16-mixed"}
+    config = {"model_type": "llama", "hidden_size": LLAMA["hidden"], "intermediate_size": LLAMA["ffn"],
+              "num_hidden_layers": LLAMA["layers"], "num_attention_heads": 4, "num_key_value_heads": 4,
+              "vocab_size": LLAMA["vocab"], "tie_word_embeddings": False, "max_position_embeddings": 64}
+    out = {}
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "config.json"
+        path.write_text(json.dumps(config))
+        for dtype in ("bf16", "fp32"):
+            table = planning.plan(str(path), seq=8, fsdp_param_dtype=dtype, **options)
+            asked = {} if dtype == "bf16" else {"fsdp_param_dtype": dtype}  # bf16: the default
+            module = planning.plan(net, "train", **options, **asked)
+            out[dtype] = {"module": module.terms(), "table": table.terms(), "saved": module.activation_bytes,
+                          "notes": module.notes}
+    out["bf16-pure"] = planning.plan(net, "train", **{**options, "precision": "bf16"}).activation_bytes
+    out["bf16-mixed-plain"] = planning.plan(net, "train", batch=1, runtime=False,
+                                            precision="bf16-mixed").activation_bytes
+    return out
+
+
+def freed_bf16():
+    """The pure bf16 step FSDP2's default bf16-mixed setup plans, gradients dropped, against a real CPU bf16 step
+    (the module and its inputs in bf16, plain SGD in backward): backward's peak, as ``freed`` does for fp32."""
+    import torch
+
+    from symbolic.measured import measure
+    from symbolic.networks.module.source import loss_of, make_inputs
+
+    _, net = _source(*VIT, ASKED)
+    source = net.module_source
+    torch.manual_seed(0)
+    module = source.build(source.arguments).train().to(torch.bfloat16)
+    x = make_inputs(source, 7, device="cpu", float_dtype=torch.bfloat16)
+    peak = measure.step_peak(module, x, lambda o: loss_of(o, source.loss), in_backward=True,
+                             optimizer=lambda ps: torch.optim.SGD(ps, lr=0.1))
+    fit, buffers, _ = net.step_fit("bfloat16", "cpu", None, sharded=True)
+    point = (7, *(ASKED[n] for n in fit.names))
+    planned = fit.peak("backward", point) + fit.inputs.at(point) + 2 * net.total + buffers
+    return {"measured": peak.phases["backward"], "planned": int(planned)}
+
+
+def report_blocks():
+    """The blocks a report's ``[module]`` table names (``checkpoint_modules``), as the report plans the module."""
+    from symbolic.report import module_model
+    from symbolic.report.spec import ModelRef
+
+    ref = ModelRef("ViT", module=f"{DATA}/blocks.py:ViT", arguments=(("dim", 32),), inputs=("x=B,3,H,W",),
+                   loss="cross-entropy", sizes=(("H", 24), ("W", 24)), checkpoint=("blocks.1", "blocks.3"))
+    return list(module_model.network(ref).checkpoint_blocks)
+
+
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("vit", vit), ("rescnn", rescnn), ("timm", timm_vit), ("flops", flops), ("search", search),
-        ("refusals", refusals), ("fsdp", fsdp), ("searched", searched), ("freed", freed))}, threads=1)
+        ("refusals", refusals), ("fsdp", fsdp), ("searched", searched), ("freed", freed),
+        ("fsdp_mixed", fsdp_mixed), ("freed_bf16", freed_bf16), ("report_blocks", report_blocks))}, threads=1)
 
 
 if __name__ == "__main__":

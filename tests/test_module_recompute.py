@@ -74,7 +74,9 @@ def test_memory_says_which_blocks_were_checkpointed(child: dict) -> None:
 @pytest.mark.parametrize(("case", "needle"), [("plain", "no repeated blocks"), ("every", "4 repeated blocks"),
                                               ("selective", "recompute full checkpoints"), ("ops", "recompute ops"),
                                               ("fsdp", "fsdp_param_dtype bf16"),
-                                              ("unknown", "--checkpoint-modules Nope: no submodule")])
+                                              ("unknown", "--checkpoint-modules Nope: no submodule"),
+                                              ("lone", "give one of them (alone it changes nothing)"),
+                                              ("fp16_units", "fsdp_param_dtype fp16 with precision bf16-mixed")])
 def test_what_does_not_apply_is_one_line(child: dict, case: str, needle: str) -> None:
     done = child["refusals"][case]
     assert done["code"] == 2 and done["out"] == ""
@@ -143,3 +145,55 @@ def test_checkpoint_modules_names_the_blocks(child: dict) -> None:
     done = child["refusals"]["named"]
     assert done["code"] == 0, done["err"]
     assert json.loads(done["out"])["total_bytes"] == child["vit"]["every2"]["plan"]["peak"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_fsdp_under_bf16_mixed_matches_the_table_familys_both_ways(child: dict, dtype: str) -> None:
+    """param_dtype bf16 (the default, no autocast) or fp32 (autocast in the forward): fp32 shards and AdamW states
+    as the table's; the units gathered, and their gradients written, in param_dtype; the reduce-scatter input in
+    fp32. The table's blocks and buffers spread the final norm (H) over the L layers, as in the fp32 check."""
+    module, table = child["fsdp_mixed"][dtype]["module"], child["fsdp_mixed"][dtype]["table"]
+    block, root, fp32 = _llama_counts()
+    b = {"bf16": 2, "fp32": 4}[dtype]
+    h, layers, head = 64, 3, 128 * 64
+    total = 3 * block + root
+    for key in ("weights", "gradients"):
+        assert module[key] == table[key] == fp32 * total // 4
+    assert module["optimizer_states"] == table["optimizer_states"] == 2 * fp32 * total // 4
+    assert module["fsdp_unsharded_layers"] == b * 2 * block
+    assert table["fsdp_unsharded_layers"] == -(-b * 2 * (layers * block + h) // layers)
+    assert module["fsdp_root_unsharded"] == b * root == table["fsdp_root_unsharded"] + b * h
+    assert module["fsdp_reduce_scatter"] == b * block + fp32 * block + b * root
+    assert table["fsdp_reduce_scatter"] == -(-((b + fp32) * (layers * block + h) + layers * b * head) // layers)
+
+
+def test_fsdp_under_bf16_mixed_probes_the_step_each_setup_runs(child: dict) -> None:
+    """param_dtype bf16: the step computes in bf16 (no autocast), so it saves what a pure bf16 step saves;
+    param_dtype fp32: the forward under autocast saves what a bf16-mixed step saves. The note says which."""
+    out = child["fsdp_mixed"]
+    assert out["bf16"]["saved"] == out["bf16-pure"] != out["bf16-mixed-plain"] == out["fp32"]["saved"]
+    assert any("MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) and no autocast" in n
+               for n in out["bf16"]["notes"])
+    assert any("units gathered in fp32 and the forward under torch.autocast" in n for n in out["fp32"]["notes"])
+
+
+def test_memory_plans_fsdp_under_bf16_mixed(child: dict) -> None:
+    done = child["refusals"]["mixed_fsdp"]
+    assert done["code"] == 0, done["err"]
+    assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)" in done["out"]
+    searched = child["refusals"]["mixed_plan"]  # plan: FSDP2's layouts, the setup said
+    assert searched["code"] == 0, searched["err"]
+    assert "MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)" in searched["out"]
+
+
+def test_bf16_backward_without_gradients_against_a_cpu_step(child: dict) -> None:
+    """The pure bf16 step FSDP2's default bf16-mixed setup adds its terms to, against a real CPU bf16 step that
+    frees each gradient in backward: within 1 % (not byte for byte as in fp32: the CPU's bf16 layer_norm returns
+    its mean and rstd in bf16, the meta kernel, as CUDA's, in fp32: 4·B·T bytes less per LayerNorm, 0.6 % here)."""
+    out = child["freed_bf16"]
+    assert abs(out["planned"] - out["measured"]) <= 0.01 * out["measured"]
+
+
+def test_a_reports_module_table_names_the_blocks(child: dict) -> None:
+    """[module] checkpoint_modules = ["blocks.1", "blocks.3"]: the blocks the report's network checkpoints."""
+    assert child["report_blocks"] == ["blocks.1", "blocks.3"]

@@ -69,3 +69,28 @@ def test_module_table_needs_a_module_model(tmp_path, capsys) -> None:
     code = main(["report", str(spec), "--html", str(tmp_path / "r.html"), "-q"])
     err = capsys.readouterr().err
     assert code == 2 and "applies to a torch module model" in err and err.count("\n") == 1
+
+
+def test_module_table_names_the_blocks_to_checkpoint(tmp_path) -> None:
+    """checkpoint_modules: --checkpoint-modules in a specification (names kept as text, matched when planned)."""
+    from symbolic.report import spec
+
+    path = tmp_path / "r.toml"
+    path.write_text('title = "t"\nmodel = "net.py:Net"\n\n[module]\ncheckpoint_modules = ["blocks.1", "Block"]\n\n'
+                    '[regime]\nrecompute = "full"\n')
+    assert spec.load(path).model.checkpoint == ("blocks.1", "Block")
+
+
+@pytest.mark.parametrize(("table", "regime", "needle"), [
+    ('checkpoint_modules = ["blocks.1"]', "", "alone it changes nothing"),
+    ('checkpoint_modules = "blocks.1"', 'recompute = "full"', "expected a list of qualified names"),
+])
+def test_checkpoint_modules_that_change_nothing_are_one_line(tmp_path, capsys, table: str, regime: str,
+                                                             needle: str) -> None:
+    from symbolic.cli import main
+
+    spec = tmp_path / "r.toml"
+    spec.write_text(f'title = "t"\nmodel = "net.py:Net"\n\n[module]\n{table}\n\n[regime]\n{regime}\n')
+    code = main(["report", str(spec), "--html", str(tmp_path / "r.html"), "-q", "--trust-code"])
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and err.count("\n") == 1

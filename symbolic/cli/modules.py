@@ -127,7 +127,16 @@ def _checkpointing(args: argparse.Namespace, source: Any) -> Any:
     names = getattr(args, "checkpoint_modules", None)
     if not names:
         return source
+    if not _blocks_used(args):
+        raise CliError("--checkpoint-modules names the blocks --recompute full checkpoints and --fsdp shards: give "
+                       "one of them (alone it changes nothing)")
     return dataclasses.replace(source, checkpoint=tuple(dict.fromkeys(n.strip() for n in names if n.strip())))
+
+
+def _blocks_used(args: argparse.Namespace) -> bool:
+    """Whether the command uses a module's blocks: --recompute full, --fsdp, or plan (whose search tries both)."""
+    searched = hasattr(args, "global_batch")
+    return searched or getattr(args, "recompute", None) == "full" or bool(getattr(args, "fsdp", False))
 
 
 def _no_task_options(args: argparse.Namespace, model: str, *, config: bool) -> None:

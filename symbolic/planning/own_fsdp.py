@@ -15,11 +15,16 @@ backward without the whole model's gradients), and in its place:
   and the root's unsharded gradients (all of them: an upper bound, the embedding's come last);
 - optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
 
-The step is pure fp32, bf16 or fp16: ``MixedPrecisionPolicy.param_dtype`` is the module's own dtype.
+A pure fp32, bf16 or fp16 step gathers in its own dtype. Under bf16-mixed (fp16-mixed alike) two setups people
+run: ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` and no autocast (torchtitan's; the default,
+as the table families' ``--fsdp-param-dtype bf16``): fp32 shards and optimizer states, the units gathered in
+bf16 and the step computed in bf16 (probed in pure bf16, ``step_precision``); or ``param_dtype`` fp32 with the
+user's ``torch.autocast`` in the forward: fp32 gathered, the step probed under autocast.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 import sympy
@@ -29,7 +34,7 @@ from ..core.symbols import N, n_s
 from ..core.term import Term
 from ..library import fsdp
 from ..library.peak_pytorch import StepModel
-from .regime import Regime
+from .regime import Regime, own_param_dtypes
 
 ROOT = "FSDP2 root group unsharded ({dtype}): every parameter outside the blocks"
 
@@ -51,24 +56,63 @@ def note(blocks: tuple[str, ...], units: tuple[int, ...], total: int) -> str:
             f"{total - sum(units):,}; the backward's root gradients counted whole (an upper bound)")
 
 
+def _mixed(regime: Regime) -> bool:
+    return regime.precision.endswith("-mixed")
+
+
+def step_precision(regime: Regime) -> str:
+    """The precision a module's step is probed in under FSDP2: pure 16-bit where the units are gathered in it
+    under a mixed precision (no autocast: MixedPrecisionPolicy casts), else the regime's own."""
+    if regime.fsdp and _mixed(regime) and regime.fsdp_param_dtype != "fp32":
+        return str(regime.fsdp_param_dtype)
+    return regime.precision
+
+
+def setup_note(regime: Regime) -> str:
+    """Which mixed-precision FSDP2 setup was planned, in a sentence ("" for a pure precision)."""
+    if not _mixed(regime):
+        return ""
+    return _setup(regime.precision, str(regime.fsdp_param_dtype), str(regime.fsdp_reduce_dtype))
+
+
+def search_note(units: tuple[int, ...] | None, options: Mapping[str, object], used: bool) -> str:
+    """``setup_note`` for a search whose layouts shard a module with FSDP2 ("" where none does, or pure)."""
+    precision = str(options.get("precision") or "")
+    if not used or units is None or not precision.endswith("-mixed"):
+        return ""
+    dtype = options.get("fsdp_param_dtype") or own_param_dtypes(precision)[0]
+    return _setup(precision, str(dtype), str(options.get("fsdp_reduce_dtype") or "fp32"))
+
+
+def _setup(precision: str, dtype: str, reduce: str) -> str:
+    if dtype == "fp32":
+        return (f"fsdp with {precision}: MixedPrecisionPolicy(reduce_dtype={reduce}) without a param_dtype, "
+                "the units gathered in fp32 and the forward under torch.autocast (the step probed under autocast)")
+    return (f"fsdp with {precision}: MixedPrecisionPolicy(param_dtype={dtype}, reduce_dtype={reduce}) and no "
+            f"autocast (torchtitan's way): fp32 shards and optimizer states, the units gathered and computed in "
+            f"{dtype} (the step probed in pure {dtype}); --fsdp-param-dtype fp32 plans autocast over fp32 units")
+
+
 def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
             values: dict[str, object]) -> StepModel:
     """``step`` (the module's, gradients dropped in backward) with FSDP2's terms (see the module docstring)."""
-    dtype = regime.precision
+    dtype, kept = str(regime.fsdp_param_dtype), "fp32" if _mixed(regime) else regime.precision
     nbytes, reduce_bytes = int(formats.nbytes(dtype)), int(formats.nbytes(regime.fsdp_reduce_dtype))
+    kept_bytes = int(formats.nbytes(kept))
+    scale = sympy.Rational(kept_bytes, step.setup.param_bytes)  # the step's states were in its probed dtype
     values["n_s"] = regime.dp // regime.hsdp
     root = total - sum(units)
-    params, grads = fsdp.sharded_params_term(N, nbytes, dtype), fsdp.sharded_grads_term(N, nbytes, dtype)
+    params, grads = fsdp.sharded_params_term(N, kept_bytes, kept), fsdp.sharded_grads_term(N, kept_bytes, kept)
 
     def shard(term: Term) -> Term:
         if term.key == "weights":
             return params
         if term.key == "optimizer_state":
-            return fsdp.sharded_states_term(term)
+            return fsdp.sharded_states_term(term.replace(expr=term.expr * scale))
         if term.key == "gradients":
             return grads
         if term.key == "optimizer_temporaries":
-            return term.replace(expr=term.expr / n_s, title=f"{term.title} (of the shard, ÷ N_s)")
+            return term.replace(expr=term.expr * scale / n_s, title=f"{term.title} (of the shard, ÷ N_s)")
         return term
 
     blocks = fsdp.unsharded_layers_term(1, nbytes * gathered(units, regime.reshard_after_forward),

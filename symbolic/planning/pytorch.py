@@ -95,6 +95,8 @@ def _whole(value: sympy.Expr) -> int:
 def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     """The saved-tensor model of ``model`` under ``regime`` (precision, attn, device, dropout, masks, cache)."""
     options = {"precision": regime.precision, "device": regime.device}
+    if model.fsdp_units is not None:  # FSDP2 gathering a module in 16 bits under a mixed precision: a pure step
+        options["precision"] = own_fsdp.step_precision(regime)
     if not model.sequence:  # e.g. article A's network: no attention, dropout or cache
         family, setup, note = str(model.pytorch_family), pyacts.Setup(**options), ""
     else:
@@ -265,6 +267,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
     if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
         step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values)
         notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
+        notes_out += [n for n in (own_fsdp.setup_note(regime),) if n]
     widths = model.widths()
     if params != N:
         widths = {**widths, N: params}
@@ -316,10 +319,11 @@ def notes(regime: Regime, saved_model: SavedActivations) -> list[str]:
     """What a plan with pytorch activations says about them."""
     sites = sorted(saved_model.setup.dropout)
     drop = f"dropout at {', '.join(sites)}" if sites else "no dropout"
-    kind = "autocast" if regime.precision.endswith("-mixed") else "pure"
+    precision = saved_model.setup.precision  # a module's pure 16-bit step under FSDP2's param_dtype (own_fsdp)
+    kind = "autocast" if precision.endswith("-mixed") else "pure"
     what = (saved_model.network if saved_model.network else f"the {saved_model.family} implementation "
             f"({regime.attn}, {drop}, use_cache {'on' if regime.use_cache else 'off'})")
-    out = [f"activations: what torch.autograd saves in {kind} {regime.precision} training of {what} on "
+    out = [f"activations: what torch.autograd saves in {kind} {precision} training of {what} on "
            f"{regime.device}; checked against measured CPU steps ('symbolic validate' for the table families and "
            "article A's network, docs/accuracy.md for torch modules)"]
     if regime.dropout and not saved_model.setup.dropout:

@@ -504,14 +504,26 @@ def _check_saved(model: ModelShape, activations: str, recompute: str, every: int
 
 def _own_fsdp(sharding: dict[str, object], given: Collection[str], precision: str, *,
               in_backward: bool) -> dict[str, object]:
-    """FSDP2 over a network's own step (a torch module, pure precision): param_dtype is the module's own."""
-    if "fsdp_param_dtype" in given and sharding["fsdp_param_dtype"] != precision:
-        raise PlanOptionError(f"fsdp_param_dtype {sharding['fsdp_param_dtype']}: a torch module's step is measured "
-                              f"in pure {precision}, so FSDP2 gathers its parameters in {precision} (leave "
-                              "--fsdp-param-dtype out)")
+    """FSDP2 over a network's own step (a torch module): param_dtype the step's own, or under mixed precision the
+    16-bit dtype (no autocast, torchtitan's default) or fp32 (autocast in the forward); anything else refused."""
+    allowed = own_param_dtypes(precision)
+    asked = sharding["fsdp_param_dtype"]
+    if "fsdp_param_dtype" in given and asked not in allowed:
+        if len(allowed) == 1:
+            raise PlanOptionError(f"fsdp_param_dtype {asked}: a torch module's step is measured in pure {precision}, "
+                                  f"so FSDP2 gathers its parameters in {precision} (leave --fsdp-param-dtype out)")
+        raise PlanOptionError(f"fsdp_param_dtype {asked} with precision {precision}: FSDP2 gathers a torch module "
+                              f"in {allowed[0]} (computing in it, no autocast) or fp32 (the forward under autocast)")
     if in_backward:
         raise PlanOptionError("optimizer_in_backward is not modelled with --fsdp for a torch module")
-    return {**sharding, "fsdp_param_dtype": precision}
+    return {**sharding, "fsdp_param_dtype": asked if "fsdp_param_dtype" in given else allowed[0]}
+
+
+def own_param_dtypes(precision: str) -> tuple[str, ...]:
+    """FSDP2's param_dtype for a torch module's step, the default first: bf16-mixed gathers bf16 (as the table
+    families' default) or fp32; a pure precision gathers itself."""
+    half = precision.removesuffix("-mixed")
+    return (half, "fp32") if half != precision else (precision,)
 
 
 def _check_blocks(model: ModelShape, every: int) -> None:

@@ -67,6 +67,7 @@ from ..core.symbols import B, N, N_gpu
 from ..library.timing import P_gpu
 from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape, divisors
+from . import own_fsdp
 from . import time as ptime
 from .build import Plan, end_ranks
 
@@ -631,6 +632,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
             row["cost"] = float(cost[i])
         rows.append(row)
     notes.append(f"{len(layouts)} layouts considered, {len(idx)} fit {budget.label} ({budget.bytes:,} bytes)")
+    notes += [n for n in (own_fsdp.search_note(shape.fsdp_units, options, any(r["fsdp"] for r in rows)),) if n]
     notes += ptime.budget_notes(budget)
     # context parallelism where it matters: when nothing fits without it, or only with activations recomputed
     wider = () if _cps or cps != (1,) or fsdp is False else _cp_degrees(shape, options, counts, seq)

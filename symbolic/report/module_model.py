@@ -11,11 +11,16 @@ from typing import Any
 
 def network(ref: Any) -> Any:
     """The probed ModuleNetwork of a report's torch module model (``ref``: the specification's ``ModelRef``)."""
+    from dataclasses import replace
+
     from ..networks.module import files, resolve
 
     inputs = files.parse_inputs(list(ref.inputs))
     options = resolve.ModuleOptions(dict(ref.arguments), inputs, ref.loss, dict(ref.sizes))
     if files.is_file_model(ref.module):
-        return resolve.module_network(ref.module, options)
-    source = resolve.module_source(ref.module, resolve.ModuleOptions(dict(ref.arguments), inputs))
-    return resolve.module_network(resolve.with_sizes(source, dict(ref.sizes), ref.loss))
+        source = resolve.module_source(ref.module, options)
+    else:
+        source = resolve.module_source(ref.module, resolve.ModuleOptions(dict(ref.arguments), inputs))
+        source = resolve.with_sizes(source, dict(ref.sizes), ref.loss)
+    # the blocks checkpointed and sharded: the [module] table's checkpoint_modules, as --checkpoint-modules
+    return resolve.module_network(replace(source, checkpoint=ref.checkpoint) if ref.checkpoint else source)

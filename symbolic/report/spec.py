@@ -73,7 +73,7 @@ CHOICES: dict[str, tuple[str, ...]] = {o.name: tuple(map(str, o.choices)) for o 
 
 TOP_KEYS = ("title", "author", "date", "notes", "model", "formulas", "mode", "regime", "gpus", "sweep", "values",
             "terms", "plan", "serve", "module")
-MODULE_KEYS = ("arguments", "inputs", "loss", "sizes")
+MODULE_KEYS = ("arguments", "inputs", "loss", "sizes", "checkpoint_modules")
 TERM_KEYS = ("name", "expr", "unit", "title", "note", "implicit")
 MAX_TERMS = 16
 GPU_KEYS = ("name", "memory", "fraction", "reserve")
@@ -109,6 +109,7 @@ class ModelRef:
     inputs: tuple[str, ...] = ()  # forward inputs (NAME=D1,D2,...[:DTYPE]),
     loss: str | None = None  # the loss applied to its output,
     sizes: tuple[tuple[str, int], ...] = ()  # and its input sizes' values
+    checkpoint: tuple[str, ...] = ()  # the blocks --checkpoint-modules names (recompute full, FSDP2's units)
 
     @property
     def is_article(self) -> bool:
@@ -364,6 +365,10 @@ class _Checker:
             raise self.fail(("formulas",), "model 'article-a' needs formulas = 'article-a'")
         mode = self.choice(data.get("mode", "train"), ("mode",), MODES)
         regime = self.regime(data.get("regime", {}))
+        if model.checkpoint and not (regime.recompute == "full" or regime.fsdp or data.get("plan") is not None):
+            raise self.fail(("module", "checkpoint_modules"), "names the blocks recompute 'full' checkpoints and "
+                                                              "fsdp shards: give one of them in [regime] (alone it "
+                                                              "changes nothing)")
         gpus = self.gpus(data.get("gpus", []))
         sweep = self.sweep(data.get("sweep", {}))
         terms = self.terms(data.get("terms", []))
@@ -426,7 +431,11 @@ class _Checker:
             loss = self.choice(loss, where + ("loss",), LOSSES)
         sizes = self.table(table.get("sizes", {}), where + ("sizes",))
         counted = tuple((k, self.count(v, where + ("sizes", k), 1, MAX_SIZE)) for k, v in sizes.items())
-        return replace(model, arguments=tuple(arguments.items()), inputs=tuple(inputs), loss=loss, sizes=counted)
+        named = table.get("checkpoint_modules", [])
+        if not isinstance(named, list) or not all(isinstance(n, str) and n.strip() for n in named):
+            raise self.fail(where + ("checkpoint_modules",), "expected a list of qualified names or class names")
+        return replace(model, arguments=tuple(arguments.items()), inputs=tuple(inputs), loss=loss, sizes=counted,
+                       checkpoint=tuple(dict.fromkeys(n.strip() for n in named)))
 
     def regime(self, value: Any) -> RegimeOptions:
         where = ("regime",)
