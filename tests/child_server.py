@@ -7,10 +7,10 @@ fork is a copy of the server as it was after its imports, never of a child), wit
 working folder and ``sys.argv``, and exits as the script would (``SystemExit``'s code, 1 on an exception). The
 server itself never runs a tensor operation, so the forked children start with no thread pool to inherit.
 
-Protocol: one JSON request a line on stdin (``script``, ``cwd``, ``stdin``, ``stdout``, ``stderr``: file paths;
-``stdin`` may be null), and per request two JSON lines on stdout: ``{"pid": ...}`` once forked, then
-``{"rc": ...}`` when the child has exited. Without torch the server still serves: each child then reports its own
-``SKIP``.
+Protocol: one JSON request a line on stdin (``script``, ``cwd``, ``stdin``, ``stdout``, ``stderr``: file paths,
+``stdin`` may be null; ``env``: the worker's environment at the time), and per request two JSON lines on stdout:
+``{"pid": ...}`` once forked, then ``{"rc": ...}`` when the child has exited. Without torch the server still
+serves: each child then reports its own ``SKIP``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ def child(request: dict) -> int:
     sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     script = request["script"]
+    os.environ.clear()  # the environment the worker has now, as a fresh subprocess would inherit it
+    os.environ.update(request["env"])
     os.chdir(request["cwd"])
     sys.argv = [script]
     sys.path[0] = os.path.dirname(script)

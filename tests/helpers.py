@@ -80,7 +80,7 @@ class _ChildServer:
                 stdin = folder / "stdin.json"
                 stdin.write_text(json.dumps(request), encoding="utf-8")
             ask = {"script": str(script), "cwd": str(Path(script).parent.parent), "stdin": stdin and str(stdin),
-                   "stdout": str(folder / "stdout"), "stderr": str(folder / "stderr")}
+                   "stdout": str(folder / "stdout"), "stderr": str(folder / "stderr"), "env": dict(os.environ)}
             proc.stdin.write((json.dumps(ask) + "\n").encode())
             deadline = time.monotonic() + timeout
             pid = json.loads(self._line(proc, deadline))["pid"]
