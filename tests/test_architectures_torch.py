@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import run
+from helpers import run, torch_child
 
 from symbolic import planning
 from symbolic.networks.transformer import SUPPORTED, ModelSpecError, preset_config, preset_names, spec_from_config
@@ -31,7 +30,6 @@ if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transf
     pytest.skip("torch and transformers are not installed", allow_module_level=True)
 
 REFERENCE_SCRIPT = Path(__file__).with_name("hf_torch_references.py")
-SKIP = 77
 IGNORED = ("_source", "auto_map", "_name_or_path")
 
 TINY = {"vocab_size": 101, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
@@ -224,13 +222,9 @@ def references() -> dict[str, dict]:
                     for name, config in CACHE_CASES.items()})
     request.update({f"config|{t}": {"kind": "config", "model_type": t} for t in UNROUTED})
     request.update({f"counts|unrouted:{t}": {"kind": "counts", "config": {"model_type": t}} for t in UNROUTED})
-    proc = subprocess.run([sys.executable, str(REFERENCE_SCRIPT)], input=json.dumps(request),
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode == SKIP:
-        pytest.skip(proc.stderr.strip())
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = torch_child(REFERENCE_SCRIPT.name, request, timeout=600)  # skipped on the script's SKIP
     found: dict[str, dict] = {"counts": {}, "cache": {}, "config": {}}
-    for key, value in json.loads(proc.stdout)["results"].items():
+    for key, value in answer["results"].items():
         kind, name = key.split("|", 1)
         found[kind][name] = value
     return found
