@@ -40,6 +40,7 @@ import sympy
 
 from ..core.symbols import B, S, n_s
 from ..core.term import Term
+from ..math.extrema import maximum
 
 SRC = "pytorch-fsdp2"
 FP8_SRC = "torchao-float8"
@@ -107,7 +108,7 @@ def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad
 def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                      fp8_weights: bool) -> Term:
     """What one linear's float8 casts add to its forward peak, the worse of the up and down projections."""
-    expr = sympy.Max(*(_forward_extra(recipe, rows, cols, B * S, fp8_weights)
+    expr = maximum(*(_forward_extra(recipe, rows, cols, B * S, fp8_weights)
                        for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
     return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.forward, _ToFloat8ConstrFunc.forward",
@@ -121,7 +122,7 @@ def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidde
 def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                       fp8_weights: bool) -> Term:
     """What one linear's float8 casts add to its backward peak, the worse of the up and down projections."""
-    expr = sympy.Max(*(_backward_extra(recipe, rows, cols, B * S, fp8_weights)
+    expr = maximum(*(_backward_extra(recipe, rows, cols, B * S, fp8_weights)
                        for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
     return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.backward, _ToFloat8ConstrFunc.forward",
@@ -130,6 +131,16 @@ def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidd
                 "the e4m3/e5m2 result); every cast stays referenced until the linear's backward returns. Counted "
                 "over the bf16 linear's own backward peak (grad_input and grad_weight); measured on the CPU "
                 "(tests/float8_child.py). " + RECIPES[recipe] + ".")
+
+
+def beyond(term: Term, loss: sympy.Expr) -> Term:
+    """The casts' term over the loss's transients of the same phase: the two never coincide (the head is not
+    converted, and the casts are dropped when their linear returns), so the phase holds the larger of the two."""
+    if loss == 0:
+        return term
+    return term.replace(expr=maximum(term.expr, loss) - loss, title=f"{term.title}, beyond the loss's transients",
+                        note=term.note + " They never coincide with the loss's transients (measured on the CPU: a "
+                        "tiny Llama's phase peaks are the bf16 model's), so only their excess over those counts.")
 
 
 IN_FLIGHT = 9  # bytes an element of a cast in flight: fp32 scaled copy, fp32 clamped copy, the float8 result
@@ -144,7 +155,7 @@ def _forward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr
     moments = [IN_FLIGHT * x + s_x, x + w + out + s_x + s_w]
     if not fp8_weights:
         moments.append(x + IN_FLIGHT * w + s_x + s_w)
-    return sympy.Max(*moments) - out
+    return maximum(*moments) - out
 
 
 def _backward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr, fp8_weights: bool) -> sympy.Expr:
@@ -159,7 +170,7 @@ def _backward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Exp
                2 * g + w + x + grad_in + grad_w + s_g0 + s_w + s_g1 + s_x]  # the grad_weight matmul
     if not fp8_weights:
         moments.append(g + IN_FLIGHT * w + s_g0 + s_w)  # the weight cast for grad_input
-    return sympy.Max(*moments) - grad_in - grad_w
+    return maximum(*moments) - grad_in - grad_w
 
 
 def _scale(recipe: str, rows: sympy.Expr) -> sympy.Expr | int:
