@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from helpers import torch_child
 
+from symbolic import planning
 from symbolic.core.symbols import B, S
 from symbolic.library import fsdp
+from symbolic.measured import crosscheck
 
 pytestmark = pytest.mark.torch
 
@@ -43,3 +45,19 @@ def test_float8_saves_the_bf16_operands_and_leaves_the_step_peaks_where_they_wer
         assert step[recipe]["converted"] == layers * linears_per_layer
         assert step[recipe]["saved"] == step["bf16"]["saved"]
         assert step[recipe]["phases"] == step["bf16"]["phases"]
+
+
+@pytest.mark.parametrize("recipe", fsdp.RECIPES)
+def test_the_plan_adds_what_float8_adds_to_the_measured_step_by_phase(measured, recipe, tmp_path):
+    """``memory <tiny Llama> --precision fp8`` less its bf16-mixed plan (the same states), phase by phase, against
+    the measured float8 step less the bf16 one: the casts count only beyond the loss's transients."""
+    config = tmp_path / "config.json"
+    config.write_text(__import__("json").dumps(crosscheck._with_layers(  # noqa: SLF001 (the measured model's config)
+        crosscheck.load_target("llama-3-8b", measured["llama"]).config, 2)))
+    batch, seq = measured["step_size"]
+    options = {"batch": batch, "seq": seq}
+    fp8 = planning.plan(str(config), "train", precision="fp8", fp8_recipe=recipe, **options).as_dict()["phases"]
+    bf16 = planning.plan(str(config), "train", precision="bf16-mixed", **options).as_dict()["phases"]
+    step = measured["step"]
+    for phase in ("forward", "backward"):
+        assert fp8[phase] - bf16[phase] == step[recipe]["phases"][phase] - step["bf16"]["phases"][phase]
