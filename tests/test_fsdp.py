@@ -67,6 +67,19 @@ def test_fsdp2_unsharded_blocks_in_backward_are_the_running_one_and_the_prefetch
 
 @pytest.mark.slow
 @pytest.mark.torch
+def test_fsdp2_float8_all_gather_gathers_the_linear_weights_in_float8(measured: dict, tmp_path: Path) -> None:
+    """torchao 0.18.0 over two gloo ranks: the running and prefetched blocks' linear weights at 1 byte (their
+    fp32 scales, 4 bytes a weight matrix, are not a term), the root in bf16."""
+    if "fp8_all_gather" not in measured:
+        pytest.skip("torchao is not installed")
+    terms = _plan_of(measured, tmp_path, precision="fp8", fp8_all_gather=True).terms()
+    assert _close(terms["fsdp_unsharded_layers"] + terms["fsdp_root_unsharded"], measured["fp8_all_gather"]["backward"])
+    plain = _plan_of(measured, tmp_path).terms()
+    assert terms["fsdp_unsharded_layers"] < plain["fsdp_unsharded_layers"] * 0.51
+
+
+@pytest.mark.slow
+@pytest.mark.torch
 def test_fsdp2_forward_prefetch_runs_ahead_only_on_a_gpu_stream(measured: dict, tmp_path: Path) -> None:
     """On the CPU the next block's all-gather starts at its own pre-forward: one block fewer than on a GPU."""
     terms = _plan_of(measured, tmp_path).terms()
