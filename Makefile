@@ -41,6 +41,7 @@ $(TORCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q transformers==5.24.0
 	$(BIN)/python -m pip install -q -c constraints-torch.txt peft==0.21.2 bitsandbytes==0.50.2
 	$(BIN)/python -m pip install -q -c constraints-torch.txt torchvision==0.28.0 timm==1.0.31 diffusers==0.42.1 torchinfo==1.8.0
+	$(BIN)/python -m pip install -q -c constraints-torch.txt torchao==0.18.0
 	touch $(TORCH_STAMP)
 
 system-deps:

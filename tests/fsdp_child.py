@@ -7,10 +7,14 @@ root; ``MixedPrecisionPolicy(bf16, fp32)``) over two gloo ranks, and two AdamW s
 before each block's forward and backward (and the head's forward) read FSDP2's own state: the
 bytes of every parameter now unsharded, plus the all-gather output of a group whose prefetched
 all-gather has not been copied out yet. The sharded parameters and gradients are the local shards.
+With torchao installed, once more with torchao's float8 linear layers (every linear but the head, as
+torchtitan converts) and ``enable_fsdp_float8_all_gather``: the linear weights are gathered as float8
+data (``_data``) with an fp32 scale each (``_scale``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -67,21 +71,28 @@ def _unsharded_bytes(groups: list) -> int:
         for fp in group.fsdp_params:
             if fp.sharded_state == ShardedState.UNSHARDED:
                 param = fp.unsharded_param
-                total += param.untyped_storage().nbytes()
+                parts = (param._data, param._scale) if hasattr(param, "_data") else (param,)  # float8: its data
+                total += sum(part.untyped_storage().nbytes() for part in parts)
         result = group._all_gather_result
         if result is not None:
             total += result.all_gather_output.untyped_storage().nbytes()
     return total
 
 
-def _run(reshard: bool) -> dict:
-    """Two AdamW steps of the sharded model; what FSDP2 held, by phase."""
+def _run(reshard: bool, fp8: bool = False) -> dict:
+    """Two AdamW steps of the sharded model (``fp8``: torchao's float8 linears, gathered in float8); what FSDP2
+    held, by phase."""
     import torch
     from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     torch.manual_seed(0)
     model = _llama()
+    if fp8:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        convert_to_float8_training(model, config=Float8LinearConfig(enable_fsdp_float8_all_gather=True),
+                                   module_filter_fn=lambda _, fqn: fqn != "head")
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.layers:
         fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
@@ -120,6 +131,8 @@ def _worker(rank: int, world: int, port: int, queue: object) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     found = {"reshard": _run(True), "keep": _run(False)}
+    if importlib.util.find_spec("torchao") is not None:
+        found["fp8_all_gather"] = _run(True, fp8=True)
     dist.destroy_process_group()
     if rank == 0:
         queue.put(found)  # type: ignore[attr-defined]

@@ -203,7 +203,7 @@ def test_torchtitan_compile_rows(gpus, published, stated):
 # The same tables' row "FSDP + torch.compile + Float8": torchao float8 training (tensorwise scaling, the float8
 # all-gather at its default, off), --precision fp8 on the compile row's options. The planner's float8 change is
 # torchao's eager casts (+0.59 GiB); measured, the row is 0.2 GiB under the compile row (docs/accuracy.md).
-TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.051), (128, 61.8, -0.001)]
+TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.058), (128, 61.8, -0.010)]
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_FLOAT8_ROWS)

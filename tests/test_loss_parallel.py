@@ -44,7 +44,7 @@ def test_loss_parallel_counts_pytorchs_fp32_shards() -> None:
 # (train_configs/llama3_70b.toml at 9dec370), full activation checkpointing; memory is max_reserved_gib.
 # torchtitan 9dec370 compiles each block, not the loss; the float8 all-gather is off by default
 # (config_manager.py --float8.enable_fsdp_float8_all_gather, store_true) and the 70B config does not set it.
-TITAN_70B = {"2D": (71.9, -0.078), "2D + AsyncTP": (67.6, -0.019)}  # published GiB, the stated error
+TITAN_70B = {"2D": (71.9, -0.106), "2D + AsyncTP": (67.6, -0.049)}  # published GiB, the stated error
 
 
 def _reserved_70b() -> tuple[planning.Plan, float]:
@@ -55,12 +55,15 @@ def _reserved_70b() -> tuple[planning.Plan, float]:
     return plan, (plan.total - terms["cuda_context"] - terms.get("nccl", 0)) / GIB
 
 
-def test_torchtitan_70b_2d_rows_within_10_percent() -> None:
-    """Both rows plan alike (AsyncTP's workspace is outside the caching allocator): −7.8 % and −1.9 %."""
+def test_torchtitan_70b_2d_rows_state_their_gap() -> None:
+    """Both rows plan alike (AsyncTP's workspace is outside the caching allocator): −10.6 % and −4.9 %. The 2D row
+    is outside 10 % since the float8 casts stopped being counted beside the loss (measured on the CPU: they never
+    coincide with it; docs/accuracy.md); the AsyncTP row stays within."""
     plan, reserved = _reserved_70b()
     for row, (published, stated) in TITAN_70B.items():
         error = reserved / published - 1
-        assert abs(error) < 0.10 and abs(error - stated) < 0.005, (row, error)
+        assert abs(error - stated) < 0.005, (row, error)  # the gap docs/accuracy.md states
+    assert abs(reserved / TITAN_70B["2D + AsyncTP"][0] - 1) < 0.10
     values, terms = plan.values, plan.terms()
     # full checkpointing under sequence parallelism: each block's input sharded over the tp ranks (Shard(1))
     assert terms["activations"] == 2 * 16 * 8192 * values["H"] * values["L"] // 8

@@ -27,7 +27,9 @@ e4m3, an fp32 scale per tensor for ``tensorwise``, per row for ``rowwise``), and
 ``grad_output`` twice (for grad_input and grad_weight) and the weight and input again. What it
 saves for backward is ``input_hp`` and ``weight_hp_t`` (``ctx.save_for_backward``): the casts are
 transient in eager mode, the master weights, gradients and optimizer states stay high precision,
-and the non-linear ops run in bf16. With ``enable_fsdp_float8_all_gather`` (tensorwise only:
+and the non-linear ops run in bf16. An eager cast is ``tensor.to(float32) * scale``, clamped, then
+``.to(float8)`` (``_ToFloat8ConstrFunc.forward``): 9 bytes an element in flight. Measured on the CPU with
+torchao 0.18.0 (``tests/test_float8.py``): the saved bytes, each linear's casts and the step's phases. With ``enable_fsdp_float8_all_gather`` (tensorwise only:
 ``Float8LinearConfig.__post_init__``) FSDP2 all-gathers the linear weights' fp8 data with one fp32
 scale each (``WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather``), so the unsharded weights
 are 1 byte each; ``precompute_float8_dynamic_scale_for_fsdp`` computes all the scales in one
@@ -40,6 +42,7 @@ import sympy
 
 from ..core.symbols import B, S, n_s
 from ..core.term import Term
+from ..math.extrema import maximum
 
 SRC = "pytorch-fsdp2"
 FP8_SRC = "torchao-float8"
@@ -106,30 +109,75 @@ def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad
 
 def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                      fp8_weights: bool) -> Term:
-    """The forward casts of the widest linear (down projection): its input and weight in float8, with scales."""
-    expr = B * S * width / tp + (0 if fp8_weights else hidden * width / tp) + _scales(recipe, B * S, hidden)
-    return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe})", expr, "bytes", FP8_SRC,
-                "matmul_with_hp_or_float8_args.forward",
-                "hp_tensor_to_float8_dynamic makes an e4m3 copy of the input and of the weight for each matmul; "
-                "they are freed after it (backward saves input_hp and weight_hp_t). The widest input is the "
-                "down projection's. " + RECIPES[recipe] + ".")
+    """What one linear's float8 casts add to its forward peak, the worse of the up and down projections."""
+    expr = maximum(*(_forward_extra(recipe, rows, cols, B * S, fp8_weights)
+                       for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
+    return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe}, eager)", expr, "bytes",
+                FP8_SRC, "matmul_with_hp_or_float8_args.forward, _ToFloat8ConstrFunc.forward",
+                "hp_tensor_to_float8_dynamic casts the input, then the weight: tensor.to(float32) * scale, clamped, "
+                "then .to(e4m3), so a cast in flight holds its fp32 scaled and clamped copies and its float8 result "
+                "(9 bytes an element); the casts stay referenced until the matmul returns (backward saves input_hp "
+                "and weight_hp_t, not the casts). Counted over the bf16 linear's own peak, its output; measured on "
+                "the CPU (tests/float8_child.py). " + RECIPES[recipe] + ".")
 
 
 def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                       fp8_weights: bool) -> Term:
-    """The backward casts of the widest linear (up projection): grad_output twice, the weight, the input."""
-    expr = B * S * (2 * width / tp + hidden) + (0 if fp8_weights else hidden * width / tp) + \
-        2 * _scales(recipe, B * S, width)
-    return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe})", expr, "bytes", FP8_SRC,
-                "matmul_with_hp_or_float8_args.backward",
-                "grad_output is cast twice (for grad_input and for grad_weight), the saved input and weight "
-                "again; all alive until the linear's backward returns. The widest grad_output is the up "
-                "projection's. " + RECIPES[recipe] + ".")
+    """What one linear's float8 casts add to its backward peak, the worse of the up and down projections."""
+    expr = maximum(*(_backward_extra(recipe, rows, cols, B * S, fp8_weights)
+                       for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
+    return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe}, eager)", expr, "bytes",
+                FP8_SRC, "matmul_with_hp_or_float8_args.backward, _ToFloat8ConstrFunc.forward",
+                "grad_output is cast for grad_input, the weight for grad_input, grad_output again and the saved "
+                "input for grad_weight, each cast in flight at 9 bytes an element (fp32 scaled and clamped copies, "
+                "the e4m3/e5m2 result); every cast stays referenced until the linear's backward returns. Counted "
+                "over the bf16 linear's own backward peak (grad_input and grad_weight); measured on the CPU "
+                "(tests/float8_child.py). " + RECIPES[recipe] + ".")
 
 
-def _scales(recipe: str, rows: sympy.Expr, cols: sympy.Expr) -> sympy.Expr:
-    """fp32 scales of one activation cast and one weight cast: two per tensor, or one per row."""
-    return 2 * SCALE_BYTES if recipe == "tensorwise" else SCALE_BYTES * (rows + cols)
+def beyond(term: Term, loss: sympy.Expr) -> Term:
+    """The casts' term over the loss's transients of the same phase: the two never coincide (the head is not
+    converted, and the casts are dropped when their linear returns), so the phase holds the larger of the two."""
+    if loss == 0:
+        return term
+    return term.replace(expr=maximum(term.expr, loss) - loss, title=f"{term.title}, beyond the loss's transients",
+                        note=term.note + " They never coincide with the loss's transients (measured on the CPU: a "
+                        "tiny Llama's phase peaks are the bf16 model's), so only their excess over those counts.")
+
+
+IN_FLIGHT = 9  # bytes an element of a cast in flight: fp32 scaled copy, fp32 clamped copy, the float8 result
+BF16 = 2  # the matmul outputs and gradients of a bf16 model
+
+
+def _forward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr, fp8_weights: bool) -> sympy.Expr:
+    """A (tokens × k) @ (k × n) linear's forward peak in float8 less its bf16 peak (the output): the input's
+    cast in flight, the weight's with the input's result, or the matmul with both results."""
+    x, w, out = tokens * k, (0 if fp8_weights else k * n), BF16 * tokens * n
+    s_x, s_w = _scale(recipe, tokens), (0 if fp8_weights else _scale(recipe, n))
+    moments = [IN_FLIGHT * x + s_x, x + w + out + s_x + s_w]
+    if not fp8_weights:
+        moments.append(x + IN_FLIGHT * w + s_x + s_w)
+    return maximum(*moments) - out
+
+
+def _backward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr, fp8_weights: bool) -> sympy.Expr:
+    """The linear's backward peak in float8 less its bf16 peak (grad_input and grad_weight): the moments of
+    ``matmul_with_hp_or_float8_args.backward`` in its order, every earlier cast still referenced."""
+    g, x, w = tokens * n, tokens * k, (0 if fp8_weights else k * n)
+    grad_in, grad_w = BF16 * tokens * k, BF16 * k * n
+    s_g0, s_w = _scale(recipe, tokens), (0 if fp8_weights else _scale(recipe, k))
+    s_g1, s_x = _scale(recipe, n), _scale(recipe, k)
+    moments = [g + w + grad_in + IN_FLIGHT * g + s_g0 + s_w + s_g1,  # grad_output cast again, for grad_weight
+               2 * g + w + grad_in + IN_FLIGHT * x + s_g0 + s_w + s_g1 + s_x,  # the saved input cast
+               2 * g + w + x + grad_in + grad_w + s_g0 + s_w + s_g1 + s_x]  # the grad_weight matmul
+    if not fp8_weights:
+        moments.append(g + IN_FLIGHT * w + s_g0 + s_w)  # the weight cast for grad_input
+    return maximum(*moments) - grad_in - grad_w
+
+
+def _scale(recipe: str, rows: sympy.Expr) -> sympy.Expr | int:
+    """fp32 scales of one cast: one per tensor, or one per row (per column) of the axis it is scaled along."""
+    return SCALE_BYTES if recipe == "tensorwise" else SCALE_BYTES * rows
 
 
 def accumulated_grads_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:

@@ -534,6 +534,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.offload_activations:
         kept, host = _offloaded(model, kept, host, notes)
     forward, backward = list(kept), list(kept)
+    during_loss: list[Term] = []
+    loss_grads: list[Term] = []
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
                                                    r.compile and r.compile_loss, _head_trained(model, r))
@@ -548,7 +550,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         optimizer = _step_in_backward(model, r, tp_s)
     if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
         definitions = {**definitions, N: model.params}
-    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage), _fp8_terms(model, r, tp_s)):
+    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage),
+                  _fp8_terms(model, r, tp_s, during_loss, loss_grads)):
         forward += extra[0]
         backward += extra[1]
     if r.cp > 1:  # every token-sized term at the rank's shard, then the ring's own buffers
@@ -690,12 +693,16 @@ def _ring_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
     return [cpar.ring_forward_term(width, heads, act_bytes)], [cpar.ring_backward_term(width, act_bytes)]
 
 
-def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> tuple[list[Term], list[Term]]:
-    """(forward, backward) float8 casts of one linear's operands (torchao: transient, not saved)."""
+def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, during_loss: list[Term],
+               loss_grads: list[Term]) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) float8 casts of one linear's operands (torchao: transient, not saved), over the loss's
+    transients of the phase, which they never coincide with."""
     if r.precision != "fp8":
         return [], []
-    return ([fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)],
-            [fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)])
+    forward = fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)
+    backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)
+    return ([fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))],
+            [fsdp.beyond(backward, sympy.Add(*(t.expr for t in loss_grads)))])
 
 
 def _shard(states: list[Term], zero: int) -> list[Term]:
