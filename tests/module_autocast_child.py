@@ -132,27 +132,30 @@ def banned():
     return ""
 
 
-def _measured(source, batch):
-    """A real CPU step under torch.autocast(bf16): saved bytes, the step's peak (AdamW), the parameter count."""
+def _measured(source, batch, pure=False):
+    """A real CPU step under torch.autocast(bf16) (``pure``: all in bf16, no autocast): saved bytes, the step's
+    peak (AdamW), the parameter count."""
     import torch
 
     from symbolic.measured import measure
     from symbolic.networks.module.source import loss_of, make_inputs
 
     torch.manual_seed(0)
-    module = source.build(source.arguments).train()
-    x = make_inputs(source, batch, device="cpu")
+    dtype, autocast = (torch.bfloat16, None) if pure else (torch.float32, "bf16")
+    module = source.build(source.arguments).train().to(dtype)
+    x = make_inputs(source, batch, device="cpu", float_dtype=dtype)
 
     def loss(out):
         return loss_of(out, source.loss)
 
-    return {"saved": measure.saved_tensors(module, x, loss, autocast="bf16").total_bytes,
-            "peak": measure.step_peak(module, x, loss, autocast="bf16").peak_bytes,
+    return {"saved": measure.saved_tensors(module, x, loss, autocast=autocast).total_bytes,
+            "peak": measure.step_peak(module, x, loss, autocast=autocast).peak_bytes,
             "params": sum(p.numel() for p in module.parameters())}
 
 
-def _case(source, fit, batch, sizes):
-    """The bf16-mixed plan of ``source`` fitted at the sizes ``fit``, asked at ``sizes`` and ``batch``, and a CPU step."""
+def _case(source, fit, batch, sizes, precision="bf16-mixed"):
+    """The ``precision`` plan of ``source`` fitted at the sizes ``fit``, asked at ``sizes`` and ``batch``, and a CPU
+    step."""
     import dataclasses
 
     from symbolic import planning
@@ -161,9 +164,9 @@ def _case(source, fit, batch, sizes):
     fitted = resolve.module_network(resolve.with_sizes(source, fit))
     asked = resolve.with_sizes(source, sizes)
     net = dataclasses.replace(fitted, module_source=asked)  # the fit's polynomials evaluated at ``sizes``
-    plan = planning.plan(net, "train", batch=batch, precision="bf16-mixed", device="cpu")
+    plan = planning.plan(net, "train", batch=batch, precision=precision, device="cpu")
     return {"plan": {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total},
-            "measured": _measured(asked, batch)}
+            "measured": _measured(asked, batch, pure=precision == "bf16")}
 
 
 def _file(spec, args, inputs, loss):
@@ -180,7 +183,9 @@ def steps():
                          {"H": 16, "W": 16}, 7, {"H": 40, "W": 24}),
             "vit": _case(_file("nets.py:TinyViT", {"dim": 32}, ["x=B,3,H,W"], "cross-entropy"),
                          {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}),
-            "scaled_sdpa": _case(_file("nets.py:ScaledSdpa", {"dim": 32}, ["x=B,S,32"], "mean"), {"S": 8}, 3, {"S": 21})}
+            "scaled_sdpa": _case(_file("nets.py:ScaledSdpa", {"dim": 32}, ["x=B,S,32"], "mean"), {"S": 8}, 3, {"S": 21}),
+            **{f"norms_{p}": _case(_file("nets.py:Norms", {}, ["x=B,3,H,W"], "mean"), {"H": 8, "W": 8}, 3,
+                                   {"H": 12, "W": 20}, p) for p in ("bf16-mixed", "bf16")}}
 
 
 def cached():

@@ -72,6 +72,17 @@ def test_bf16_mixed_step_against_a_real_cpu_autocast_step(child: dict, name: str
     assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
 
 
+@pytest.mark.parametrize("precision", ["bf16-mixed", "bf16"])
+def test_normalizations_save_the_cpus_statistics(child: dict, precision: str) -> None:
+    """Saved bytes exact against a real CPU step (measured in the child) with a GroupNorm and a LayerNorm: the CPU's
+    mean and 1/std are fp32 where the weight is fp32 (the GroupNorm under autocast), bf16 in pure bf16, unlike the
+    meta device's (``norm_stats.py``)."""
+    plan, measured = child["steps"][f"norms_{precision}"]["plan"], child["steps"][f"norms_{precision}"]["measured"]
+    assert plan["params"] == measured["params"]
+    assert plan["saved"] == measured["saved"]
+    assert abs(plan["peak"] - measured["peak"]) <= 0.02 * measured["peak"]
+
+
 def test_the_mixed_fit_is_its_own_cache_entry(child: dict) -> None:
     """steps() fitted the MLP in bf16-mixed only: asked again it is read back; fp32 and pure bf16 probe anew."""
     assert child["cached"] == {"mixed": True, "fp32": False, "bf16": False}

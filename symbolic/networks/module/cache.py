@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 LIMIT = 256
-VERSION = 4  # 4: nn.MultiheadAttention's SDPA follows the device's kernels; 3: a freed saved storage's id reused
+VERSION = 5  # 5: --device cpu saves the normalizations' statistics in the CPU's dtypes; 4: nn.MultiheadAttention's SDPA follows the device's kernels; 3: a freed saved storage's id reused
 
 
 def folder() -> Path:

@@ -25,6 +25,7 @@ from .autocast import SDPA, cast_for
 from .cuda_attention import SM90, cuda_attention
 from .mha import fast_path, running, through
 from .mha import forward as mha_forward
+from .norm_stats import cpu_norms
 from .sdpa import additive_mask, sdpa_arguments
 
 FLASH = 1  # torch's SDPBackend.flash_attention, what torch._fused_sdp_choice returns for it
@@ -50,7 +51,7 @@ def following(kernels: str | None) -> Iterator[None]:
         yield
         return
     if kernels == "cpu":
-        with running() as modules, cpu_attention(modules):
+        with running() as modules, cpu_attention(modules), cpu_norms():
             yield
         return
     with cuda_attention(cuda_arch(kernels)):

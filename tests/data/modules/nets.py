@@ -119,3 +119,18 @@ class ScaledSdpa(nn.Module):
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
         y = nn.functional.scaled_dot_product_attention(q * self.scale, k, v)
         return self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+class Norms(nn.Module):
+    """A GroupNorm after a conv and a LayerNorm over its channels: the normalizations' saved statistics."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.conv = nn.Conv2d(3, channels, 3, padding=1)
+        self.group = nn.GroupNorm(2, channels)
+        self.layer = nn.LayerNorm(channels)
+        self.head = nn.Linear(channels, channels)
+
+    def forward(self, x):
+        x = self.group(self.conv(x)).permute(0, 2, 3, 1)
+        return self.head(self.layer(x))
