@@ -10,11 +10,10 @@ plan of ``--precision bf16-mixed --device cpu``, fitted at other sizes and batch
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 import child_main  # this folder: sys.path[0] of a child script
+from modules_child import _cli  # this folder: sys.path[0] of a child script
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
@@ -196,15 +195,6 @@ def cached():
     again = resolve.module_network(source)
     return {"mixed": again.step_fit("float32", "cpu", None, "bfloat16")[2], "fp32": again.step_fit("float32", "cpu")[2],
             "bf16": again.step_fit("bfloat16", "cpu")[2]}
-
-
-def _cli(*argv):
-    from symbolic.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
 
 def cli():

@@ -10,14 +10,13 @@ stdout; exits 77 when torch is missing.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 from pathlib import Path
 
 import child_main  # this folder: sys.path[0] of a child script
 from library_modules_child import VIT, _config  # this folder: sys.path[0] of a child script
+from modules_child import _cli  # this folder: sys.path[0] of a child script
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "modules"
@@ -107,15 +106,6 @@ def steps():
                             ["q_proj", "v_proj"]),
             # the usual Stable Diffusion LoRA: diffusers' attention projections
             "unet": _case(_unet(), {"h": 4}, 2, {"h": 10}, ["to_q", "to_k", "to_v", "to_out.0"])}
-
-
-def _cli(*argv):
-    from symbolic.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return {"code": code, "out": out.getvalue(), "err": err.getvalue()}
 
 
 def cli():

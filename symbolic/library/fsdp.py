@@ -38,6 +38,8 @@ all-reduce after the optimizer step.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sympy
 
 from ..core.symbols import B, S, n_s
@@ -107,11 +109,17 @@ def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad
                 "gradient (counted there).")
 
 
+def _worse(extra: Callable[..., sympy.Expr], recipe: str, tp: sympy.Expr | int, width: sympy.Expr,
+           hidden: sympy.Expr, fp8_weights: bool) -> sympy.Expr:
+    """``extra`` of the up projection (hidden → width/tp) or the down one (width/tp → hidden), whichever is larger."""
+    return maximum(*(extra(recipe, rows, cols, B * S, fp8_weights)
+                     for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
+
+
 def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                      fp8_weights: bool) -> Term:
     """What one linear's float8 casts add to its forward peak, the worse of the up and down projections."""
-    expr = maximum(*(_forward_extra(recipe, rows, cols, B * S, fp8_weights)
-                       for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
+    expr = _worse(_forward_extra, recipe, tp, width, hidden, fp8_weights)
     return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.forward, _ToFloat8ConstrFunc.forward",
                 "hp_tensor_to_float8_dynamic casts the input, then the weight: tensor.to(float32) * scale, clamped, "
@@ -124,8 +132,7 @@ def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidde
 def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
                       fp8_weights: bool) -> Term:
     """What one linear's float8 casts add to its backward peak, the worse of the up and down projections."""
-    expr = maximum(*(_backward_extra(recipe, rows, cols, B * S, fp8_weights)
-                       for rows, cols in ((hidden, width / tp), (width / tp, hidden))))
+    expr = _worse(_backward_extra, recipe, tp, width, hidden, fp8_weights)
     return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.backward, _ToFloat8ConstrFunc.forward",
                 "grad_output is cast for grad_input, the weight for grad_input, grad_output again and the saved "
