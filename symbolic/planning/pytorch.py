@@ -95,7 +95,7 @@ def _whole(value: sympy.Expr) -> int:
 def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     """The saved-tensor model of ``model`` under ``regime`` (precision, attn, device, dropout, masks, cache)."""
     options = {"precision": regime.precision, "device": regime.device}
-    if model.fsdp_units is not None:  # FSDP2 gathering a module in 16 bits under a mixed precision: a pure step
+    if regime.fsdp and model.fsdp_units is not None:  # FSDP2 gathering a module in 16 bits under mixed: a pure step
         options["precision"] = own_fsdp.step_precision(regime)
     if not model.sequence:  # e.g. article A's network: no attention, dropout or cache
         family, setup, note = str(model.pytorch_family), pyacts.Setup(**options), ""

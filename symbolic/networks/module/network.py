@@ -226,7 +226,9 @@ class ModuleNetwork(ModelShape):
         return self.module_source.loss or "its forward's"
 
     def lora_layout(self) -> str:
-        raise UserError(REFUSED.format(what="LoRA", name=self.name))
+        """No table family's layer names: a module's LoRA is peft's own adapters on its measured step (``lora.py``)."""
+        raise UserError(f"{self.name} is a torch module: its LoRA step is measured with peft's own adapters, not "
+                        "planned from a table family's layer names")
 
     def lora_modules(self, targets: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
         """The modules peft wraps for ``targets`` in this module (``lora.py``); a module has no peft default."""
