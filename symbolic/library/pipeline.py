@@ -17,11 +17,21 @@
 - ``peak_layers``: the most layer-micro-batches whose activations a rank holds at once: a
   forward adds its stage's layers, a backward (ZBV: the weight-gradient step W, until which the
   linear layers' inputs are kept) frees them.
+- ``stage_buffers``: what torch.distributed.pipelining's stage keeps beside the layers' activations
+  at that peak (stage.py, PyTorch 2.13): a receive buffer per micro-batch for the activations
+  (non-first stages) and for their gradients (non-last stages), both made once for all m
+  micro-batches (``_setup_forward_recv_info``, ``_create_grad_recv_info``); each stage output
+  in ``fwd_cache`` from its forward to its backward; each finished backward's input gradient,
+  the ``.grad`` of its receive buffer, until ``clear_runtime_states`` at the next step; the last
+  stage's outputs (the logits) in ``output_chunks``, detached after their backward, until then.
+- ``candidate_ranks``: the ranks whose plan can be the job's peak: the two end ranks and the
+  middle ranks that no other middle rank holds at least as much as, count by count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import sympy
 
@@ -165,6 +175,102 @@ def peak_microbatches(schedule: str, rank: int, pp: int, m: int, stage: int, v: 
     ones = [0] * (pp * v)
     ones[stage] = 1
     return peak_layers(schedule, rank, pp, m, ones, v)
+
+
+@dataclass(frozen=True)
+class Buffers:
+    """Stage-boundary tensors a rank holds at its peak (``stage_buffers``), each counted in micro-batches."""
+
+    outputs: int  # stage outputs in fwd_cache (non-last stages), forward to backward
+    idle_recv: int  # activation receive buffers not holding an in-flight micro-batch (non-first stages)
+    grad_recv: int  # gradient receive buffers, m per non-last stage
+    input_grads: int  # input gradients of finished backwards (non-first stages), kept until the next step
+    last_forwards: int  # forwards the last stage has run (its outputs, the logits, stay in output_chunks)
+    after_step: int  # boundary tensors after the last backward: both receive buffers and the input gradients
+
+    @property
+    def boundary(self) -> int:
+        """Stage-boundary tensors beside the activations at the peak."""
+        return self.outputs + self.idle_recv + self.grad_recv + self.input_grads
+
+
+def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> Buffers:
+    """What rank ``rank``'s stages keep beside the activations at the last moment it holds ``peak_layers``."""
+    frees = "W" if schedule == "zbv" else "B"
+    last = len(layers) - 1
+    held_stages = rank_stages(rank, pp, v, style(schedule))
+    forwards = dict.fromkeys(held_stages, 0)
+    backwards = dict.fromkeys(held_stages, 0)  # B or I: the stage output leaves fwd_cache, the input grad exists
+    freed = dict.fromkeys(held_stages, 0)
+    held = peak = 0
+    at_peak = (dict(forwards), dict(backwards), dict(freed))
+    for kind, stage, _ in rank_ops(schedule, rank, pp, m, v):
+        if kind == "F":
+            held += layers[stage]
+            forwards[stage] += 1
+        if kind in ("B", "I"):
+            backwards[stage] += 1
+        if kind == frees:
+            held -= layers[stage]
+            freed[stage] += 1
+        if kind == "F" and held >= peak:
+            peak, at_peak = held, (dict(forwards), dict(backwards), dict(freed))
+    fwd, bwd, done = at_peak
+    receiving = [s for s in held_stages if s != 0]
+    sending = [s for s in held_stages if s != last]
+    return Buffers(outputs=sum(fwd[s] - bwd[s] for s in sending),
+                   idle_recv=sum(m - (fwd[s] - done[s]) for s in receiving),
+                   grad_recv=m * len(sending), input_grads=sum(bwd[s] for s in receiving),
+                   last_forwards=fwd.get(last, 0), after_step=m * (2 * len(receiving) + len(sending)))
+
+
+def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: int) -> tuple[Term, Term, Term]:
+    """(forward, backward, after the last backward) stage-boundary tensors of one rank.
+
+    ``boundary``: one micro-batch's stage input or output (bytes); ``logits``: one micro-batch's output of the last
+    stage. In the forward the current micro-batch's logits are the loss's own term; in its backward they are held
+    by ``output_chunks`` only, and after the step all m are, until ``clear_runtime_states``.
+    """
+    last = 1 if buffers.last_forwards else 0
+    counts = (f"{buffers.outputs} stage outputs, {buffers.idle_recv} idle activation and {buffers.grad_recv} gradient "
+              f"receive buffers, {buffers.input_grads} input gradients")
+    how = ("PyTorch's stage makes a receive buffer per micro-batch for the activations and for their gradients "
+           "(_setup_forward_recv_info, _create_grad_recv_info), keeps each stage output in fwd_cache until its "
+           "backward and each received input's .grad until clear_runtime_states at the next step; the last stage "
+           "keeps its outputs in output_chunks (detached after their backward) until then.")
+    forward = Term("pp_buffers", f"pipeline stage buffers: {counts}"
+                   + (f", {buffers.last_forwards - 1} earlier micro-batches' logits" if last else ""),
+                   buffers.boundary * boundary + max(buffers.last_forwards - 1, 0) * logits, "bytes",
+                   "pytorch-pipelining", "stage.py: _PipelineStageBase, PipelineStage", how)
+    backward = forward.replace(key="pp_buffers_backward", expr=forward.expr + last * logits,
+                               title=forward.title + (" and the current one's" if last else ""))
+    after = Term("pp_buffers_after_step", f"pipeline stage buffers after the last backward: {buffers.after_step} "
+                 "receive buffers and input gradients" + (f", the {m} micro-batches' logits" if last else ""),
+                 buffers.after_step * boundary + last * m * logits, "bytes", "pytorch-pipelining",
+                 "stage.py: clear_runtime_states", how)
+    return forward, backward, after
+
+
+def candidate_ranks(schedule: str, pp: int, m: int, layers: Sequence[int], v: int = 1) -> tuple[int, ...]:
+    """The end ranks, then each middle rank no other middle rank covers (``_covers``), the first of equals kept."""
+    if pp < 3:
+        return tuple(range(pp))
+    keys = {}
+    for rank in range(1, pp - 1):
+        own = sum(layers[s] for s in rank_stages(rank, pp, v, style(schedule)))
+        buffers = stage_buffers(schedule, rank, pp, m, layers, v)
+        keys[rank] = (own, peak_layers(schedule, rank, pp, m, layers, v), buffers.boundary)
+    kept = [rank for rank in keys
+            if not any(_covers(keys[other], keys[rank]) and (keys[other] != keys[rank] or other < rank)
+                       for other in keys if other != rank)]
+    return (0, pp - 1, *kept)
+
+
+def _covers(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    """Whether a middle rank with counts ``a`` (layers, peak layer-micro-batches, boundary tensors) holds at least
+    what one with ``b`` holds: a layer-micro-batch keeps at least its layer's input, one boundary tensor, so a
+    smaller boundary count is made up by as many more layer-micro-batches."""
+    return a[0] >= b[0] and a[1] >= b[1] and a[1] + a[2] >= b[1] + b[2]
 
 
 def bubble_fraction_text(schedule: str) -> str:

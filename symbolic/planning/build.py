@@ -47,7 +47,7 @@ import sympy
 
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget
-from ..core.symbols import H, L, N, N_gpu, S, UnknownSymbolError, a, e_p, n_d, n_mb, n_s, p, t, v_pp
+from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, n_d, n_mb, n_s, p, t, v_pp
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
@@ -358,6 +358,7 @@ class Stage:
     held: tuple[int, ...]  # the stages this rank holds
     peak: int  # the most layer-micro-batches of activations held at once
     in_flight: int  # the most micro-batches in flight on this rank's first stage (its inputs)
+    buffers: pipe.Buffers  # the stage-boundary tensors beside the activations at that peak
 
     @property
     def own_layers(self) -> int:
@@ -374,12 +375,11 @@ class Stage:
 
 def pipeline_stage(model: ModelShape, r: Regime, rank: int) -> Stage:
     """Pipeline rank ``rank``: its layers and its schedule's peak in flight (torchtitan's split, PyTorch's order)."""
-    schedule = r.pp_schedule or ("interleaved" if r.interleave > 1 else "1f1b")
-    layers = pipe.stage_layers(model.layers, r.pp * r.interleave)
-    held = pipe.rank_stages(rank, r.pp, r.interleave, pipe.style(schedule))
-    peak = pipe.peak_layers(schedule, rank, r.pp, r.microbatches, layers, r.interleave)
-    in_flight = pipe.peak_microbatches(schedule, rank, r.pp, r.microbatches, min(held), r.interleave)
-    return Stage(schedule, rank, layers, held, peak, in_flight)
+    schedule, pp, m, layers, v = _schedule_args(model, r)
+    held = pipe.rank_stages(rank, pp, v, pipe.style(schedule))
+    peak = pipe.peak_layers(schedule, rank, pp, m, layers, v)
+    in_flight = pipe.peak_microbatches(schedule, rank, pp, m, min(held), v)
+    return Stage(schedule, rank, layers, held, peak, in_flight, pipe.stage_buffers(schedule, rank, pp, m, layers, v))
 
 
 def framework_pipeline(model: ModelShape, r: Regime) -> bool:
@@ -392,20 +392,38 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     """The plan of ``model`` under an already resolved ``regime`` (the busiest pipeline rank when split unevenly)."""
     if not framework_pipeline(model, regime):
         return _build(model, regime)
-    first, last = end_ranks(model, regime)
-    busiest, other = (last, first) if last.total > first.total else (first, last)
-    which = "the last rank (the norm, head and loss)" if busiest is last else "the first rank (the embeddings)"
-    stage = pipeline_stage(model, regime, busiest.regime.pp - 1 if busiest is last else 0)
+    plans = rank_plans(model, regime)
+    busiest = max(plans, key=lambda plan: plan.total)  # the first of equals: the first rank, then the last
+    ranks = pipe.candidate_ranks(*_schedule_args(model, regime))
+    rank = ranks[plans.index(busiest)]
+    stage = pipeline_stage(model, regime, rank)
+    which = ("the first rank (the embeddings)" if rank == 0 else "the last rank (the norm, head and loss)"
+             if rank == regime.pp - 1 else f"rank {rank} (no embeddings, no head)")
+    others = ", ".join(f"rank {r} {format_bytes(plan.total)}" for r, plan in zip(ranks, plans, strict=True)
+                       if plan is not busiest)
     busiest.notes.append(f"pipeline: {stage.schedule} (PyTorch's schedule), stages of {_layers_text(stage.layers)} "
                          f"layers (torchtitan's split); this plan is {which}, {stage.own_layers} layers, "
-                         f"{stage.peak} layer-micro-batches of activations at once; the other end holds "
-                         f"{format_bytes(other.total)}")
+                         f"{stage.peak} layer-micro-batches of activations at once; the other ranks that can hold "
+                         f"the most: {others}")
     return busiest
 
 
+def _schedule_args(model: ModelShape, r: Regime) -> tuple[str, int, int, tuple[int, ...], int]:
+    """(schedule, p, m, layers per stage, stages per rank): what ``library.pipeline``'s counts take."""
+    schedule = r.pp_schedule or ("interleaved" if r.interleave > 1 else "1f1b")
+    return schedule, r.pp, r.microbatches, pipe.stage_layers(model.layers, r.pp * r.interleave), r.interleave
+
+
+def rank_plans(model: ModelShape, regime: Regime) -> list[Plan]:
+    """The plans of the ranks that can hold the most (``pipeline.candidate_ranks``): the first, the last, then
+    the middle ranks no other middle rank covers; the busiest of them is the job's peak."""
+    ranks = pipe.candidate_ranks(*_schedule_args(model, regime))
+    return [_build(model, regime, pipeline_stage(model, regime, rank)) for rank in ranks]
+
+
 def end_ranks(model: ModelShape, regime: Regime) -> tuple[Plan, Plan]:
-    """The first and the last pipeline rank's plans (torchtitan's split): the busier one is the job's peak."""
-    first, last = (_build(model, regime, pipeline_stage(model, regime, rank)) for rank in (0, regime.pp - 1))
+    """The first and the last pipeline rank's plans (torchtitan's split)."""
+    first, last = rank_plans(model, regime)[:2]
     return first, last
 
 
@@ -554,6 +572,11 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
                   _fp8_terms(model, r, tp_s, during_loss, loss_grads)):
         forward += extra[0]
         backward += extra[1]
+    if stage is not None:  # torch.distributed.pipelining's receive buffers, stage outputs and kept logits
+        buffers = _stage_buffers(model, r, tp_s, act_bytes, stage)
+        forward.append(buffers[0])
+        backward.append(buffers[1])
+        optimizer = [*optimizer, *(_per_rank([buffers[2]]) if r.cp > 1 else [buffers[2]])]
     if r.cp > 1:  # every token-sized term at the rank's shard, then the ring's own buffers
         forward, backward, rebuilt = _per_rank(forward), _per_rank(backward), _per_rank(rebuilt)
         ring = _ring_terms(model, r, tp_s, values)
@@ -561,6 +584,16 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         backward += ring[1]
     return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
                                     "optimizer": tuple(optimizer)}), definitions, host
+
+
+def _stage_buffers(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, act_bytes: int,
+                   stage: Stage) -> tuple[Term, Term, Term]:
+    """A pipeline rank's stage-boundary tensors (``pipeline.buffer_terms``): each a micro-batch's hidden states
+    between two stages (sequence-parallel: B·S·H/t, the blocks' local output), and the last stage's logits (the
+    vocabulary shard under tensor parallelism, loss_parallel's input)."""
+    sp = r.sequence_parallel and r.tp > 1
+    boundary = act_bytes * B * S * H / (tp_s if sp else 1)
+    return pipe.buffer_terms(stage.buffers, boundary, act_bytes * B * S * V / tp_s, r.microbatches)
 
 
 def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: list[Term], act_bytes: int,

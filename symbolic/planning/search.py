@@ -69,7 +69,7 @@ from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape, divisors
 from . import own_fsdp
 from . import time as ptime
-from .build import Plan, end_ranks
+from .build import Plan, rank_plans
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -355,11 +355,11 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             step[rows] = np.inf
             continue
         cols = {k: v[rows] for k, v in every.items()}
-        last = None
-        if compiled.other_rank:  # a split pipeline: the busier of the first and the last rank (build's rule)
-            first_total, last_total = _end_totals(compiled, cols)
-            last = last_total > first_total
-            memory[rows] = np.where(last, last_total, first_total)
+        busiest = None
+        if compiled.other_rank:  # a split pipeline: the busiest of its candidate ranks, the first of equals (build's)
+            totals = _rank_totals(compiled, cols)
+            busiest = np.argmax(np.array([[int(v) for v in total] for total in totals]), axis=0)
+            memory[rows] = [totals[k][i] for i, k in enumerate(busiest)]
         for term in () if compiled.other_rank else compiled.memory_terms:  # one call per term over every structure
             by_term.setdefault(id(term), (term, []))[1].append(rows)
         columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
@@ -372,9 +372,12 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         if compiled.held is not None:
             columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
                                           dtype=np.float64)
-        if last is not None and compiled.other_held is not None:  # the busier rank's parameters, as `time` takes
-            other = compiled.other_held(_arrays(columns, {}, compiled.other_held.inputs), exact=False)
-            columns["P_gpu"] = np.where(last, np.asarray(other, dtype=np.float64), columns["P_gpu"])
+        if busiest is not None and compiled.held is not None:  # the busiest rank's parameters, as `time` takes
+            for k, other_held in enumerate(compiled.other_held, start=1):
+                if other_held is not None and (busiest == k).any():
+                    other = np.broadcast_to(np.asarray(other_held(_arrays(columns, {}, other_held.inputs), exact=False),
+                                                       dtype=np.float64), busiest.shape)
+                    columns["P_gpu"] = np.where(busiest == k, other, columns["P_gpu"])
         step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
                                 dtype=np.float64)
     for term, parts in by_term.values():
@@ -392,19 +395,19 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     return memory, step, skipped
 
 
-def _end_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per layout, the totals of the first pipeline rank's terms and of the last rank's (each rounded up per term)."""
+def _rank_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Per layout, the totals of each candidate pipeline rank's terms, the first rank's first (rounded up per term)."""
     import numpy as np
 
     columns = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"], "n_d": cols["dp"], "n_mb": cols["grad_accum"]}
     totals = []
-    for terms in (compiled.memory_terms, compiled.other_rank):
+    for terms in (compiled.memory_terms, *compiled.other_rank):
         total = np.zeros(len(cols["tp"]), dtype=object)
         for term in terms:
             value = np.asarray(term(_arrays(columns, {}, term.inputs)))
             total = total + _ceil(np.broadcast_to(value, total.shape)).astype(object)
         totals.append(total)
-    return totals[0], totals[1]
+    return totals
 
 
 def _describe(layout: dict[str, object]) -> str:
@@ -420,8 +423,8 @@ class _Compiled:
     held: CompiledFormula | None  # P_gpu, the parameters one GPU computes with
     step: CompiledFormula
     step_scalars: dict[str, float]
-    other_rank: tuple[CompiledFormula, ...] = ()  # a split pipeline's other end rank (memory_terms: the first)
-    other_held: CompiledFormula | None = None  # its P_gpu (held: the first rank's)
+    other_rank: tuple[tuple[CompiledFormula, ...], ...] = ()  # a split pipeline's other candidate ranks (first: memory_terms)
+    other_held: tuple[CompiledFormula | None, ...] = ()  # their P_gpu (held: the first rank's)
     flops: CompiledFormula | None = None  # F_tok in B where it varies with the micro-batch (``_flops_in_batch``)
 
 
@@ -458,15 +461,16 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
     values["F_tok"] = fl_.per_token()
     exact = _numbers(plan.values, plan.model.scope)
     terms = _memory_terms(plan)
-    other: tuple[CompiledFormula, ...] = ()
-    held = other_held = None
+    other: tuple[tuple[CompiledFormula, ...], ...] = ()
+    held: CompiledFormula | None = None
+    other_held: tuple[CompiledFormula | None, ...] = ()
     if P_gpu in formula.definitions:
         held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
-    if structure[-2] is not None:  # a split pipeline (see _structure): the first and the last rank, each exact
-        first_rank, last_rank = end_ranks(plan.model, plan.regime)
-        terms, other = _memory_terms(first_rank), _memory_terms(last_rank)
+    if structure[-2] is not None:  # a split pipeline (see _structure): every rank that can hold the most, exact
+        first_rank, *others = rank_plans(plan.model, plan.regime)
+        terms, other = _memory_terms(first_rank), tuple(_memory_terms(rank) for rank in others)
         if held is not None:
-            held, other_held = _held(first_rank), _held(last_rank)
+            held, other_held = _held(first_rank), tuple(_held(rank) for rank in others)
     # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
     # over a few symbols instead of the whole composed parameter count
     # (numbers are passed, not substituted: rebuilding max() with numbers inside costs SymPy seconds)
@@ -519,7 +523,7 @@ def _with_nccl(base: _Compiled, nccl: tuple[tuple[str, int], ...]) -> _Compiled:
         return tuple(terms)
 
     return replace(base, memory_terms=swapped(base.memory_terms),
-                   other_rank=swapped(base.other_rank) if base.other_rank else ())
+                   other_rank=tuple(swapped(terms) for terms in base.other_rank))
 
 
 def _substitute(expr: sympy.Expr, mapping: Mapping[sympy.Basic, sympy.Basic]) -> sympy.Expr:
