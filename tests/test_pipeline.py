@@ -135,7 +135,7 @@ def test_bad_schedules_are_one_line_errors(capsys: pytest.CaptureFixture, args: 
 # 512 H100s: FSDP 8, TP 8, PP 8, compile, Float8 (FSDP's float8 all-gather on: train_configs/llama3_405b.toml),
 # AsyncTP, full AC; local batch 32 in pipeline_parallel_degree micro-batches (torchtitan 9dec370 pipeline_llama.py:
 # n_microbatches defaults to pp, so 8 of 4 sequences), seq 8192; memory is the max over the ranks of max_reserved_gib.
-TITAN_405B = {"1f1b": (82.5, -0.170), "interleaved": (72.7, 0.038)}  # published GiB, the stated error
+TITAN_405B = {"1f1b": (82.5, -0.170), "interleaved": (72.7, 0.051)}  # published GiB, the stated error
 
 
 def _reserved_405b(config: str, schedule: str) -> float:

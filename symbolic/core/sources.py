@@ -189,6 +189,13 @@ register("pytorch-loss-parallel", "PyTorch 2.13.0, torch/distributed/tensor/para
          "product with grad_output: fp32 shards alive at once)",
          "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/parallel/loss.py")
 
+register("pytorch-tp-colwise", "PyTorch 2.13.0 (and 2.6.0), torch/distributed/tensor/parallel/style.py: "
+         "ColwiseParallel._prepare_input_fn (an input laid out as input_layouts, Shard(1) under sequence "
+         "parallelism, is redistributed to Replicate, an all-gather, before the column-parallel matmul, which saves "
+         "the gathered input for its weight gradient); torchtitan 9dec370 parallelize_llama.py apply_tp: the output "
+         "head ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1))",
+         "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/parallel/style.py")
+
 # --- issue 29: image tokens of vision-language models ----------------------------------------------
 register("qwen2-vl-processor", "Hugging Face transformers 5.24.0, models/qwen2_vl/image_processing_qwen2_vl.py: "
          "smart_resize (factor patch_size·merge_size = 28, min_pixels 56·56, max_pixels 28·28·1280), 14-pixel "

@@ -384,8 +384,12 @@ def logits_terms(kind: str, act_bytes: int = 2, tp: sympy.Expr | int = 1, sp: bo
             Term("logits_fp32", "fp32 logits of the vocab-parallel cross-entropy", 4 * S * B * V / tp, "bytes", SRC,
                  "§4.3", "4sbV/t: Megatron's fused cross-entropy keeps fp32 logits."),
         ]
-    head_input = Term("lm_head_input", "final norm output: input of the LM head", b * S * B * H / hidden_tp, "bytes",
-                      "huggingface")
+    head_input = Term("lm_head_input", "final norm output: input of the LM head"
+                      + (", all-gathered over the t ranks" if sp else ""), b * S * B * H, "bytes",
+                      "pytorch-tp-colwise" if sp else "huggingface", "ColwiseParallel._prepare_input_fn" if sp else "",
+                      "Under sequence parallelism PyTorch's column-parallel head all-gathers its sequence-sharded "
+                      "input before the matmul and saves the gathered tensor (Megatron's linear keeps its shard and "
+                      "gathers again in backward: the megatron accounting)." if sp else "")
     if kind == "fused":
         return [head_input.replace(note="A fused linear + cross-entropy kernel never stores the s × V logits "
                                         "(its chunk workspace is ignored).")]
