@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from symbolic import planning
+from symbolic.core import symbols as sym
+from symbolic.library import activations as acts
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
@@ -88,12 +90,9 @@ def test_loss_parallel_measured_on_the_cpu() -> None:
 def test_the_head_saves_its_gathered_input_measured_on_the_cpu() -> None:
     """Two gloo ranks: torchtitan's column-parallel head, fed a sequence shard, saves the all-gathered input (B·S·H,
     not B·S/t·H): the plan's lm_head_input under sequence parallelism, evaluated at the child's shapes."""
-    from symbolic.core.symbols import B as b_, H as h_, S as s_, t as t_
-    from symbolic.library import activations as acts
-
     done = subprocess.run([sys.executable, str(HERE / "colwise_head_child.py")], capture_output=True, text=True,
                           timeout=120, check=True)
     measured = json.loads(done.stdout.strip().splitlines()[-1])
-    (head_input,) = (term for term in acts.logits_terms("hf", 2, t_, sp=True) if term.key == "lm_head_input")
-    planned = head_input.expr.subs({b_: 2, s_: 64, h_: 32, t_: 2})  # colwise_head_child.py's B, S, H and ranks
+    (head_input,) = (term for term in acts.logits_terms("hf", 2, sym.t, sp=True) if term.key == "lm_head_input")
+    planned = head_input.expr.subs({sym.B: 2, sym.S: 64, sym.H: 32, sym.t: 2})  # the child's B, S, H and ranks
     assert measured["saved_hidden"] == planned == measured["full"] == 2 * measured["shard"]
