@@ -392,10 +392,10 @@ def build(model: ModelShape, regime: Regime) -> Plan:
     """The plan of ``model`` under an already resolved ``regime`` (the busiest pipeline rank when split unevenly)."""
     if not framework_pipeline(model, regime):
         return _build(model, regime)
-    plans = rank_plans(model, regime)
-    busiest = max(plans, key=lambda plan: plan.total)  # the first of equals: the first rank, then the last
     ranks = pipe.candidate_ranks(*_schedule_args(model, regime))
-    rank = ranks[plans.index(busiest)]
+    plans = rank_plans(model, regime)
+    index = max(range(len(plans)), key=lambda k: plans[k].total)  # the first of equals: the first rank, the last
+    busiest, rank = plans[index], ranks[index]
     stage = pipeline_stage(model, regime, rank)
     which = ("the first rank (the embeddings)" if rank == 0 else "the last rank (the norm, head and loss)"
              if rank == regime.pp - 1 else f"rank {rank} (no embeddings, no head)")
