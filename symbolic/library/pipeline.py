@@ -21,9 +21,9 @@
   at that peak (stage.py, PyTorch 2.13): a receive buffer per micro-batch for the activations
   (non-first stages) and for their gradients (non-last stages), both made once for all m
   micro-batches (``_setup_forward_recv_info``, ``_create_grad_recv_info``); each stage output
-  in ``fwd_cache`` from its forward to its backward; each finished backward's input gradient,
-  the ``.grad`` of its receive buffer, until ``clear_runtime_states`` at the next step; the last
-  stage's outputs (the logits) in ``output_chunks``, detached after their backward, until then.
+  in ``fwd_cache`` from its forward to its backward; the last stage's outputs (the logits) in
+  ``output_chunks``, detached after their backward, until ``clear_runtime_states`` at the next
+  step (``forward_buffers``: after each forward; measured with two gloo ranks in the tests).
 - ``candidate_ranks``: the ranks whose plan can be the job's peak: the two end ranks and the
   middle ranks that no other middle rank holds at least as much as, count by count.
 """
@@ -179,31 +179,37 @@ def peak_microbatches(schedule: str, rank: int, pp: int, m: int, stage: int, v: 
 
 @dataclass(frozen=True)
 class Buffers:
-    """Stage-boundary tensors a rank holds at its peak (``stage_buffers``), each counted in micro-batches."""
+    """Stage-boundary tensors a rank holds after one of its forwards (``forward_buffers``), in micro-batches."""
 
+    held: int  # layer-micro-batches of activations then
     outputs: int  # stage outputs in fwd_cache (non-last stages), forward to backward
     idle_recv: int  # activation receive buffers not holding an in-flight micro-batch (non-first stages)
     grad_recv: int  # gradient receive buffers, m per non-last stage
-    input_grads: int  # input gradients of finished backwards (non-first stages), kept until the next step
     last_forwards: int  # forwards the last stage has run (its outputs, the logits, stay in output_chunks)
-    after_step: int  # boundary tensors after the last backward: both receive buffers and the input gradients
+    after_step: int  # boundary tensors after the last backward: both kinds of receive buffers
 
     @property
     def boundary(self) -> int:
-        """Stage-boundary tensors beside the activations at the peak."""
-        return self.outputs + self.idle_recv + self.grad_recv + self.input_grads
+        """Stage-boundary tensors beside the activations."""
+        return self.outputs + self.idle_recv + self.grad_recv
 
 
-def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> Buffers:
-    """What rank ``rank``'s stages keep beside the activations at the last moment it holds ``peak_layers``."""
+def forward_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> list[Buffers]:
+    """What rank ``rank``'s stages keep beside the activations after each of its forwards, in PyTorch's order.
+
+    A received input's gradient is not counted: PyTorch 2.13's ``stage_backward`` drops the ``.grad`` once it is
+    handed to the send (2.6.0's kept it until ``clear_runtime_states``).
+    """
     frees = "W" if schedule == "zbv" else "B"
     last = len(layers) - 1
     held_stages = rank_stages(rank, pp, v, style(schedule))
+    receiving = [s for s in held_stages if s != 0]
+    sending = [s for s in held_stages if s != last]
     forwards = dict.fromkeys(held_stages, 0)
-    backwards = dict.fromkeys(held_stages, 0)  # B or I: the stage output leaves fwd_cache, the input grad exists
+    backwards = dict.fromkeys(held_stages, 0)  # B or I: the stage output leaves fwd_cache
     freed = dict.fromkeys(held_stages, 0)
-    held = peak = 0
-    at_peak = (dict(forwards), dict(backwards), dict(freed))
+    held = 0
+    out: list[Buffers] = []
     for kind, stage, _ in rank_ops(schedule, rank, pp, m, v):
         if kind == "F":
             held += layers[stage]
@@ -213,15 +219,19 @@ def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[in
         if kind == frees:
             held -= layers[stage]
             freed[stage] += 1
-        if kind == "F" and held >= peak:
-            peak, at_peak = held, (dict(forwards), dict(backwards), dict(freed))
-    fwd, bwd, done = at_peak
-    receiving = [s for s in held_stages if s != 0]
-    sending = [s for s in held_stages if s != last]
-    return Buffers(outputs=sum(fwd[s] - bwd[s] for s in sending),
-                   idle_recv=sum(m - (fwd[s] - done[s]) for s in receiving),
-                   grad_recv=m * len(sending), input_grads=sum(bwd[s] for s in receiving),
-                   last_forwards=fwd.get(last, 0), after_step=m * (2 * len(receiving) + len(sending)))
+        if kind == "F":
+            out.append(Buffers(held=held, outputs=sum(forwards[s] - backwards[s] for s in sending),
+                               idle_recv=sum(m - (forwards[s] - freed[s]) for s in receiving),
+                               grad_recv=m * len(sending), last_forwards=forwards.get(last, 0),
+                               after_step=m * (len(receiving) + len(sending))))
+    return out
+
+
+def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> Buffers:
+    """What rank ``rank``'s stages keep beside the activations at the last moment it holds ``peak_layers``."""
+    after = forward_buffers(schedule, rank, pp, m, layers, v)
+    peak = max(b.held for b in after)
+    return [b for b in after if b.held == peak][-1]
 
 
 def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: int) -> tuple[Term, Term, Term]:
@@ -233,11 +243,11 @@ def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: 
     """
     last = 1 if buffers.last_forwards else 0
     counts = (f"{buffers.outputs} stage outputs, {buffers.idle_recv} idle activation and {buffers.grad_recv} gradient "
-              f"receive buffers, {buffers.input_grads} input gradients")
+              "receive buffers")
     how = ("PyTorch's stage makes a receive buffer per micro-batch for the activations and for their gradients "
-           "(_setup_forward_recv_info, _create_grad_recv_info), keeps each stage output in fwd_cache until its "
-           "backward and each received input's .grad until clear_runtime_states at the next step; the last stage "
-           "keeps its outputs in output_chunks (detached after their backward) until then.")
+           "(_setup_forward_recv_info, _create_grad_recv_info) and keeps each stage output in fwd_cache until its "
+           "backward; the last stage keeps its outputs in output_chunks (detached after their backward) until "
+           "clear_runtime_states at the next step.")
     forward = Term("pp_buffers", f"pipeline stage buffers: {counts}"
                    + (f", {buffers.last_forwards - 1} earlier micro-batches' logits" if last else ""),
                    buffers.boundary * boundary + max(buffers.last_forwards - 1, 0) * logits, "bytes",
@@ -245,7 +255,7 @@ def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: 
     backward = forward.replace(key="pp_buffers_backward", expr=forward.expr + last * logits,
                                title=forward.title + (" and the current one's" if last else ""))
     after = Term("pp_buffers_after_step", f"pipeline stage buffers after the last backward: {buffers.after_step} "
-                 "receive buffers and input gradients" + (f", the {m} micro-batches' logits" if last else ""),
+                 "receive buffers" + (f", the {m} micro-batches' logits" if last else ""),
                  buffers.after_step * boundary + last * m * logits, "bytes", "pytorch-pipelining",
                  "stage.py: clear_runtime_states", how)
     return forward, backward, after
