@@ -108,6 +108,17 @@ def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> l
     return [V * H, *layer, *layer, H, *([] if tied else [V * H])]
 
 
+ADAMW_STEP_BYTES = 4  # torch/optim/adam.py _init_group: torch.tensor(0.0, dtype=_get_scalar_dtype()), float32 0-dim
+
+
+def adamw_step_counters(tensors: int) -> sympy.Expr:
+    """Bytes of AdamW's per-parameter ``state["step"]``: one float32 0-dim tensor per trainable tensor.
+
+    Without ``capturable`` or ``fused`` (torch 2.13's defaults) they live on the CPU whatever the
+    parameters' device: host memory on a GPU, the step's own memory on the CPU."""
+    return sympy.Integer(ADAMW_STEP_BYTES * int(tensors))
+
+
 def adamw_cpu_temporaries(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
     """Elements alive in the single-tensor AdamW loop: max of previous + 2 · current."""
     sizes = list(sizes)
