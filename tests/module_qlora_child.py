@@ -121,7 +121,7 @@ def steps():
     vit = _file("nets.py:TinyViT", {"dim": 32}, ["x=B,3,H,W"], "cross-entropy")
     mlp = _file("mlp.py:MLP", {"d_in": 256, "d_h": 512}, ["x=B,256"], "cross-entropy")
     return {  # article A's network, wide and at a small batch: the dequantized up weight (512 x 512 bf16) sets the peak
-            "mlp": _case(mlp, {}, 5, {}, ["up"]),
+            "mlp": _case(mlp, {}, 7, {}, ["up"]),
             "vit": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["qkv", "proj"]),
             # a transformers ViT classifier (eager attention) through the module path: transformers quantizes it
             "hf_vit": _case(_config({**VIT, "attn_implementation": "eager"}), {"H": 48, "W": 48}, 3,

@@ -45,7 +45,7 @@ def test_qlora_step_against_a_real_bitsandbytes_step(child: dict, name: str) -> 
 
 
 def test_the_dequantized_weight_is_part_of_the_peak(child: dict) -> None:
-    """Article A's wide network at batch 5: bitsandbytes' bf16 copy of up's weight (512 x 512) sets the peak.
+    """Article A's wide network at batch 7: bitsandbytes' bf16 copy of up's weight (512 x 512) sets the peak.
 
     The dispatch method sees operator outputs only, not what gemm_4bit allocates inside: its peak is another
     moment's, more than the tolerance below (as the probe's would be without ``qlora.expanding``); the plan counts

@@ -44,7 +44,7 @@ head's V·H gradient, ln_f's and c_proj's gradients and four in-flight tensors (
 It leads when B·S is small beside H and the saved tensors exceed the weights (the tests' tiny
 GPT-2 at B = 1, S = 32: 1.8 % above the other two, measured to 8 bytes). Not modelled: the same
 moment for Llama and under autocast. Also not counted: tensors of a few bytes (AdamW's per-parameter step
-counters, the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
+counters, which only a torch module's CPU step adds, ``adamw_step_counters``; the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
 workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
 (``library/runtime.py`` has them as terms of their own).
 
