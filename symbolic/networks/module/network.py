@@ -254,12 +254,12 @@ class ModuleNetwork(ModelShape):
         """The setup's LoRA settings (``planning.pytorch`` puts the regime's there), or None."""
         if not getattr(setup, "lora", ()):
             return None
-        rank, targets, dropout, dtype, qlora = setup.lora
-        if qlora and setup.precision != "bf16":
+        rank, targets, dropout, dtype, nf4 = setup.lora
+        if nf4 and setup.precision != "bf16":
             raise UserError(f"qlora with precision {setup.precision}: {self.name}, a torch module, is measured with "
                             "its linears in NF4 and the rest bf16 (as transformers loads it with torch_dtype bfloat16): "
                             "use --precision bf16")
-        return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype), bool(qlora))
+        return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype), bool(nf4))
 
     def sizes(self) -> dict[str, int]:
         """The input sizes' values the plan uses (the source's, with --set's)."""

@@ -6,9 +6,10 @@ layer becomes ``bnb.nn.Linear4bit`` (NF4 codes, one absmax per 64 numbers, the a
 again per 256), the rest of the module stays bf16, and peft's LoRA wraps the targets in its own
 ``lora.bnb.Linear4bit``. Which linears: transformers' ``replace_with_bnb_linear`` rule, every module
 whose type is exactly ``nn.Linear`` (a subclass such as nn.MultiheadAttention's out_projection is
-left alone); for a transformers model less ``get_keys_to_not_convert`` (its output head, tied
-weights, the last parameter's module), matched by transformers' ``should_convert_module``. A user's
-module has no head name: every ``nn.Linear`` is quantized.
+left alone); for a transformers model less ``get_keys_to_not_convert`` (tied weights, an LM's
+output embeddings, the last parameter's name: "classifier.bias" names no module, so a classifier's
+head is quantized too), matched by transformers' ``should_convert_module``. A user's module has no
+head name: every ``nn.Linear`` is quantized.
 
 On the meta device bitsandbytes' own ``quantize_4bit`` runs (its fake kernels give the codes and
 the nested statistics their shapes), so the module holds real ``Linear4bit`` layers with meta data
