@@ -160,11 +160,46 @@ def cli():
     return {"memory": _cli("memory", *spec, "--precision", "bf16", "--json"),
             "mixed": _cli("memory", *spec, "--precision", "bf16-mixed"),
             "params": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora", "--json"),
-            "params_text": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora")}
+            "params_text": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora"),
+            "no_linear": _cli("memory", f"{child_main.ROOT}/tests/data/modules/nets.py:Depthwise", "--input",
+                              "x=B,8,H,W", "--set", "H=8", "--set", "W=8", "--loss", "mse", "--precision", "bf16",
+                              "--lora-rank", "2", "--lora-targets", "pre", "--qlora")}
+
+
+REPORT = """title = "QLoRA of an MLP of one's own"
+model = "{root}/tests/data/modules/mlp.py:MLP"
+gpus = ["h100-80gb"]
+
+[module]
+arguments = {{ d_in = 64, d_h = 32 }}
+inputs = ["x=B,64"]
+loss = "cross-entropy"
+
+[regime]
+batch = 3
+precision = "bf16"
+lora_rank = 4
+lora_targets = ["gat", "up"]
+qlora = true
+"""
+
+
+def report(tmp):
+    """A report whose module trains with QLoRA (``--tex``: its text), and ``memory --json`` with the same settings."""
+    from pathlib import Path
+
+    spec, tex = Path(tmp) / "qlora.toml", Path(tmp) / "qlora.tex"
+    spec.write_text(REPORT.format(root=child_main.ROOT))
+    done = _cli("report", str(spec), "--tex", str(tex), "--trust-code", "-q")
+    memory = _cli("memory", f"{child_main.ROOT}/tests/data/modules/mlp.py:MLP", "--arg", "d_in=64", "--arg", "d_h=32",
+                  "--input", "x=B,64", "--loss", "cross-entropy", "--batch", "3", "--precision", "bf16", "--gpu",
+                  "h100-80gb", "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora", "--json")
+    return {**done, "tex": tex.read_text() if tex.exists() else "", "memory": memory}
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {"steps": steps(), "counters": step_counters(), "cli": cli()}, threads=1)
+    child_main.run(lambda tmp: {"steps": steps(), "counters": step_counters(), "cli": cli(), "report": report(tmp)},
+                   threads=1)
 
 
 if __name__ == "__main__":

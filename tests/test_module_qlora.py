@@ -93,3 +93,17 @@ def test_qlora_keys_its_own_cache_and_keeps_lora_keys() -> None:
     """QLoRA is another cached probe; a LoRA step's key is the one of before (its cached probes stay valid)."""
     assert lora.Spec(8, ("q",), qlora=True).key() != lora.Spec(8, ("q",)).key()
     assert lora.Spec(8, ("q",)).key() == ["lora", 8, ["q"], 0.0, "fp32"]
+
+
+def test_a_module_without_linears_is_one_line(child: dict) -> None:
+    done = child["cli"]["no_linear"]
+    assert done["code"] == 2 and len(done["err"].strip().splitlines()) == 1
+    assert "no nn.Linear" in done["err"] and "Depthwise" in done["err"] and "Traceback" not in done["err"]
+
+
+def test_a_report_takes_qlora_beside_its_lora_keys(child: dict) -> None:
+    """``qlora = true`` in a module report's [regime]: the planner's total and frozen NF4 base, to the byte."""
+    done, memory = child["report"], json.loads(child["report"]["memory"]["out"])
+    assert done["code"] == 0, done["err"]
+    assert f"{memory['terms']['frozen_weights']:,}" in done["tex"] and f"{memory['total_bytes']:,}" in done["tex"]
+    assert "linears of them in NF4" in done["tex"]

@@ -64,13 +64,12 @@ def _bnb() -> Any:
 
 def skipped(module: Any) -> list[str]:
     """The modules transformers keeps unquantized in a transformers model (none in any other module)."""
-    try:
-        with _quiet():
-            from transformers import PreTrainedModel
-            from transformers.quantizers.base import get_keys_to_not_convert
-    except ImportError:
+    loaded = sys.modules.get("transformers")  # a module built from transformers' classes has imported it
+    if loaded is None or not isinstance(module, loaded.PreTrainedModel):
         return []
-    return list(get_keys_to_not_convert(module)) if isinstance(module, PreTrainedModel) else []
+    with _quiet():  # its quantizers import torchao, which prints on stderr
+        from transformers.quantizers.base import get_keys_to_not_convert
+    return list(get_keys_to_not_convert(module))
 
 
 def quantized_names(module: Any) -> list[str]:
