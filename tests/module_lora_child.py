@@ -114,7 +114,6 @@ def cli():
     return {"json": _cli("memory", *spec, "--lora-targets", "gat,up", "--json"),
             "unmatched": _cli("memory", *spec, "--lora-targets", "gat,nope"),
             "none": _cli("memory", *spec),
-            "qlora": _cli("memory", *spec, "--lora-targets", "gat", "--qlora", "--precision", "bf16"),
             "params": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--json"),
             "params_alone": _cli("params", *spec[:7], "--lora-rank", "4")}
 

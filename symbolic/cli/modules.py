@@ -42,6 +42,9 @@ def add_lora_options(p: argparse.ArgumentParser) -> None:
                             "beside the module's own parameters (frozen)")
     group.add_argument("--lora-targets", metavar="NAME[,NAME...]",
                        help="with --lora-rank: peft's target_modules, module names or all-linear")
+    group.add_argument("--qlora", action="store_true",
+                       help="with --lora-rank: the frozen module's linears in bitsandbytes' NF4 (double quantization), "
+                            "the rest bf16; also prints the frozen base's bytes")
 
 
 def lora_of(args: argparse.Namespace) -> Any:
@@ -51,11 +54,13 @@ def lora_of(args: argparse.Namespace) -> Any:
 
     rank, targets = getattr(args, "lora_rank", None), getattr(args, "lora_targets", None)
     if rank is None and targets is None:
+        if getattr(args, "qlora", False):
+            raise CliError("--qlora goes with --lora-rank and --lora-targets (QLoRA trains adapters on the 4-bit base)")
         return None
     if rank is None or targets is None:
         raise CliError("--lora-rank and --lora-targets go together (peft has no default targets for a torch module)")
     try:
-        return lora.Spec(rank, opts.parse_names("lora_targets", targets))
+        return lora.Spec(rank, opts.parse_names("lora_targets", targets), qlora=bool(getattr(args, "qlora", False)))
     except opts.PlanOptionError as err:
         raise CliError(str(err)) from None
 
@@ -237,12 +242,18 @@ def print_params(network: Any, as_json: bool, lora: Any = None) -> int:
         if found is not None:
             data["lora"] = {"rank": lora.rank, "targets": list(lora.targets), "modules": list(found.modules),
                             "trainable": found.total, "frozen": network.total}
+            if lora.qlora:
+                data["lora"]["qlora"] = _nf4(network, found)
         print_json(data)
         return 0
     print(f"{network.name}: {network.total:,} parameters (a torch module, probed on the meta device)")
     if found is not None:
         print(f"  LoRA rank {lora.rank} on {', '.join(lora.targets)} ({len(found.modules)} modules, peft's adapters): "
               f"{found.total:,} trainable, the module's {network.total:,} frozen")
+    if found is not None and lora.qlora:
+        nf4 = _nf4(network, found)
+        print(f"  QLoRA: {nf4['linears']} linears ({nf4['quantized']:,} parameters) in NF4 with double quantization, "
+              f"the other {network.total - nf4['quantized']:,} bf16: the frozen base holds {nf4['frozen_bytes']:,} bytes")
     for note in getattr(network.module_source, "notes", ()):
         print(f"  {note}")
     body = [("group", "formula", "count")] + [(k, printing.text(e), f"{n:,}") for k, e, n, _ in rows]
@@ -254,6 +265,14 @@ def print_params(network: Any, as_json: bool, lora: Any = None) -> int:
         print(f"  note: {', '.join(measured)}: shape not expressed in the constructor's integer arguments "
               "(the number measured on the meta device)")
     return 0
+
+
+def _nf4(network: Any, found: Any) -> dict[str, int]:
+    """A QLoRA base's NF4 linears, their parameters and the frozen base's bytes (``library.lora.nf4_base_bytes``)."""
+    from ..library import lora as terms
+
+    frozen = terms.nf4_base_bytes([(1, n) for n in found.quantized], network.total)
+    return {"linears": len(found.quantized), "quantized": sum(found.quantized), "frozen_bytes": int(frozen)}
 
 
 def print_widths(network: Any, as_json: bool) -> int:

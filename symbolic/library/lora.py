@@ -218,11 +218,17 @@ def qlora_base_bytes(family: str, params: sympy.Expr, widths: dict[sympy.Symbol,
                      other_bytes: sympy.Rational | None = None) -> sympy.Expr:
     """Bytes of a QLoRA base: NF4 block linear layers, everything else (``params`` minus them) in the format's
     ``kept_in`` (bf16) unless ``other_bytes`` says otherwise."""
+    return nf4_base_bytes([(L, n) for _, n in quantized_matrices(family, widths)], params, other_bytes)
+
+
+def nf4_base_bytes(weights: Sequence[tuple[sympy.Expr, sympy.Expr]], params: sympy.Expr,
+                   other_bytes: sympy.Rational | None = None) -> sympy.Expr:
+    """Bytes of a QLoRA base whose NF4 weights are (copies, elements) each: ``nf4_bytes`` per copy, the rest of
+    ``params`` in the format's ``kept_in`` (bf16) unless ``other_bytes`` says otherwise."""
     if other_bytes is None:
         other_bytes = formats.nbytes(formats.get(QLORA_FORMAT).kept_in)
-    mats = quantized_matrices(family, widths)
-    quantized = sympy.Add(*(L * n for _, n in mats))
-    return sympy.Add(*(L * nf4_bytes(n) for _, n in mats)) + other_bytes * (params - quantized)
+    quantized = sympy.Add(*(k * n for k, n in weights))
+    return sympy.Add(*(k * nf4_bytes(n) for k, n in weights)) + other_bytes * (params - quantized)
 
 
 # --- what autograd saves -------------------------------------------------------------------------

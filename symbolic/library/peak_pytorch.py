@@ -44,7 +44,7 @@ head's V·H gradient, ln_f's and c_proj's gradients and four in-flight tensors (
 It leads when B·S is small beside H and the saved tensors exceed the weights (the tests' tiny
 GPT-2 at B = 1, S = 32: 1.8 % above the other two, measured to 8 bytes). Not modelled: the same
 moment for Llama and under autocast. Also not counted: tensors of a few bytes (AdamW's per-parameter step
-counters, the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
+counters, which only a torch module's CPU step adds, ``adamw_step_counters``; the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
 workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
 (``library/runtime.py`` has them as terms of their own).
 
@@ -106,6 +106,17 @@ def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> l
     attn = [q * H, q, kv * H, kv, kv * H, kv] if bias else [q * H, kv * H, kv * H]
     layer = [*attn, H * q, H * d_ff, H * d_ff, d_ff * H, H, H]
     return [V * H, *layer, *layer, H, *([] if tied else [V * H])]
+
+
+ADAMW_STEP_BYTES = 4  # torch/optim/adam.py _init_group: torch.tensor(0.0, dtype=_get_scalar_dtype()), float32 0-dim
+
+
+def adamw_step_counters(tensors: int) -> sympy.Expr:
+    """Bytes of AdamW's per-parameter ``state["step"]``: one float32 0-dim tensor per trainable tensor.
+
+    Without ``capturable`` or ``fused`` (torch 2.13's defaults) they live on the CPU whatever the
+    parameters' device: host memory on a GPU, the step's own memory on the CPU."""
+    return sympy.Integer(ADAMW_STEP_BYTES * int(tensors))
 
 
 def adamw_cpu_temporaries(sizes: Sequence[sympy.Expr]) -> sympy.Expr:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...formats import table as formats
-from . import cache
+from . import cache, qlora
 from .source import ModuleError, ModuleSource
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # --adapter-dtype -> torch dtype
@@ -39,10 +39,11 @@ class Spec:
     targets: tuple[str, ...]
     dropout: float = 0.0
     dtype: str = "fp32"
+    qlora: bool = False  # the base's linears in NF4 (``qlora.py``)
 
     def key(self) -> list[Any]:
-        """What a cached probe of this step is keyed by besides the source."""
-        return ["lora", self.rank, list(self.targets), self.dropout, self.dtype]
+        """What a cached probe of this step is keyed by besides the source (a LoRA key of before without QLoRA)."""
+        return ["lora", self.rank, list(self.targets), self.dropout, self.dtype] + (["qlora"] if self.qlora else [])
 
     @property
     def element_bytes(self) -> int:
@@ -52,21 +53,24 @@ class Spec:
 
 @dataclass(frozen=True)
 class Adapters:
-    """What peft added: the modules it wrapped and the adapters' tensors (elements, ``named_parameters`` order)."""
+    """What peft added: the modules it wrapped and the adapters' tensors (elements, ``named_parameters`` order);
+    under QLoRA the elements of each weight stored in NF4 (``quantized``)."""
 
     modules: tuple[str, ...]
     tensors: tuple[int, ...]
+    quantized: tuple[int, ...] = ()
 
     @property
     def total(self) -> int:
         return sum(self.tensors)
 
     def to_data(self) -> dict[str, Any]:
-        return {"modules": list(self.modules), "tensors": list(self.tensors)}
+        return {"modules": list(self.modules), "tensors": list(self.tensors), "quantized": list(self.quantized)}
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Adapters:
-        return cls(tuple(str(m) for m in data["modules"]), tuple(int(t) for t in data["tensors"]))
+        return cls(tuple(str(m) for m in data["modules"]), tuple(int(t) for t in data["tensors"]),
+                   tuple(int(q) for q in data.get("quantized", ())))
 
 
 @contextlib.contextmanager
@@ -147,13 +151,18 @@ def _no_match(label: str, targets: Sequence[str], layers: Sequence[str], err: Ba
 def adapters_of(module: Any) -> Adapters:
     """The wrapped modules and the trainable tensors of an adapted module."""
     wrapped = tuple(name for name, sub in module.named_modules() if hasattr(sub, "lora_A") and name)
-    return Adapters(wrapped, tuple(int(p.numel()) for p in module.parameters() if p.requires_grad))
+    return Adapters(wrapped, tuple(int(p.numel()) for p in module.parameters() if p.requires_grad),
+                    tuple(n for _, n in qlora.linear4bit_layers(module)))
 
 
 def adapted(source: ModuleSource, spec: Spec) -> ModuleSource:
     """The source whose built module gets peft's adapters (``ModuleSource.adapt``), keyed by the LoRA settings and peft."""
     def adapt(module: Any) -> Any:
+        if spec.qlora:
+            module = qlora.quantize(module, source.label)
         return inject(module, spec, source.label)
 
     version = f"peft {cache.package_version('peft')}"  # peft's version decides what it wraps and how
+    if spec.qlora:  # and bitsandbytes' how its 4-bit layers quantize and compute
+        version += f"; bitsandbytes {cache.package_version('bitsandbytes')}"
     return replace(source, adapt=adapt, fingerprint=(*source.fingerprint, repr(spec.key()), version))

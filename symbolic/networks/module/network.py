@@ -21,7 +21,9 @@ non-reentrant checkpointing in the probe itself; under ``--fsdp`` the step is pr
 dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's terms over the blocks (``fsdp_units``).
 LoRA (``--lora-rank``, ``--lora-targets``): peft's adapters injected on the meta-built module (``lora.py``),
 the step measured as for full training; the adapters train in ``--adapter-dtype``, the base is frozen.
-What is not modelled is refused in one line: QLoRA, frozen embeddings, selective and per-op
+``--qlora`` (with ``--precision bf16``): the linears bitsandbytes' NF4 ``Linear4bit`` (``qlora.py``), the
+frozen base ``library.lora.nf4_base_bytes``. AdamW's step counters count on the CPU (``--device cpu``); on a GPU
+they stay in host memory. What is not modelled is refused in one line: frozen embeddings, selective and per-op
 recomputation, tensor and pipeline parallelism.
 
 Inference (``inference_terms``): one forward under ``torch.no_grad()`` in eval mode (``inference``):
@@ -47,11 +49,12 @@ from ...core.symbols import B, N
 from ...core.term import Term
 from ...formats import table as formats
 from ...library import activations_pytorch as act
+from ...library import lora as peft_lora
 from ...library import peak_pytorch as pypeak
 from ...math.extrema import maximum
 from ...math.formula import Formula
 from ..shape import ModelShape
-from . import autocast, cache, checkpointing, flops, generation, inference, probe
+from . import autocast, cache, checkpointing, flops, generation, inference, probe, qlora
 from . import lora as adapters
 from .kernels import KERNELS, cuda_kernels
 from .source import ModuleError, ModuleSource
@@ -251,11 +254,12 @@ class ModuleNetwork(ModelShape):
         """The setup's LoRA settings (``planning.pytorch`` puts the regime's there), or None."""
         if not getattr(setup, "lora", ()):
             return None
-        rank, targets, dropout, dtype, qlora = setup.lora
-        if qlora:
-            raise UserError(REFUSED.format(what="qlora", name=self.name) + "; LoRA on its fp32, bf16 or fp16 weights "
-                            "is measured (without --qlora)")
-        return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype))
+        rank, targets, dropout, dtype, nf4 = setup.lora
+        if nf4 and setup.precision != "bf16":
+            raise UserError(f"qlora with precision {setup.precision}: {self.name}, a torch module, is measured with "
+                            "its linears in NF4 and the rest bf16 (as transformers loads it with torch_dtype bfloat16): "
+                            "use --precision bf16")
+        return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype), bool(nf4))
 
     def sizes(self) -> dict[str, int]:
         """The input sizes' values the plan uses (the source's, with --set's)."""
@@ -546,12 +550,14 @@ class ModuleNetwork(ModelShape):
             tb = spec.element_bytes
             resident = [term("weights", f"trainable weights: the LoRA adapters ({spec.dtype})", tb * trained,
                              f"peft's lora_A and lora_B on {len(found.modules)} modules, {found.total:,} parameters."),
-                        term("frozen_weights", "frozen weights (no gradient, no optimizer state)", setup.param_bytes * N,
-                             weights_note)]
+                        self._frozen(spec, found, setup.param_bytes, weights_note, term)]
         if buffers:
             resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
         if optimizer == "adamw":
             resident.append(term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * trained))
+            if setup.device == "cpu":  # on a GPU the counters stay in host memory (adamw_step_counters)
+                resident.append(term("optimizer_steps", "AdamW's step counters: a float32 0-dim tensor per trainable "
+                                     "tensor", pypeak.adamw_step_counters(len(tensors))))
         elif optimizer == "sgd-momentum":
             resident.append(term("optimizer_state", "SGD momentum buffers", tb * trained))
         inputs = self._at(fit.inputs, fit.names)
@@ -587,13 +593,25 @@ class ModuleNetwork(ModelShape):
                           (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
                           + autocast_note(setup.precision, setup.device) + lora_note)
 
+    def _frozen(self, spec: adapters.Spec, found: adapters.Adapters, nbytes: int, note: str, term: Any) -> Term:
+        """The frozen base: the weights in the step's dtype, or under QLoRA its linears in NF4 and the rest bf16."""
+        if not spec.qlora:
+            return term("frozen_weights", "frozen weights (no gradient, no optimizer state)", nbytes * N, note)
+        return term("frozen_weights", f"frozen base: {len(found.quantized)} linears in NF4 (blockwise absmax per "
+                    f"{qlora.BLOCK}, double quantization), the rest bf16",
+                    peft_lora.nf4_base_bytes([(1, n) for n in found.quantized], N),
+                    "bitsandbytes' Linear4bit (quant_type nf4, bnb_4bit_use_double_quant, compute dtype bf16): every "
+                    "nn.Linear but a transformers model's skipped modules (transformers' replace_with_bnb_linear).")
+
     def _lora_note(self, spec: adapters.Spec, found: adapters.Adapters) -> str:
         """What the step says about its adapters: trainable against frozen parameters."""
         drop = f", lora_dropout {spec.dropout:g}" if spec.dropout else ""
         count = f"{len(found.modules)} module" + ("s" if len(found.modules) != 1 else "")
+        base = (f"frozen, {len(found.quantized)} linears of them in NF4 (QLoRA: bitsandbytes' Linear4bit, its "
+                "dequantized bf16 weight a transient of each matmul)" if spec.qlora else "frozen")
         return (f"; LoRA rank {spec.rank} on {count} ({', '.join(spec.targets)}{drop}), injected "
                 f"with peft on the meta device: {found.total:,} trainable parameters ({spec.dtype}), {self.total:,} "
-                "frozen")
+                + base)
 
     def layer_activations(self, variant: Any, recompute: str, tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
         raise UserError(f"{self.name} is planned with activations pytorch only (its saved tensors are measured)")

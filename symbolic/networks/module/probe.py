@@ -19,7 +19,8 @@
   embeddings at every image size but its own) is fitted at 2, 3 and 4 times the sizes, with a note.
 - ``--recompute full``: the blocks named run under ``torch.utils.checkpoint(use_reentrant=False)``
   in the trace (``checkpointing``), so what is saved and the backward's recompute are PyTorch's own;
-  ``--fsdp``: each gradient is dropped as it accumulates (FSDP2's gradient terms are the planner's).
+  ``--fsdp``: each gradient is dropped as it accumulates (FSDP2's gradient terms are the planner's);
+  ``--qlora``: bitsandbytes' 4-bit matmul run as its CPU kernel runs it (``qlora.expanding``).
 - Strided networks: output sizes are floors of the input sizes over the strides, polynomial only
   where the input sizes are multiples of the network's total stride (32 for a ResNet); at others
   the check fails and the error names that rule.
@@ -45,7 +46,7 @@ import sympy
 
 from ...core import symbols as symtab
 from ...core.term import Term
-from . import checkpointing
+from . import checkpointing, qlora
 from .autocast import autocast as autocast_region
 from .files import first_line
 from .kernels import following
@@ -292,7 +293,7 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
 
         try:
             with (torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _tracking(live.track), _quiet(),
-                  following(kernels), checkpointing.checkpointed(module, blocks, lambda: _again(kernels, autocast)),
+                  qlora.expanding(module), following(kernels), checkpointing.checkpointed(module, blocks, lambda: _again(kernels, autocast)),
                   checkpointing.gradients_freed(module, free_grads)):
                 with autocast_region(autocast, kernels):
                     loss = loss_of(module(**inputs), source.loss)
