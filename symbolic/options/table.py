@@ -33,6 +33,7 @@ from ..library import optimizers as _optim
 from ..library import pipeline as _pipeline
 from ..library import precision as _prec
 from ..library import runtime as _runtime
+from ..library import upcast_logits as _upcast
 
 MODES = ("train", "infer")
 DEFAULT_MODE = "train"
@@ -174,6 +175,10 @@ OPTIONS: tuple[Option, ...] = (
                                               "cross-entropy kernel, no logits kept; chunked: torchtune's chunked "
                                               "cross-entropy, see --logit-chunks)", tuple(_acts.LOGITS),
            concern="training"),
+    Option("logits_upcast", "train", "choice", "loss", "where the 16-bit logits become fp32 (default loss: inside "
+           "the loss, Hugging Face's ForCausalLMLoss; model: the model's forward returns fp32 logits, as torchtune's "
+           "TransformerDecoder (self.output(h).float()), and the loss, eager or --compile'd, takes them; with "
+           "--logits hf, one tp rank)", _upcast.CHOICES, concern="training"),
     Option("activations", "train", "choice", "korthikanti",
            "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
            tuple(_acts.MODELS), concern="training"),

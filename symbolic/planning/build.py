@@ -51,7 +51,7 @@ from ..core.symbols import H, L, N, N_gpu, S, UnknownSymbolError, a, e_p, n_d, n
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
-from ..library import chunked_backward, fsdp, offload, registry, runtime
+from ..library import chunked_backward, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
 from ..library import inference as infer
 from ..library import parallel as par
@@ -539,6 +539,10 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
                                                    r.compile and r.compile_loss, _head_trained(model, r))
+        if r.logits_upcast == "model":  # torchtune: the model returns fp32 logits (regime: logits hf, tp 1)
+            compiled = r.compile and r.compile_loss
+            during_loss = [upcast_logits.forward_term(act_bytes, compiled)]
+            loss_grads = [upcast_logits.backward_term(act_bytes, compiled, _head_trained(model, r))]
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         forward += during_loss
@@ -785,6 +789,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     if r.pp == 1 or (stage is not None and stage.head):
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp, r.compile and r.compile_loss)
                  if part.key in SAVED_LOGITS]
+        if r.logits_upcast == "model":  # torchtune's fp32 logits: the eager log-softmax or the compiled loss's
+            parts = upcast_logits.saved_terms(act_bytes, r.compile and r.compile_loss)
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")

@@ -149,6 +149,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
     (("recompute_every",), lambda r: r.recompute_every == 1),  # issue 28: listed when it changes something
     (("logit_chunks",), lambda r: r.logits != "chunked"),
+    (("logits_upcast",), lambda r: r.logits_upcast == "loss"),  # listed when the model upcasts
     (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
     (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
     (("offload_activations",), lambda r: not r.offload_activations),
@@ -331,6 +332,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     logit_chunks = _checked("logit_chunks", pick("logit_chunks", _default("logit_chunks")))
     _check_saved(model, activations, recompute, recompute_every, logits, "logit_chunks" in given, flash=flash, pp=pp)
     compiled = bool(_checked("compile", pick("compile", _default("compile"))))
+    upcast = str(_checked("logits_upcast", pick("logits_upcast", _default("logits_upcast"))))
+    if upcast == "model":
+        _check_upcast(activations, str(logits), tp)
     compile_loss = bool(_checked("compile_loss", pick("compile_loss", _default("compile_loss"))))
     if "compile_loss" in given and not compiled:
         raise PlanOptionError("compile_loss applies with compile (the layers compiled); add --compile")
@@ -404,7 +408,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, **tuning, **lifetimes, **sharding, **context}
+            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, "logits_upcast": upcast, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
@@ -622,6 +626,17 @@ def _check_compile(model: ModelShape, activations: str, logits: str, *, dropout:
     if logits not in ("hf", "fused", "chunked"):
         raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf), torchtune's chunked "
                               f"one (logits chunked) or a fused kernel (logits fused), not logits {logits}")
+
+
+def _check_upcast(activations: str, logits: str, tp: int) -> None:
+    """--logits-upcast model (torchtune's fp32 logits): modelled for the one-rank Hugging Face-style loss."""
+    if activations != "korthikanti":
+        raise PlanOptionError(f"logits_upcast model is modelled with activations korthikanti, not {activations}")
+    if logits != "hf":
+        raise PlanOptionError(f"logits_upcast model applies to logits hf (torchtune's chunked output upcasts each "
+                              f"chunk in the loss), not {logits}")
+    if tp > 1:
+        raise PlanOptionError("logits_upcast model is modelled on one tensor-parallel rank (tp 1)")
 
 
 def _check_compiled_pytorch(recompute: str, tuning: Mapping[str, object]) -> None:
