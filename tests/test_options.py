@@ -37,7 +37,7 @@ OWNERS = {"precision": (precision, "PRECISIONS"), "optimizer": (optimizers, "OPT
           "kv_dtype": (inference, "KV_DTYPES"), "fp8_recipe": (fsdp, "RECIPES"),
           "fsdp_param_dtype": (fsdp, "PARAM_DTYPES"), "fsdp_reduce_dtype": (fsdp, "REDUCE_DTYPES"),
           "cuda_module_loading": (runtime, "CONTEXT_BY_LOADING"), "pp_schedule": (pipeline, "SCHEDULES"),
-          "logits_upcast": (upcast_logits, "CHOICES")}
+          "logits_upcast": (upcast_logits, "CHOICES"), "layer_impl": (acts, "LAYER_IMPLS")}
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser:

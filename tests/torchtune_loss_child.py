@@ -34,7 +34,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from symbolic.networks import torch_env  # noqa: E402
 
-HIDDEN, HEADS, MLP, VOCAB = 64, 4, 128, 4096
+HIDDEN, HEADS, KV_HEADS, MLP, VOCAB = 64, 4, 2, 128, 4096
+HEAD_DIM = HIDDEN // HEADS
+MAX_POSITION = 128  # torchtune's cache covers max_seq_len; the plan does not count this buffer
 POINTS = ((2, 96), (3, 80))  # (B, S): B·S above H, so that the loss's moments lead; no size of 1 (dynamic shapes)
 PATHS = ("loss", "model", "model_compiled")
 IGNORE = -100
@@ -53,11 +55,12 @@ def _torch() -> object:
     return torch
 
 
-def _decoder(torch: object, upcast: bool) -> object:
-    """torchtune's decoder, small: one layer, tied output; ``upcast``: ``unembed`` returns ``output(h).float()``."""
+def _decoder(torch: object, upcast: bool, layers: int = 1) -> object:
+    """torchtune's decoder, small: ``layers`` layers, tied output; ``upcast``: ``unembed`` returns
+    ``self.output(h).float()``. Called with ``input_pos`` (packed positions), RoPE gathers its cache rows."""
     nn, functional = torch.nn, torch.nn.functional
 
-    class RMSNorm(nn.Module):  # torchtune/modules/rms_norm.py
+    class RMSNorm(nn.Module):  # torchtune/modules/rms_norm.py (1814feb)
         def __init__(self) -> None:
             super().__init__()
             self.scale = nn.Parameter(torch.ones(HIDDEN))
@@ -67,22 +70,45 @@ def _decoder(torch: object, upcast: bool) -> object:
             x_normed = (x_fp32 * torch.rsqrt(x_fp32.pow(2).mean(-1, keepdim=True) + 1e-5)).type_as(x)
             return x_normed * self.scale
 
-    class Layer(nn.Module):  # TransformerSelfAttentionLayer: norm, attention, residual; norm, MLP, residual
+    class RoPE(nn.Module):  # RotaryPositionalEmbeddings / Llama3ScaledRoPE.forward: fp32, the cache by input_pos
         def __init__(self) -> None:
             super().__init__()
-            self.sa_norm, self.mlp_norm = RMSNorm(), RMSNorm()
-            self.q_proj, self.k_proj, self.v_proj, self.output_proj = (nn.Linear(HIDDEN, HIDDEN, bias=False)
-                                                                       for _ in range(4))
+            theta = 1.0 / (500000.0 ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
+            angles = torch.outer(torch.arange(MAX_POSITION).float(), theta)
+            self.register_buffer("cache", torch.stack([angles.cos(), angles.sin()], dim=-1), persistent=False)
+
+        def forward(self, x, input_pos):  # noqa: ANN001, ANN202
+            seq_len = x.size(1)
+            rope_cache = self.cache[:seq_len] if input_pos is None else self.cache[input_pos]
+            xshaped = x.float().reshape(*x.shape[:-1], -1, 2)
+            rope_cache = rope_cache.view(-1, xshaped.size(1), 1, xshaped.size(3), 2)
+            x_out = torch.stack([xshaped[..., 0] * rope_cache[..., 0] - xshaped[..., 1] * rope_cache[..., 1],
+                                 xshaped[..., 1] * rope_cache[..., 0] + xshaped[..., 0] * rope_cache[..., 1]], -1)
+            return x_out.flatten(3).type_as(x)
+
+    class Layer(nn.Module):  # TransformerSelfAttentionLayer with MultiHeadAttention and FeedForward (1814feb)
+        def __init__(self, rope: nn.Module) -> None:
+            super().__init__()
+            self.sa_norm, self.mlp_norm, self.rope = RMSNorm(), RMSNorm(), rope  # one RoPE for every layer
+            self.q_proj = nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
+            self.k_proj = nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
+            self.v_proj = nn.Linear(HIDDEN, KV_HEADS * HEAD_DIM, bias=False)
+            self.output_proj = nn.Linear(HEADS * HEAD_DIM, HIDDEN, bias=False)
             self.w1, self.w3 = nn.Linear(HIDDEN, MLP, bias=False), nn.Linear(HIDDEN, MLP, bias=False)
             self.w2 = nn.Linear(MLP, HIDDEN, bias=False)
 
-        def forward(self, x):  # noqa: ANN001, ANN202
+        def forward(self, x, input_pos):  # noqa: ANN001, ANN202
             b, s, _ = x.shape
             h = self.sa_norm(x)
-            q, k, v = (proj(h).view(b, s, HEADS, -1).transpose(1, 2) for proj in (self.q_proj, self.k_proj,
-                                                                                   self.v_proj))
+            q = self.rope(self.q_proj(h).view(b, s, HEADS, HEAD_DIM), input_pos).transpose(1, 2)
+            k = self.rope(self.k_proj(h).view(b, s, KV_HEADS, HEAD_DIM), input_pos).transpose(1, 2)
+            v = self.v_proj(h).view(b, s, KV_HEADS, HEAD_DIM).transpose(1, 2)
+            shape = (b, KV_HEADS, HEADS // KV_HEADS, -1, HEAD_DIM)  # K and V expanded to every query head
+            k, v = k.unsqueeze(2).expand(shape).flatten(1, 2), v.unsqueeze(2).expand(shape).flatten(1, 2)
+            # packed: flex attention with a block mask on the GPU; both it and the CPU's fused kernel keep q, k, v,
+            # the output and the fp32 log-sum-exp
             attn = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-            h = self.output_proj(attn.transpose(1, 2).reshape(b, s, HIDDEN)) + x
+            h = self.output_proj(attn.transpose(1, 2).contiguous().view(b, s, -1)) + x
             m = self.mlp_norm(h)
             return h + self.w2(functional.silu(self.w1(m)) * self.w3(m))
 
@@ -90,20 +116,24 @@ def _decoder(torch: object, upcast: bool) -> object:
         def __init__(self) -> None:
             super().__init__()
             self.tok_embeddings = nn.Embedding(VOCAB, HIDDEN)
-            self.layers = nn.ModuleList([Layer()])
+            rope = RoPE()  # llama3_2's builder makes one and hands it to every layer
+            self.layers = nn.ModuleList([Layer(rope) for _ in range(layers)])
             self.norm = RMSNorm()
 
-        def forward(self, tokens):  # noqa: ANN001, ANN202
+        def forward(self, tokens, input_pos=None):  # noqa: ANN001, ANN202
             h = self.tok_embeddings(tokens)
             for layer in self.layers:
-                h = layer(h)
+                h = layer(h, input_pos)
             h = self.norm(h)  # unembed: the last layer's output is released here
             if upcast:
                 return functional.linear(h, self.tok_embeddings.weight).float()  # self.output(h).float()
             return functional.linear(h, self.tok_embeddings.weight)
 
     torch.manual_seed(0)
-    return Decoder().to(torch.bfloat16)
+    decoder = Decoder().to(torch.bfloat16)  # as built under set_default_dtype(bf16), except:
+    rope = decoder.layers[0].rope
+    rope.cache = rope.cache.float()  # rope_init builds the cache from .float() angles: it stays fp32
+    return decoder
 
 
 def _loss_fn(torch: object, path: str, labels: object, compiled: object) -> object:
@@ -139,6 +169,45 @@ def _point(torch: object, path: str, batch: int, seq: int, losses: dict) -> dict
             "phases": peak.tensor_phases, "parameter_tensors": len(list(model.parameters()))}
 
 
+def _positions(torch: object, batch: int, seq: int) -> object:
+    """Packed positions: two documents per row, each counting from 0 (PackedDataset's input_pos)."""
+    half = seq // 2
+    return torch.cat([torch.arange(half), torch.arange(seq - half)]).repeat(batch, 1)
+
+
+def _layers(torch: object, batch: int, seq: int, packed: bool, plain: object) -> dict:
+    """Bytes saved with one and two layers (their difference: one layer's), torchtune's eager loss path."""
+    from symbolic.measured import measure
+
+    out = {}
+    for layers in (1, 2):
+        model = _decoder(torch, upcast=True, layers=layers)
+        torch.manual_seed(1)
+        inputs = {"tokens": torch.randint(0, VOCAB, (batch, seq))}
+        if packed:
+            inputs["input_pos"] = _positions(torch, batch, seq)
+        loss_fn = _loss_fn(torch, "model", torch.randint(0, VOCAB, (batch, seq)), plain)
+        out[layers] = measure.saved_tensors(model, inputs, loss_fn).total_bytes
+    return {"batch": batch, "seq": seq, "packed": packed, "one": out[1], "two": out[2]}
+
+
+def _packed_step(torch: object, batch: int, seq: int, plain: object) -> dict:
+    """The table's "+ Packed Dataset" step, small: two torchtune layers, packed positions, the eager loss over the
+    model's fp32 logits, AdamW; its peaks by phase and what the plan does not hold (the RoPE cache buffer)."""
+    from symbolic.measured import measure
+
+    model = _decoder(torch, upcast=True, layers=2)
+    torch.manual_seed(1)
+    inputs = {"tokens": torch.randint(0, VOCAB, (batch, seq)), "input_pos": _positions(torch, batch, seq)}
+    loss_fn = _loss_fn(torch, "model", torch.randint(0, VOCAB, (batch, seq)), plain)
+    loss_fn.held = (*loss_fn.held, inputs["input_pos"])
+    peak = measure.step_peak(model, inputs, loss_fn, method="profiler", steps=2)
+    buffers = sum(b.untyped_storage().nbytes() for b in model.buffers())
+    unsaved = sum(t.untyped_storage().nbytes() for t in (loss_fn.held[0], inputs["input_pos"]))
+    return {"batch": batch, "seq": seq, "phases": peak.tensor_phases, "buffers": buffers, "unsaved_inputs": unsaved,
+            "parameter_tensors": len(list(model.parameters()))}
+
+
 def main() -> None:
     torch = _torch()
     torch.set_num_threads(1)
@@ -147,7 +216,10 @@ def main() -> None:
               "model_compiled": torch.compile(torch.nn.CrossEntropyLoss(ignore_index=IGNORE), backend="inductor",
                                               dynamic=True)}
     out = {path: [_point(torch, path, b, s, losses) for b, s in POINTS] for path in PATHS}
-    print(json.dumps({"paths": out, "hidden": HIDDEN, "vocab": VOCAB, "element_bytes": 2}))
+    layers = [_layers(torch, b, s, packed, plain) for b, s in POINTS for packed in (False, True)]
+    steps = [_packed_step(torch, b, s, plain) for b, s in POINTS]
+    config = {"hidden": HIDDEN, "heads": HEADS, "kv_heads": KV_HEADS, "mlp": MLP, "vocab": VOCAB}
+    print(json.dumps({"paths": out, "layers": layers, "packed_steps": steps, **config, "element_bytes": 2}))
 
 
 if __name__ == "__main__":

@@ -135,6 +135,11 @@ register("torchtune-upcast-logits", "torchtune: TransformerDecoder.unembed retur
          "logits to the loss and deletes them (recipes/full_finetune_single_device.py)",
          "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/"
          "torchtune/modules/transformer.py")
+register("torchtune-layer", "torchtune: RMSNorm.forward (torchtune/modules/rms_norm.py), MultiHeadAttention.forward "
+         "(K and V expanded to the query heads, torchtune/modules/attention.py) and RotaryPositionalEmbeddings "
+         "(cache rows by input_pos, torchtune/modules/position_embeddings.py), commit 1814feb",
+         "https://github.com/pytorch/torchtune/blob/1814feb17a9038e1a8053ce93111bd26774a8db6/"
+         "torchtune/modules/attention.py")
 register("torchtune-optim-in-bwd", "torchtune: register_optim_in_bwd_hooks, torchtune/training/memory.py (one "
          "optimizer per parameter, step() and zero_grad() in register_post_accumulate_grad_hook), and "
          "recipes/full_finetune_single_device.py (refuses gradient_accumulation_steps > 1 with optimizer_in_bwd), "

@@ -175,6 +175,11 @@ OPTIONS: tuple[Option, ...] = (
                                               "cross-entropy kernel, no logits kept; chunked: torchtune's chunked "
                                               "cross-entropy, see --logit-chunks)", tuple(_acts.LOGITS),
            concern="training"),
+    Option("layer_impl", "train", "choice", "korthikanti", "with --activations korthikanti: whose layer's saved "
+           "tensors (default korthikanti; torchtune: torchtune's eager layer, each RMSNorm keeping its fp32 upcast and "
+           "normalized copy, K and V expanded to every query head, the final norm's too; torchtune-packed: also the "
+           "RoPE cache rows each call gathers by packed positions); eager, dense gated layers, flash, tp 1",
+           _acts.LAYER_IMPLS, concern="training"),
     Option("logits_upcast", "train", "choice", "loss", "where the 16-bit logits become fp32 (default loss: inside "
            "the loss, Hugging Face's ForCausalLMLoss; model: the model's forward returns fp32 logits, as torchtune's "
            "TransformerDecoder (self.output(h).float()), and the loss, eager or --compile'd, takes them; with "

@@ -748,7 +748,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                        stage: Stage | None = None) -> tuple[list[Term], list[Term]]:
     """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
-                                act_bytes=act_bytes, compiled=r.compile)
+                                act_bytes=act_bytes, compiled=r.compile, impl=r.layer_impl)
     sp = r.sequence_parallel and r.tp > 1
     per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)
@@ -791,6 +791,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                  if part.key in SAVED_LOGITS]
         if r.logits_upcast == "model":  # torchtune's fp32 logits: the eager log-softmax or the compiled loss's
             parts = upcast_logits.saved_terms(act_bytes, r.compile and r.compile_loss)
+        if r.layer_impl != "korthikanti":  # torchtune's final norm keeps its fp32 upcast and normalized copy
+            parts = [*acts.final_norm_terms(act_bytes), *parts]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")
