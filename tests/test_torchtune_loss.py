@@ -153,3 +153,19 @@ def test_packed_step_by_phase_within_one_percent(measured, tmp_path):
 def test_layer_impl_refusals_are_one_line(tmp_path, options, words):
     with pytest.raises(planning.PlanOptionError, match=words):
         _plan(tmp_path, layer_impl="torchtune", **options)
+
+
+@pytest.mark.torch
+def test_offload_stash_ends_holding_the_final_norm(measured):
+    """torchtune's forward stash keeps the last 5 pack calls; after the last checkpointed layer's input the eager
+    final norm saves its 6 tensors, so the stash ends the forward pass with the final norm's (its fp32 input and
+    normalized copy; 1/rms too where it reaches 1024 bytes) and no layer input: the plan stashes none."""
+    from symbolic.library import activations as acts
+    from symbolic.library import offload
+
+    assert offload.stashed_layers(28) == 0
+    for point in measured["stashes"]:
+        assert point["layer_inputs"] == 0 and point["packs_after_last_input"] >= offload.FINAL_NORM_PACKS, point
+        values = {B: point["batch"], S: point["seq"], H: measured["hidden"]}
+        sizes = [int(part.expr.subs(values)) for part in acts.rms_norm_parts(measured["element_bytes"], "n", "n")]
+        assert point["bytes"] == sum(size for size in sizes if size >= offload.MIN_OFFLOAD_SIZE), point

@@ -55,9 +55,15 @@ def _torch() -> object:
     return torch
 
 
-def _decoder(torch: object, upcast: bool, layers: int = 1) -> object:
+def _decoder(torch: object, upcast: bool, layers: int = 1, offloading: object = None) -> object:
     """torchtune's decoder, small: ``layers`` layers, tied output; ``upcast``: ``unembed`` returns
-    ``self.output(h).float()``. Called with ``input_pos`` (packed positions), RoPE gathers its cache rows."""
+    ``self.output(h).float()``. Called with ``input_pos`` (packed positions), RoPE gathers its cache rows.
+    ``offloading`` (a ``_Stash``): each layer checkpointed (non-reentrant) and the output head under no-op hooks,
+    as the recipe with activation checkpointing and offloading runs it."""
+    import contextlib
+
+    from torch.utils.checkpoint import checkpoint
+
     nn, functional = torch.nn, torch.nn.functional
 
     class RMSNorm(nn.Module):  # torchtune/modules/rms_norm.py (1814feb)
@@ -123,11 +129,18 @@ def _decoder(torch: object, upcast: bool, layers: int = 1) -> object:
         def forward(self, tokens, input_pos=None):  # noqa: ANN001, ANN202
             h = self.tok_embeddings(tokens)
             for layer in self.layers:
-                h = layer(h, input_pos)
+                if offloading is None:
+                    h = layer(h, input_pos)
+                else:
+                    offloading.layer_inputs.add(h.untyped_storage().data_ptr())
+                    h = checkpoint(layer, h, input_pos, use_reentrant=False)
             h = self.norm(h)  # unembed: the last layer's output is released here
-            if upcast:
-                return functional.linear(h, self.tok_embeddings.weight).float()  # self.output(h).float()
-            return functional.linear(h, self.tok_embeddings.weight)
+            # get_act_offloading_ctx_manager: the output head under a NoOpManager (nothing of it offloaded)
+            head = contextlib.nullcontext() if offloading is None else torch.autograd.graph.saved_tensors_hooks(
+                lambda t: t, lambda t: t)
+            with head:
+                logits = functional.linear(h, self.tok_embeddings.weight)
+            return logits.float() if upcast else logits  # self.output(h).float()
 
     torch.manual_seed(0)
     decoder = Decoder().to(torch.bfloat16)  # as built under set_default_dtype(bf16), except:
@@ -167,6 +180,40 @@ def _point(torch: object, path: str, batch: int, seq: int, losses: dict) -> dict
     unsaved = loss_fn.held[0].untyped_storage().nbytes()  # the labels (the ids and shifted labels are saved)
     return {"batch": batch, "seq": seq, "saved": saved, "weights": weights, "unsaved_inputs": unsaved,
             "phases": peak.tensor_phases, "parameter_tensors": len(list(model.parameters()))}
+
+
+class _Stash:
+    """OffloadActivations.pack_tensor's forward stash (torchtune 1814feb), without the copy and the streams: every
+    pack call takes the next id; a tensor of at least 1024 bytes that is no parameter is stashed, and stash entries
+    with an id at most the new id less max_fwd_stash_size (5) are dropped."""
+
+    def __init__(self, torch: object) -> None:
+        self.torch, self.id, self.stash, self.layer_inputs, self.last_input = torch, 0, {}, set(), 0
+
+    def pack(self, t: object) -> object:
+        self.id += 1
+        if t.untyped_storage().data_ptr() in self.layer_inputs:
+            self.last_input = self.id
+        if t.element_size() * t.nelement() >= 1024 and not isinstance(t, self.torch.nn.Parameter):
+            for key in [k for k in self.stash if k <= self.id - 5]:
+                del self.stash[key]
+            self.stash[self.id] = t
+        return t
+
+
+def _offload_stash(torch: object, batch: int, seq: int) -> dict:
+    """What torchtune's forward stash holds when the forward pass ends: layer inputs among it, its bytes (each
+    storage once) and the pack calls after the last layer input's."""
+    stash = _Stash(torch)
+    model = _decoder(torch, upcast=False, layers=2, offloading=stash)
+    tokens = torch.randint(0, VOCAB, (batch, seq))
+    with torch.autograd.graph.saved_tensors_hooks(stash.pack, lambda t: t):
+        logits = model(tokens, _positions(torch, batch, seq))
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in stash.stash.values()}
+    inputs = sum(1 for ptr in storages if ptr in stash.layer_inputs)
+    del logits
+    return {"batch": batch, "seq": seq, "layer_inputs": inputs, "bytes": sum(storages.values()),
+            "packs_after_last_input": stash.id - stash.last_input}
 
 
 def _positions(torch: object, batch: int, seq: int) -> object:
@@ -218,8 +265,9 @@ def main() -> None:
     out = {path: [_point(torch, path, b, s, losses) for b, s in POINTS] for path in PATHS}
     layers = [_layers(torch, b, s, packed, plain) for b, s in POINTS for packed in (False, True)]
     steps = [_packed_step(torch, b, s, plain) for b, s in POINTS]
+    stashes = [_offload_stash(torch, b, s) for b, s in POINTS]
     config = {"hidden": HIDDEN, "heads": HEADS, "kv_heads": KV_HEADS, "mlp": MLP, "vocab": VOCAB}
-    print(json.dumps({"paths": out, "layers": layers, "packed_steps": steps, **config, "element_bytes": 2}))
+    print(json.dumps({"paths": out, "layers": layers, "packed_steps": steps, "stashes": stashes, **config, "element_bytes": 2}))
 
 
 if __name__ == "__main__":

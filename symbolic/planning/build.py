@@ -586,8 +586,9 @@ def _offloaded(model: ModelShape, kept: list[Term], host: list[Term],
     activations = kept[0]
     per_layer = activations.expr / L
     notes.append(f"offload_activations: the {model.layers} checkpointed layer inputs are copied to pinned host memory "
-                 f"(M_host); the last {min(offload.MAX_FWD_STASH, model.layers)} stay on the GPU in torchtune's "
-                 "forward stash; the output head's and the loss's tensors are not offloaded")
+                 f"(M_host); {offload.stashed_layers(model.layers)} stay on the GPU in torchtune's forward stash "
+                 "(it ends holding the final norm's saved tensors); the output head's and the loss's tensors are not "
+                 "offloaded")
     return [offload.stash_term(per_layer, model.layers), *kept[1:]], [*host, offload.offloaded_term(activations.expr)]
 
 
