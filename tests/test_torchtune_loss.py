@@ -149,6 +149,8 @@ def test_packed_step_by_phase_within_one_percent(measured, tmp_path):
     ({"recompute": "full"}, "without compile or recompute"),
     ({"activations": "pytorch"}, "activations korthikanti"),
     ({"tp": 2}, "one tensor-parallel rank"),
+    ({"flash": False}, "fused attention kernel"),
+    ({"dropout": True}, "fused attention kernel"),
 ])
 def test_layer_impl_refusals_are_one_line(tmp_path, options, words):
     with pytest.raises(planning.PlanOptionError, match=words):

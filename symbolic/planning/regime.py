@@ -338,7 +338,8 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         _check_upcast(activations, str(logits), tp)
     layer_impl = str(_checked("layer_impl", pick("layer_impl", _default("layer_impl"))))
     if layer_impl != "korthikanti":
-        _check_layer_impl(model, layer_impl, activations, tp, recompute=str(recompute), compiled=compiled)
+        _check_layer_impl(model, layer_impl, activations, tp, recompute=str(recompute), compiled=compiled,
+                          fused=bool(flash) and not dropout)
     compile_loss = bool(_checked("compile_loss", pick("compile_loss", _default("compile_loss"))))
     if "compile_loss" in given and not compiled:
         raise PlanOptionError("compile_loss applies with compile (the layers compiled); add --compile")
@@ -645,13 +646,15 @@ def _check_upcast(activations: str, logits: str, tp: int) -> None:
 
 
 def _check_layer_impl(model: ModelShape, impl: str, activations: str, tp: int, *, recompute: str,
-                      compiled: bool) -> None:
+                      compiled: bool, fused: bool) -> None:
     """--layer-impl torchtune: torchtune's eager dense gated layer on one tensor-parallel rank (measured so)."""
     if activations != "korthikanti":
         raise PlanOptionError(f"layer_impl {impl} is modelled with activations korthikanti, not {activations}")
     if compiled or recompute != "none":
         raise PlanOptionError(f"layer_impl {impl} is torchtune's eager layer, measured without compile or recompute "
                               "(the partitioner and checkpointing decide what those keep)")
+    if not fused:
+        raise PlanOptionError(f"layer_impl {impl} is modelled with a fused attention kernel (flash) and no dropout")
     if tp > 1 or model.moe or not model.gated:
         raise PlanOptionError(f"layer_impl {impl} is modelled for a dense gated layer on one tensor-parallel rank")
 
