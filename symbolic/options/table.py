@@ -276,8 +276,9 @@ OPTIONS: tuple[Option, ...] = (
            "saves (norms, activations and the fp32 loss recomputed in backward; measured with inductor, torch "
            "2.13.0 on the CPU); needs a fused attention kernel and no dropout (default off)", concern="training"),
     Option("compile_loss", "train", "flag", True, "with --compile: the loss compiled too, as torchtune's "
-           "compile_loss; --no-compile-loss leaves it eager, as torchtitan at 9dec370 (fp32 logits, log-softmax and "
-           "their gradient) (default on)", concern="training"),
+           "compile_loss; --no-compile-loss leaves it eager, as torchtitan at 9dec370 and torchtune's "
+           "full_finetune_single_device for a plain cross-entropy (fp32 logits, log-softmax and their gradient) "
+           "(default on)", concern="training"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",
