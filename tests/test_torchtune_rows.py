@@ -30,9 +30,9 @@ SHARED = {"logits": "chunked", "recompute": "full", "offload_activations": True}
 OFFLOADING_ROW = {**SHARED, "optimizer_in_backward": True}
 # (row, published GiB, options, the plan's error as stated in docs/accuracy.md)
 ROWS = [
-    ("+ 8-bit AdamW", 17.6, {**OFFLOADING_ROW, "optimizer": "adam-8bit"}, -0.090),
-    ("LoRA", 8.5, {**SHARED, **LORA}, 0.055),
-    ("QLoRA", 4.6, {**SHARED, **LORA, "qlora": True}, 0.103),
+    ("+ 8-bit AdamW", 17.6, {**OFFLOADING_ROW, "optimizer": "adam-8bit"}, -0.104),
+    ("LoRA", 8.5, {**SHARED, **LORA}, 0.028),
+    ("QLoRA", 4.6, {**SHARED, **LORA, "qlora": True}, 0.052),
 ]
 
 
@@ -49,26 +49,28 @@ def _gib(plan: planning.Plan) -> float:
 
 @pytest.mark.parametrize(("row", "published", "options", "stated"), ROWS)
 def test_torchtune_rows(tmp_path, row, published, options, stated):
-    """Each row as it ran, against its published peak active; QLoRA stays 0.3 % outside 10 % (docs say why)."""
+    """Each row as it ran, against its published peak active; + 8-bit AdamW stays 0.4 % outside 10 %: the
+    published drop from the offloading row is 4.2 GiB, the plan's 5.9 (docs say why)."""
     error = _gib(_plan(tmp_path, **options)) / published - 1
     assert abs(error - stated) < 0.005, (row, f"{error:+.3%}")
-    assert abs(error) < 0.10 or row == "QLoRA", (row, error)
+    assert abs(error) < 0.10 or row == "+ 8-bit AdamW", (row, error)
 
 
 def test_lora_and_qlora_share_one_excess(tmp_path):
     """LoRA and QLoRA differ only in the frozen base: the plans' excess over the published rows is the same
-    0.47 GiB, so it is not the NF4 layout (torchao's differs from bitsandbytes' by < 1 MiB here)."""
+    0.24 GiB, so it is not the NF4 layout (torchao's differs from bitsandbytes' by < 1 MiB here)."""
     lora, qlora = (_gib(_plan(tmp_path, **options)) - published for _, published, options, _ in ROWS[1:])
-    assert abs(lora - qlora) < 0.01 and 0.4 < lora < 0.5, (lora, qlora)
+    assert abs(lora - qlora) < 0.01 and 0.2 < lora < 0.3, (lora, qlora)
 
 
 def test_lora_takes_activation_offloading(tmp_path):
     """torchtune's lora_finetune_single_device offloads activations as the full recipe does (the README's QLoRA
-    command sets enable_activation_offloading=True): the checkpointed inputs go to the host, five stay."""
+    command sets enable_activation_offloading=True): the checkpointed inputs go to the host, none stays (the
+    forward stash ends holding the final norm's tensors)."""
     plan = _plan(tmp_path, **SHARED, **LORA)
     plain = _plan(tmp_path, logits="chunked", recompute="full", **LORA)
     assert plan.as_dict()["host_terms"]["offloaded_activations"] == plain.as_dict()["terms"]["activations"]
-    assert plan.as_dict()["terms"]["activations"] * 28 == plain.as_dict()["terms"]["activations"] * 5
+    assert plan.as_dict()["terms"]["activations"] == 0
 
 
 def test_paged_states_would_leave_the_row_far_under(tmp_path):

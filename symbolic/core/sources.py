@@ -130,6 +130,16 @@ register("megatron-distribute-saved", "Megatron-LM, megatron/core/tensor_paralle
          "(distribute_saved_activations splits a checkpointed input over the tp ranks when sequence parallelism "
          "is off; with it the input is already sequence-sharded)", "https://github.com/NVIDIA/Megatron-LM")
 # --- issue 28, the step's lifetimes: the optimizer in backward, activation offloading ------------
+register("torchtune-upcast-logits", "torchtune: TransformerDecoder.unembed returns self.output(h).float(), "
+         "torchtune/modules/transformer.py (commits 1814feb and bd2a0fc); the recipe's _loss_step passes the fp32 "
+         "logits to the loss and deletes them (recipes/full_finetune_single_device.py)",
+         "https://github.com/pytorch/torchtune/blob/bd2a0fc7c31430972728494fa01aaeeb0ebf1ba1/"
+         "torchtune/modules/transformer.py")
+register("torchtune-layer", "torchtune: RMSNorm.forward (torchtune/modules/rms_norm.py), MultiHeadAttention.forward "
+         "(K and V expanded to the query heads, torchtune/modules/attention.py) and RotaryPositionalEmbeddings "
+         "(cache rows by input_pos, torchtune/modules/position_embeddings.py), commit 1814feb",
+         "https://github.com/pytorch/torchtune/blob/1814feb17a9038e1a8053ce93111bd26774a8db6/"
+         "torchtune/modules/attention.py")
 register("torchtune-optim-in-bwd", "torchtune: register_optim_in_bwd_hooks, torchtune/training/memory.py (one "
          "optimizer per parameter, step() and zero_grad() in register_post_accumulate_grad_hook), and "
          "recipes/full_finetune_single_device.py (refuses gradient_accumulation_steps > 1 with optimizer_in_bwd), "

@@ -132,6 +132,7 @@ class LayerVariant:
     moe: bool = False
     act_bytes: int = 2
     compiled: bool = False  # issue 28: the layer compiled (torch.compile's min-cut partitioner decides what is saved)
+    impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's eager layer (torchtune_parts)
 
     @property
     def name(self) -> str:
@@ -145,6 +146,8 @@ class LayerVariant:
             parts.append(f"{self.act_bytes}byte")
         if self.compiled:
             parts.append("compiled")
+        if self.impl != "korthikanti":
+            parts.append(self.impl)
         return ".".join(parts)
 
 
@@ -168,6 +171,8 @@ def layer_parts(v: LayerVariant) -> list[Part]:
     """Every tensor one layer keeps for backward, for one micro-batch, in bytes."""
     if v.compiled:
         return compiled_parts(v)
+    if v.impl != "korthikanti":
+        return torchtune_parts(v)
     b = v.act_bytes
     sbh = S * B * H
     parts = [
@@ -241,6 +246,56 @@ def compiled_parts(v: LayerVariant) -> list[Part]:
         out.append(part)
     out.append(Part("norm_stats", f"both norms' per-token {'1/rms' if v.gated else 'mean and 1/std'} (fp32)",
                     2 * stats * 4 * S * B, "sp", source=COMPILE_SRC))
+    return out
+
+
+LAYER_IMPLS = ("korthikanti", "torchtune", "torchtune-packed")
+TORCHTUNE_SRC = "torchtune-layer"
+
+
+def rms_norm_parts(b: int, name: str, title: str) -> list[Part]:
+    """torchtune's eager RMSNorm (1814feb): ``x.float()`` kept by ``pow`` and the product with ``rsqrt`` (not the
+    16-bit input), the fp32 1/rms per token, and the normalized 16-bit copy the scale's product keeps."""
+    return [Part(f"{name}_fp32", f"{title}: its input upcast to fp32", 4 * S * B * H, "sp", source=TORCHTUNE_SRC),
+            Part(f"{name}_rstd", f"{title}: 1/rms per token (fp32)", 4 * S * B, "sp", source=TORCHTUNE_SRC),
+            Part(f"{name}_normed", f"{title}: normalized, before the scale", b * S * B * H, "sp",
+                 source=TORCHTUNE_SRC)]
+
+
+def final_norm_terms(b: int) -> list[Term]:
+    """torchtune's final norm (``TransformerDecoder.unembed``'s ``self.norm``) as terms: what ``rms_norm_parts``
+    keeps beyond its output (which the head keeps: ``lm_head_input``)."""
+    return [Term(part.key, part.title, part.expr, "bytes", part.source, "RMSNorm.forward")
+            for part in rms_norm_parts(b, "final_norm", "final norm")]
+
+
+def torchtune_parts(v: LayerVariant) -> list[Part]:
+    """What torchtune's eager ``TransformerSelfAttentionLayer`` keeps (1814feb; measured on the CPU).
+
+    Korthikanti's tensors with three differences read from torchtune's source: each ``RMSNorm`` keeps its fp32
+    upcast and normalized copy instead of its 16-bit input (``rms_norm_parts``); ``MultiHeadAttention`` expands K
+    and V to every query head (``expand(...).flatten(1, 2)``, a copy) before attention, which keeps them so; and
+    with packed positions (``input_pos``, ``torchtune-packed``) each RoPE call gathers its cache rows
+    (``self.cache[input_pos]``, fp32 B·S·d_head), which the rotation's products keep (without positions they are
+    views of the module's buffer: no bytes of their own).
+    """
+    if not v.flash or not v.gated or v.moe or v.dropout:
+        raise UnknownNameError("torchtune's layer is modelled for a dense gated layer with a fused attention kernel "
+                               "and no dropout")
+    b = v.act_bytes
+    out: list[Part] = []
+    for part in layer_parts(replace(v, impl="korthikanti")):
+        if part.key in ("ln1_input", "ln2_input"):
+            first = part.key == "ln1_input"
+            out += rms_norm_parts(b, "sa_norm" if first else "mlp_norm", "attention norm" if first else "MLP norm")
+            continue
+        if part.key in ("key", "value"):
+            part = Part(part.key, f"{part.key[0].upper()} expanded to every query head (a·d_head wide)",
+                        b * S * B * a * d_head, "tp", source=TORCHTUNE_SRC)
+        out.append(part)
+    if v.impl == "torchtune-packed":
+        out.append(Part("rope_rows", "RoPE cache rows gathered by packed positions, for Q and K (fp32)",
+                        2 * 4 * S * B * d_head, "sp", source=TORCHTUNE_SRC))
     return out
 
 
@@ -444,5 +499,6 @@ MODELS = {
     "pytorch": "what torch.autograd saves in one step of the Hugging Face implementation (pytorch.saved.*, measured)",
 }
 
-__all__ = ["LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
-           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "ops_recomputed", "per_layer"]
+__all__ = ["LAYER_IMPLS", "LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
+           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "ops_recomputed", "per_layer",
+           "final_norm_terms", "rms_norm_parts", "torchtune_parts"]

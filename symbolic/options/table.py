@@ -33,6 +33,7 @@ from ..library import optimizers as _optim
 from ..library import pipeline as _pipeline
 from ..library import precision as _prec
 from ..library import runtime as _runtime
+from ..library import upcast_logits as _upcast
 
 MODES = ("train", "infer")
 DEFAULT_MODE = "train"
@@ -174,6 +175,15 @@ OPTIONS: tuple[Option, ...] = (
                                               "cross-entropy kernel, no logits kept; chunked: torchtune's chunked "
                                               "cross-entropy, see --logit-chunks)", tuple(_acts.LOGITS),
            concern="training"),
+    Option("layer_impl", "train", "choice", "korthikanti", "with --activations korthikanti: whose layer's saved "
+           "tensors (default korthikanti; torchtune: torchtune's eager layer, each RMSNorm keeping its fp32 upcast and "
+           "normalized copy, K and V expanded to every query head, the final norm's too; torchtune-packed: also the "
+           "RoPE cache rows each call gathers by packed positions); eager, dense gated layers, flash, tp 1",
+           _acts.LAYER_IMPLS, concern="training"),
+    Option("logits_upcast", "train", "choice", "loss", "where the 16-bit logits become fp32 (default loss: inside "
+           "the loss, Hugging Face's ForCausalLMLoss; model: the model's forward returns fp32 logits, as torchtune's "
+           "TransformerDecoder (self.output(h).float()), and the loss, eager or --compile'd, takes them; with "
+           "--logits hf, one tp rank)", _upcast.CHOICES, concern="training"),
     Option("activations", "train", "choice", "korthikanti",
            "activation model (default korthikanti; pytorch: what torch.autograd saves, pure fp32/bf16, one device)",
            tuple(_acts.MODELS), concern="training"),
@@ -266,8 +276,9 @@ OPTIONS: tuple[Option, ...] = (
            "saves (norms, activations and the fp32 loss recomputed in backward; measured with inductor, torch "
            "2.13.0 on the CPU); needs a fused attention kernel and no dropout (default off)", concern="training"),
     Option("compile_loss", "train", "flag", True, "with --compile: the loss compiled too, as torchtune's "
-           "compile_loss; --no-compile-loss leaves it eager, as torchtitan at 9dec370 (fp32 logits, log-softmax and "
-           "their gradient) (default on)", concern="training"),
+           "compile_loss; --no-compile-loss leaves it eager, as torchtitan at 9dec370 and torchtune's "
+           "full_finetune_single_device for a plain cross-entropy (fp32 logits, log-softmax and their gradient) "
+           "(default on)", concern="training"),
     Option("weights", "infer", "choice", "bf16", "weight format as stored (int8/int4: fp16 scales per 128; fp8, "
            "fp8-block, mxfp4, nvfp4, gptq-int4, awq-int4, nf4, ...: as their libraries store each matrix; default: "
            "the config's quantization_config, else bf16)",

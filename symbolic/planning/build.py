@@ -51,7 +51,7 @@ from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, 
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
-from ..library import chunked_backward, fsdp, offload, registry, runtime
+from ..library import chunked_backward, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
 from ..library import inference as infer
 from ..library import parallel as par
@@ -557,6 +557,10 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
                                                    r.compile and r.compile_loss, _head_trained(model, r))
+        if r.logits_upcast == "model":  # torchtune: the model returns fp32 logits (regime: logits hf, tp 1)
+            compiled = r.compile and r.compile_loss
+            during_loss = [upcast_logits.forward_term(act_bytes, compiled)]
+            loss_grads = [upcast_logits.backward_term(act_bytes, compiled, _head_trained(model, r))]
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         forward += during_loss
@@ -615,8 +619,9 @@ def _offloaded(model: ModelShape, kept: list[Term], host: list[Term],
     activations = kept[0]
     per_layer = activations.expr / L
     notes.append(f"offload_activations: the {model.layers} checkpointed layer inputs are copied to pinned host memory "
-                 f"(M_host); the last {min(offload.MAX_FWD_STASH, model.layers)} stay on the GPU in torchtune's "
-                 "forward stash; the output head's and the loss's tensors are not offloaded")
+                 f"(M_host); {offload.stashed_layers(model.layers)} stay on the GPU in torchtune's forward stash "
+                 "(it ends holding the final norm's saved tensors); the output head's and the loss's tensors are not "
+                 "offloaded")
     return [offload.stash_term(per_layer, model.layers), *kept[1:]], [*host, offload.offloaded_term(activations.expr)]
 
 
@@ -777,7 +782,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                        stage: Stage | None = None) -> tuple[list[Term], list[Term]]:
     """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
-                                act_bytes=act_bytes, compiled=r.compile)
+                                act_bytes=act_bytes, compiled=r.compile, impl=r.layer_impl)
     sp = r.sequence_parallel and r.tp > 1
     per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)
@@ -818,6 +823,10 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     if r.pp == 1 or (stage is not None and stage.head):
         parts = [part for part in acts.logits_terms(r.logits, act_bytes, tp_s, sp, r.compile and r.compile_loss)
                  if part.key in SAVED_LOGITS]
+        if r.logits_upcast == "model":  # torchtune's fp32 logits: the eager log-softmax or the compiled loss's
+            parts = upcast_logits.saved_terms(act_bytes, r.compile and r.compile_loss)
+        if r.layer_impl != "korthikanti":  # torchtune's final norm keeps its fp32 upcast and normalized copy
+            parts = [*acts.final_norm_terms(act_bytes), *parts]
         expr = sympy.Add(*(part.expr for part in parts))
         detail = "; ".join(f"{part.title} {printing.text(part.expr)}" for part in parts)
         source = {"megatron": "korthikanti2022", "chunked": "torchtune-chunked-ce"}.get(r.logits, "huggingface")

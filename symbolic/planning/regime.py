@@ -149,6 +149,8 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
     (("recompute_every",), lambda r: r.recompute_every == 1),  # issue 28: listed when it changes something
     (("logit_chunks",), lambda r: r.logits != "chunked"),
+    (("logits_upcast",), lambda r: r.logits_upcast == "loss"),  # listed when the model upcasts
+    (("layer_impl",), lambda r: r.layer_impl == "korthikanti"),  # listed when another layer's tensors
     (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
     (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
     (("offload_activations",), lambda r: not r.offload_activations),
@@ -331,6 +333,13 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     logit_chunks = _checked("logit_chunks", pick("logit_chunks", _default("logit_chunks")))
     _check_saved(model, activations, recompute, recompute_every, logits, "logit_chunks" in given, flash=flash, pp=pp)
     compiled = bool(_checked("compile", pick("compile", _default("compile"))))
+    upcast = str(_checked("logits_upcast", pick("logits_upcast", _default("logits_upcast"))))
+    if upcast == "model":
+        _check_upcast(activations, str(logits), tp)
+    layer_impl = str(_checked("layer_impl", pick("layer_impl", _default("layer_impl"))))
+    if layer_impl != "korthikanti":
+        _check_layer_impl(model, layer_impl, activations, tp, recompute=str(recompute), compiled=compiled,
+                          fused=bool(flash) and not dropout)
     compile_loss = bool(_checked("compile_loss", pick("compile_loss", _default("compile_loss"))))
     if "compile_loss" in given and not compiled:
         raise PlanOptionError("compile_loss applies with compile (the layers compiled); add --compile")
@@ -404,7 +413,8 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
-            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, **tuning, **lifetimes, **sharding, **context}
+            "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, "logits_upcast": upcast,
+            "layer_impl": layer_impl, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
@@ -622,6 +632,31 @@ def _check_compile(model: ModelShape, activations: str, logits: str, *, dropout:
     if logits not in ("hf", "fused", "chunked"):
         raise PlanOptionError(f"compile models the compiled Hugging Face-style loss (logits hf), torchtune's chunked "
                               f"one (logits chunked) or a fused kernel (logits fused), not logits {logits}")
+
+
+def _check_upcast(activations: str, logits: str, tp: int) -> None:
+    """--logits-upcast model (torchtune's fp32 logits): modelled for the one-rank Hugging Face-style loss."""
+    if activations != "korthikanti":
+        raise PlanOptionError(f"logits_upcast model is modelled with activations korthikanti, not {activations}")
+    if logits != "hf":
+        raise PlanOptionError(f"logits_upcast model applies to logits hf (torchtune's chunked output upcasts each "
+                              f"chunk in the loss), not {logits}")
+    if tp > 1:
+        raise PlanOptionError("logits_upcast model is modelled on one tensor-parallel rank (tp 1)")
+
+
+def _check_layer_impl(model: ModelShape, impl: str, activations: str, tp: int, *, recompute: str,
+                      compiled: bool, fused: bool) -> None:
+    """--layer-impl torchtune: torchtune's eager dense gated layer on one tensor-parallel rank (measured so)."""
+    if activations != "korthikanti":
+        raise PlanOptionError(f"layer_impl {impl} is modelled with activations korthikanti, not {activations}")
+    if compiled or recompute != "none":
+        raise PlanOptionError(f"layer_impl {impl} is torchtune's eager layer, measured without compile or recompute "
+                              "(the partitioner and checkpointing decide what those keep)")
+    if not fused:
+        raise PlanOptionError(f"layer_impl {impl} is modelled with a fused attention kernel (flash) and no dropout")
+    if tp > 1 or model.moe or not model.gated:
+        raise PlanOptionError(f"layer_impl {impl} is modelled for a dense gated layer on one tensor-parallel rank")
 
 
 def _check_compiled_pytorch(recompute: str, tuning: Mapping[str, object]) -> None:
