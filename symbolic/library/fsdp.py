@@ -18,6 +18,11 @@ FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_ful
   input in ``reduce_dtype`` (``foreach_reduce``), which is kept until the next block's
   reduce-scatter is issued (``reduce_scatter_max_input_buffers`` 1); the root's gradients (the
   head's first) wait for the root's own reduce-scatter at the end of backward;
+- the reduce-scatter output (reduce_dtype, cast to the parameter's dtype) is viewed as the block's sharded
+  gradients (``foreach_reduce``: ``torch.as_strided`` of it becomes ``sharded_param.grad``), the unsharded
+  gradients are dropped right after the copy-in (``unsharded_grads.clear()``), so the sharded gradients
+  accumulate block by block over the backward while each finished block's saved activations are freed
+  (measured on the CPU over two gloo ranks: ``tests/test_fsdp_step.py``);
 - HSDP (a 2-D mesh, R replicas of a shard group): shards over ``n_s = dp/R`` ranks, then
   all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``).
 
@@ -87,6 +92,21 @@ def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, res
                 "forward and backward passes.")
 
 
+def all_gather_outputs_term(count: int, block_bytes: sympy.Expr, what: str) -> Term:
+    """Forward: the flat all-gather outputs FSDP2 keeps beside the unsharded blocks (``count`` blocks' worth)."""
+    how = ("the running block's, kept until the next block's copy-out" if count == 1
+           else "the two last gathered blocks', each kept until the next block's copy-out")
+    return Term("fsdp_all_gather_outputs", f"FSDP2 all-gather outputs in forward ({what}): {how}", count * block_bytes,
+                "bytes", SRC, "FSDPParamGroup.wait_for_unshard (implicit forward prefetch)",
+                "In forward a block's flat all-gather output outlives its copy-out into the unsharded parameters: "
+                "it is kept in comm_ctx.all_gather_state (to overlap the copy-out with the next all-gather) and "
+                "freed in the next block's wait_for_unshard, whose local reference holds it through that block's "
+                "copy-out. So a block's copy-out holds the previous block's output, its own and its new unsharded "
+                "parameters; with resharding the previous block's parameters are freed by then (one output beyond "
+                "the running and prefetched blocks), without it they stay (two). Backward frees each output right "
+                "after its copy-out. Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py).")
+
+
 def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
     """The root group (embeddings, final norm, head): unsharded from the forward to the end of backward."""
     return Term("fsdp_root_unsharded", f"FSDP2 root group unsharded ({dtype}): embeddings, final norm, head",
@@ -107,6 +127,32 @@ def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad
                 "issued (one buffer). The root's gradients (the head's, produced first) wait for the root's "
                 "reduce-scatter at the end of backward. The reduce-scatter output in fp32 becomes the sharded "
                 "gradient (counted there).")
+
+
+def written_grads_term(layers: sympy.Expr | int, grad_block: sympy.Expr, freed_block: sympy.Expr,
+                       gathered_block: sympy.Expr, reshard: bool) -> Term:
+    """Backward: the blocks' sharded gradients written so far, beyond the saved activations their blocks freed."""
+    expr = _written(layers, grad_block - freed_block, gathered_block, reshard)
+    return Term("fsdp_backward_grads", "FSDP2 sharded gradients written during backward: the finished blocks' "
+                "reduce-scattered gradients, beyond the activations those blocks freed", expr, "bytes", SRC,
+                "FSDPParamGroup.post_backward, foreach_reduce",
+                "A block's post_backward reduce-scatters its gradients into a new reduce_dtype output that becomes "
+                "its sharded param.grad (a view, kept until the optimizer's zero_grad) and frees the unsharded "
+                "ones after the copy-in. After k of the L blocks, k blocks' sharded gradients are alive and k "
+                "blocks' saved activations freed; the backward's other terms (every block's activations, the "
+                "running and prefetched blocks, one reduce-scatter input) hold for 1 ≤ k ≤ L−2, the prefetched "
+                "block is gone at k = L−1 and, without resharding, each finished block's unsharded parameters "
+                "are freed too: the largest excess over those k. Zero where a block frees more activations than "
+                "its sharded gradients take (full recompute at long sequences); measured on the CPU over two gloo "
+                "ranks (tests/test_fsdp_step.py).")
+
+
+def _written(layers: sympy.Expr | int, excess: sympy.Expr, gathered: sympy.Expr, reshard: bool) -> sympy.Expr:
+    """The largest excess of k blocks' sharded gradients over their freed activations (and, without resharding,
+    their unsharded parameters), k = 1 … L−1, over the backward's moment of k = 0 with one reduce-scatter input."""
+    if not reshard:
+        return (layers - 1) * maximum(0, excess - gathered)
+    return maximum(0, (layers - 2) * maximum(0, excess), (layers - 1) * excess - gathered)
 
 
 def _worse(extra: Callable[..., sympy.Expr], recipe: str, tp: sympy.Expr | int, width: sympy.Expr,
