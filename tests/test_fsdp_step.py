@@ -54,15 +54,17 @@ def test_memory_fsdp_is_the_measured_step_by_phase(measured: dict, tmp_path: Pat
 
 
 def test_the_backward_peak_holds_the_finished_blocks_sharded_gradients(measured: dict, tmp_path: Path) -> None:
-    """With resharding the peak is the last block but one's backward: L − 2 blocks' fp32 shards alive, as the term
-    says when a block's sharded gradients outweigh its freed activations (this tiny step's)."""
+    """With resharding the peak is in the last block but one's backward: L − 2 blocks' fp32 shards alive, as the term
+    says when a block's sharded gradients outweigh its freed activations (this tiny step's): at that block's copy-in,
+    its bf16 unsharded gradients and fp32 reduce-scatter input beside them, L − 1 blocks' activations freed."""
     found = measured["reshard"]["at_peak"]["backward"]
-    blocks = measured["L"] - 2
+    blocks, block = measured["L"] - 2, measured["reshard"]["block_params"]
     assert found["blocks_with_sharded_grads"] == blocks
-    assert found["sharded_grads"] == blocks * 4 * measured["reshard"]["block_params"] // measured["world"]  # fp32 shards
+    assert found["sharded_grads"] == blocks * 4 * block // measured["world"]  # fp32 shards
     terms = _plan(measured, tmp_path, True).terms()
     per_layer = terms["activations"] / measured["L"]
-    assert terms["fsdp_backward_grads"] == pytest.approx(found["sharded_grads"] - blocks * per_layer, rel=1e-3)
+    moment = found["sharded_grads"] + (2 + 4) * block - (blocks + 1) * per_layer
+    assert terms["fsdp_backward_grads"] == pytest.approx(moment, rel=1e-3)
 
 
 def test_no_sharded_gradients_before_backward(measured: dict) -> None:

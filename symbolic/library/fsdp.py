@@ -92,19 +92,25 @@ def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, res
                 "forward and backward passes.")
 
 
-def all_gather_outputs_term(count: int, block_bytes: sympy.Expr, what: str) -> Term:
-    """Forward: the flat all-gather outputs FSDP2 keeps beside the unsharded blocks (``count`` blocks' worth)."""
-    how = ("the running block's, kept until the next block's copy-out" if count == 1
+def all_gather_outputs_term(reshard: bool, block_bytes: sympy.Expr, what: str, freed_block: sympy.Expr,
+                            loss: sympy.Expr | int = 0) -> Term:
+    """Forward: the flat all-gather outputs FSDP2 keeps beside the unsharded blocks, beyond the activations not made
+    yet when they are (``forward_outputs``)."""
+    how = ("the running block's, kept until the next block's copy-out" if reshard
            else "the two last gathered blocks', each kept until the next block's copy-out")
-    return Term("fsdp_all_gather_outputs", f"FSDP2 all-gather outputs in forward ({what}): {how}", count * block_bytes,
-                "bytes", SRC, "FSDPParamGroup.wait_for_unshard (implicit forward prefetch)",
+    return Term("fsdp_all_gather_outputs", f"FSDP2 all-gather outputs in forward ({what}): {how}, beyond the last "
+                "block's activations", forward_outputs(reshard, block_bytes, freed_block, loss), "bytes", SRC,
+                "FSDPParamGroup.wait_for_unshard (implicit forward prefetch)",
                 "In forward a block's flat all-gather output outlives its copy-out into the unsharded parameters: "
                 "it is kept in comm_ctx.all_gather_state (to overlap the copy-out with the next all-gather) and "
                 "freed in the next block's wait_for_unshard, whose local reference holds it through that block's "
                 "copy-out. So a block's copy-out holds the previous block's output, its own and its new unsharded "
                 "parameters; with resharding the previous block's parameters are freed by then (one output beyond "
-                "the running and prefetched blocks), without it they stay (two). Backward frees each output right "
-                "after its copy-out. Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py).")
+                "the running and prefetched blocks), without it they stay (two). That moment comes at the last "
+                "block's copy-out at the latest, before its activations are made: only the excess over them counts. "
+                "The last block's output is freed at the root's post-forward (FSDPState._post_forward), before the "
+                "loss: without resharding it lies beside every block then. Backward frees each output right after its copy-out. Measured on the CPU over two gloo ranks "
+                "(tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
 
 
 def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
@@ -116,11 +122,15 @@ def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
 
 
 def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad_bytes: int, reduce_bytes: int,
-                          reduce: str) -> Term:
-    """Backward: one block's unsharded gradients, the reduce-scatter input kept from the block after, the root's."""
-    expr = grad_bytes * layer_params + reduce_bytes * layer_params + grad_bytes * root_grads
-    return Term("fsdp_reduce_scatter", f"FSDP2 backward buffers: a block's unsharded gradients, the {reduce} "
-                "reduce-scatter input, the head's unsharded gradients", expr, "bytes", SRC,
+                          reduce: str, with_block: bool = True) -> Term:
+    """Backward: one block's unsharded gradients, the reduce-scatter input kept from the block after, the root's
+    (``with_block`` False: the root's only; the block's are ``written_grads_term``'s, weighed against the
+    activations the finished blocks freed)."""
+    block = (grad_bytes + reduce_bytes) * layer_params if with_block else 0
+    expr = block + grad_bytes * root_grads
+    what = f"a block's unsharded gradients, the {reduce} reduce-scatter input, " if with_block else ""
+    return Term("fsdp_reduce_scatter", f"FSDP2 backward buffers: {what}the head's unsharded gradients", expr,
+                "bytes", SRC,
                 "foreach_reduce, reduce_scatter_max_input_buffers",
                 "Autograd writes a block's gradients unsharded in param_dtype; foreach_reduce copies them into "
                 "one flat reduce-scatter input in reduce_dtype, kept until the next block's reduce-scatter is "
@@ -129,30 +139,48 @@ def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad
                 "gradient (counted there).")
 
 
-def written_grads_term(layers: sympy.Expr | int, grad_block: sympy.Expr, freed_block: sympy.Expr,
-                       gathered_block: sympy.Expr, reshard: bool) -> Term:
-    """Backward: the blocks' sharded gradients written so far, beyond the saved activations their blocks freed."""
-    expr = _written(layers, grad_block - freed_block, gathered_block, reshard)
-    return Term("fsdp_backward_grads", "FSDP2 sharded gradients written during backward: the finished blocks' "
-                "reduce-scattered gradients, beyond the activations those blocks freed", expr, "bytes", SRC,
-                "FSDPParamGroup.post_backward, foreach_reduce",
-                "A block's post_backward reduce-scatters its gradients into a new reduce_dtype output that becomes "
-                "its sharded param.grad (a view, kept until the optimizer's zero_grad) and frees the unsharded "
-                "ones after the copy-in. After k of the L blocks, k blocks' sharded gradients are alive and k "
-                "blocks' saved activations freed; the backward's other terms (every block's activations, the "
-                "running and prefetched blocks, one reduce-scatter input) hold for 1 ≤ k ≤ L−2, the prefetched "
-                "block is gone at k = L−1 and, without resharding, each finished block's unsharded parameters "
-                "are freed too: the largest excess over those k. Zero where a block frees more activations than "
-                "its sharded gradients take (full recompute at long sequences); measured on the CPU over two gloo "
-                "ranks (tests/test_fsdp_step.py).")
+def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed_block: sympy.Expr,
+                       gathered_block: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> Term:
+    """Backward: a block's unsharded gradients, its reduce-scatter input and the finished blocks' sharded gradients,
+    beyond the saved activations the finished blocks freed (``grads``: one block's unsharded, its sharded)."""
+    expr = _written(layers, grads, freed_block, gathered_block, rs_input, reshard)
+    return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
+                "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce",
+                "When block k's backward is done (its saved activations freed), post_backward copies its unsharded "
+                "gradients into one flat reduce-scatter input in reduce_dtype (kept until the next block's "
+                "post_backward) and frees them, then reduce-scatters into a new output that becomes its sharded "
+                "param.grad (a view, kept until the optimizer's zero_grad). At that copy-in k + 1 blocks' "
+                "activations are freed and k blocks' sharded gradients alive; the backward's other terms (every "
+                "block's activations, the running and prefetched blocks) hold for k ≤ L−2, the prefetched block is "
+                "gone at k = L−1 and, without resharding, each finished block's unsharded parameters are freed too: "
+                "the largest excess over k = 0 … L−1, zero where the blocks free more activations than this takes "
+                "(activation-heavy steps: full recompute at long sequences, vision models). Measured on the CPU "
+                "over two gloo ranks (tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
 
 
-def _written(layers: sympy.Expr | int, excess: sympy.Expr, gathered: sympy.Expr, reshard: bool) -> sympy.Expr:
-    """The largest excess of k blocks' sharded gradients over their freed activations (and, without resharding,
-    their unsharded parameters), k = 1 … L−1, over the backward's moment of k = 0 with one reduce-scatter input."""
+def _written(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
+             gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> sympy.Expr:
+    """max(0, E(k)) over k = 0 … L−1 (linear in k: its ends, and L−2 where the prefetched block goes), with
+    E(k) = input + unsharded gradients + k·sharded − (k + 1)·freed, less what the held blocks no longer hold."""
+    unsharded, sharded = grads
+
+    def moment(k: sympy.Expr | int) -> sympy.Expr:
+        return rs_input + unsharded + k * sharded - (k + 1) * freed
+
     if not reshard:
-        return (layers - 1) * maximum(0, excess - gathered)
-    return maximum(0, (layers - 2) * maximum(0, excess), (layers - 1) * excess - gathered)
+        return maximum(0, moment(0), moment(layers - 1) - (layers - 1) * gathered)
+    return maximum(0, moment(0), moment(layers - 2), moment(layers - 1) - gathered)
+
+
+def forward_outputs(reshard: bool, block_bytes: sympy.Expr, freed_block: sympy.Expr,
+                    loss: sympy.Expr | int) -> sympy.Expr:
+    """The kept all-gather outputs beyond what the held blocks' term counts: at the last block's copy-out (its
+    activations not made yet) one more output with resharding, two without; without resharding also the last
+    block's output, freed at the root's post-forward, beside every block (the loss's tensors not made yet)."""
+    if reshard:
+        return maximum(0, block_bytes - freed_block)
+    return maximum(0, 2 * block_bytes - freed_block, block_bytes - loss)
 
 
 def _worse(extra: Callable[..., sympy.Expr], recipe: str, tp: sympy.Expr | int, width: sympy.Expr,
