@@ -5,7 +5,7 @@ unit, then the root; ``MixedPrecisionPolicy(bf16, fp32)``; AdamW), with and with
 forward. A first step creates AdamW's states; the second is measured on each rank with ``fsdp_live``
 (the local shards, FSDP2's in-place storage resizes, each operator's output), phase by phase. At each
 phase's peak it also reads the sharded gradients alive then (``fsdp_live.sharded_grad_bytes``). Prints
-one JSON object (rank 0's; the ranks hold equal shards here) on stdout.
+one JSON object on stdout (each rank's measurements, in rank order).
 """
 
 from __future__ import annotations
@@ -77,8 +77,7 @@ def _worker(rank: int, world: int, port: int, queue: Any) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     found = {"reshard": _run(True), "keep": _run(False)}
     dist.destroy_process_group()
-    if rank == 0:
-        queue.put(found)
+    queue.put((rank, found))
 
 
 def main() -> None:
@@ -88,7 +87,8 @@ def main() -> None:
     port = 31611 + os.getpid() % 2000
     mp.start_processes(_worker, args=(fsdp_child.WORLD, port, queue), nprocs=fsdp_child.WORLD, start_method="spawn")
     json.dump({"H": fsdp_child.H, "d_ff": fsdp_child.D_FF, "L": fsdp_child.LAYERS, "V": fsdp_child.VOCAB,
-               "world": fsdp_child.WORLD, "batch": fsdp_child.BATCH, "seq": fsdp_child.SEQ, **queue.get()}, sys.stdout)
+               "world": fsdp_child.WORLD, "batch": fsdp_child.BATCH, "seq": fsdp_child.SEQ,
+               "ranks": [found for _, found in sorted(queue.get() for _ in range(fsdp_child.WORLD))]}, sys.stdout)
 
 
 if __name__ == "__main__":

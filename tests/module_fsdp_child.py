@@ -7,7 +7,7 @@ shards, FSDP2's in-place storage resizes, every operator's output), phase by pha
 after forward on and off; bf16-mixed as torchtitan runs it (``MixedPrecisionPolicy(bf16, fp32)``, no
 autocast; the default ``--fsdp-param-dtype``) and with ``--fsdp-param-dtype fp32`` (fp32 units, the forward
 under CPU autocast). Beside each, ``memory``'s plan of the same module (``planning.plan``, ``--device cpu``).
-Writes one JSON object on stdout (rank 0's measurements); exits with ``SKIP`` (77) when torch is missing.
+Writes one JSON object on stdout (each rank's measurements); exits with ``SKIP`` (77) when torch is missing.
 """
 
 from __future__ import annotations
@@ -112,8 +112,7 @@ def _worker(rank: int, world: int, port: int, cases: list, queue: Any) -> None:
         except Exception as err:  # noqa: BLE001 - reported to the test, which names the case
             found.append({"error": f"{type(err).__name__}: {err}"})
     dist.destroy_process_group()
-    if rank == 0:
-        queue.put(found)
+    queue.put((rank, found))
 
 
 def produce(_: str) -> dict:
@@ -127,9 +126,9 @@ def produce(_: str) -> dict:
     port = 33611 + os.getpid() % 2000
     asked = [(case, plan["blocks"]) for case, plan in zip(cases, plans)]
     mp.start_processes(_worker, args=(WORLD, port, asked, queue), nprocs=WORLD, start_method="spawn")
-    measured = queue.get()
-    return {"cases": [{"case": list(case), "plan": plan, "measured": found}
-                      for case, plan, found in zip(cases, plans, measured)]}
+    ranks = dict(queue.get() for _ in range(WORLD))
+    return {"cases": [{"case": list(case), "plan": plan, "ranks": [ranks[r][i] for r in range(WORLD)]}
+                      for i, (case, plan) in enumerate(zip(cases, plans))]}
 
 
 if __name__ == "__main__":

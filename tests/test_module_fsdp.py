@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-pytestmark = [pytest.mark.torch]
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 PHASES = ("forward", "backward", "optimizer")
 # fp32 units under CPU autocast: the reduce-scatter buffers' moment lies inside a block's backward, where the plan
 # still counts the backward transients of the step's own peak (the head's): the plan's backward is over by this much
@@ -26,7 +26,7 @@ OVER = {("vit", "bf16-mixed", True, "fp32"): 0.041}
 
 @pytest.fixture(scope="module", params=["vit", "mixed"])
 def group(request: pytest.FixtureRequest) -> list[dict]:
-    """One child's cases: each with the plan of ``memory --fsdp --dp 2`` and the measured phases (rank 0's)."""
+    """One child's cases: each with the plan of ``memory --fsdp --dp 2`` and each rank's measured phases."""
     done = subprocess.run([sys.executable, str(HERE / "module_fsdp_child.py"), request.param], capture_output=True,
                           text=True, timeout=600, check=False)
     if done.returncode == 77:
@@ -36,20 +36,21 @@ def group(request: pytest.FixtureRequest) -> list[dict]:
 
 
 def test_each_phase_and_the_peak_within_two_percent(group: list[dict]) -> None:
-    """The issue's bound for a step's peak, phase by phase: fp32 with and without resharding, bf16-mixed gathered in
-    bf16 (torchtitan's way), fp32 units under autocast; a ViT and a residual CNN with batch norm."""
+    """The issue's bound for a step's peak, phase by phase on each rank: fp32 with and without resharding,
+    bf16-mixed gathered in bf16 (torchtitan's way), fp32 units under autocast; a ViT and a residual CNN."""
     for case in group:
-        assert "error" not in case["measured"], (case["case"], case["measured"])
-        planned, found = case["plan"]["phases"], case["measured"]["phases"]
-        over = OVER.get(tuple(case["case"]))
-        for phase in PHASES:
-            error = planned[phase] / found[phase] - 1
-            if over is not None and phase == "backward":
-                assert abs(error - over) < 0.005, (case["case"], phase, error)
-            else:
-                assert abs(error) < 0.02, (case["case"], phase, error)
-        peak = max(planned[p] for p in PHASES) / max(found[p] for p in PHASES) - 1
-        assert abs(peak) < 0.02 or over is not None, (case["case"], peak)
+        planned, over = case["plan"]["phases"], OVER.get(tuple(case["case"]))
+        for rank in case["ranks"]:
+            assert "error" not in rank, (case["case"], rank)
+            found = rank["phases"]
+            for phase in PHASES:
+                error = planned[phase] / found[phase] - 1
+                if over is not None and phase == "backward":
+                    assert abs(error - over) < 0.005, (case["case"], phase, error)
+                else:
+                    assert abs(error) < 0.02, (case["case"], phase, error)
+            peak = max(planned[p] for p in PHASES) / max(found[p] for p in PHASES) - 1
+            assert abs(peak) < 0.02 or over is not None, (case["case"], peak)
 
 
 def test_the_units_are_the_repeated_blocks(group: list[dict]) -> None:
