@@ -219,9 +219,10 @@ def test_torchtitan_8_vs_128_gpus_differ_by_the_sharded_model_states() -> None:
 
 
 def test_torchtitan_8_vs_128_gpus_whole_peak_difference_states_its_gap() -> None:
-    """With one micro-batch the gradients are counted in the optimizer phase only: the backward peak misses FSDP2's
-    sharded gradients (4 N/d), which the measured difference holds (the test above). --grad-accum K > 1 counts them
-    from the forward on; one micro-batch's reduce-scattered shards in its own backward are not modelled (the gap)."""
+    """The backward peak holds 12 N/d of model states: FSDP2's sharded gradients, written block by block, count in
+    allocated bytes only beyond the activations their blocks freed (``fsdp_backward_grads``, measured in
+    test_fsdp_step.py), zero at these sizes. The measured difference holds 16 N/d (the test above): the gradients
+    sit in the reduce-scatter stream's own pool of max reserved, not modelled (docs/accuracy.md; the gap)."""
     predicted = (_reserved(dp=8) - _reserved(dp=128)) / GIB
     gap = predicted / (82.4 - 67.0) - 1
     assert -0.30 < gap < -0.25, gap  # -27.6 %: 12 N/d planned at the backward's peak against 16 N/d

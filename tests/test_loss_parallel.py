@@ -46,7 +46,7 @@ def test_loss_parallel_counts_pytorchs_fp32_shards() -> None:
 # (train_configs/llama3_70b.toml at 9dec370), full activation checkpointing; memory is max_reserved_gib.
 # torchtitan 9dec370 compiles each block, not the loss; the float8 all-gather is off by default
 # (config_manager.py --float8.enable_fsdp_float8_all_gather, store_true) and the 70B config does not set it.
-TITAN_70B = {"2D": (71.9, -0.080), "2D + AsyncTP": (67.6, -0.022)}  # published GiB, the stated error
+TITAN_70B = {"2D": (71.9, -0.084), "2D + AsyncTP": (67.6, -0.026)}  # published GiB, the stated error
 
 
 def _reserved_70b() -> tuple[planning.Plan, float]:
@@ -58,7 +58,7 @@ def _reserved_70b() -> tuple[planning.Plan, float]:
 
 
 def test_torchtitan_70b_2d_rows_state_their_gap() -> None:
-    """Both rows plan alike (AsyncTP's workspace is outside the caching allocator): −8.0 % and −2.2 %, the head's
+    """Both rows plan alike (AsyncTP's workspace is outside the caching allocator): −8.4 % and −2.6 %, the head's
     all-gathered input saved (it was −10.6 % with the shard counted; docs/accuracy.md)."""
     plan, reserved = _reserved_70b()
     for row, (published, stated) in TITAN_70B.items():

@@ -18,6 +18,11 @@ FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_ful
   input in ``reduce_dtype`` (``foreach_reduce``), which is kept until the next block's
   reduce-scatter is issued (``reduce_scatter_max_input_buffers`` 1); the root's gradients (the
   head's first) wait for the root's own reduce-scatter at the end of backward;
+- the reduce-scatter output (reduce_dtype, cast to the parameter's dtype) is viewed as the block's sharded
+  gradients (``foreach_reduce``: ``torch.as_strided`` of it becomes ``sharded_param.grad``), the unsharded
+  gradients are dropped right after the copy-in (``unsharded_grads.clear()``), so the sharded gradients
+  accumulate block by block over the backward while each finished block's saved activations are freed
+  (measured on the CPU over two gloo ranks: ``tests/test_fsdp_step.py``);
 - HSDP (a 2-D mesh, R replicas of a shard group): shards over ``n_s = dp/R`` ranks, then
   all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``).
 
@@ -87,6 +92,27 @@ def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, res
                 "forward and backward passes.")
 
 
+def all_gather_outputs_term(reshard: bool, block_bytes: sympy.Expr, what: str, freed_block: sympy.Expr,
+                            loss: sympy.Expr | int = 0) -> Term:
+    """Forward: the flat all-gather outputs FSDP2 keeps beside the unsharded blocks, beyond the activations not made
+    yet when they are (``forward_outputs``)."""
+    how = ("the running block's, kept until the next block's copy-out" if reshard
+           else "the two last gathered blocks', each kept until the next block's copy-out")
+    return Term("fsdp_all_gather_outputs", f"FSDP2 all-gather outputs in forward ({what}): {how}, beyond the last "
+                "block's activations", forward_outputs(reshard, block_bytes, freed_block, loss), "bytes", SRC,
+                "FSDPParamGroup.wait_for_unshard (implicit forward prefetch)",
+                "In forward a block's flat all-gather output outlives its copy-out into the unsharded parameters: "
+                "it is kept in comm_ctx.all_gather_state (to overlap the copy-out with the next all-gather) and "
+                "freed in the next block's wait_for_unshard, whose local reference holds it through that block's "
+                "copy-out. So a block's copy-out holds the previous block's output, its own and its new unsharded "
+                "parameters; with resharding the previous block's parameters are freed by then (one output beyond "
+                "the running and prefetched blocks), without it they stay (two). That moment comes at the last "
+                "block's copy-out at the latest, before its activations are made: only the excess over them counts. "
+                "The last block's output is freed at the root's post-forward (FSDPState._post_forward), before the "
+                "loss: without resharding it lies beside every block then. Backward frees each output right after its copy-out. Measured on the CPU over two gloo ranks "
+                "(tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
+
+
 def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
     """The root group (embeddings, final norm, head): unsharded from the forward to the end of backward."""
     return Term("fsdp_root_unsharded", f"FSDP2 root group unsharded ({dtype}): embeddings, final norm, head",
@@ -96,17 +122,65 @@ def root_term(root_params: sympy.Expr, nbytes: int, dtype: str) -> Term:
 
 
 def backward_buffers_term(layer_params: sympy.Expr, root_grads: sympy.Expr, grad_bytes: int, reduce_bytes: int,
-                          reduce: str) -> Term:
-    """Backward: one block's unsharded gradients, the reduce-scatter input kept from the block after, the root's."""
-    expr = grad_bytes * layer_params + reduce_bytes * layer_params + grad_bytes * root_grads
-    return Term("fsdp_reduce_scatter", f"FSDP2 backward buffers: a block's unsharded gradients, the {reduce} "
-                "reduce-scatter input, the head's unsharded gradients", expr, "bytes", SRC,
+                          reduce: str, with_block: bool = True) -> Term:
+    """Backward: one block's unsharded gradients, the reduce-scatter input kept from the block after, the root's
+    (``with_block`` False: the root's only; the block's are ``written_grads_term``'s, weighed against the
+    activations the finished blocks freed)."""
+    block = (grad_bytes + reduce_bytes) * layer_params if with_block else 0
+    expr = block + grad_bytes * root_grads
+    what = f"a block's unsharded gradients, the {reduce} reduce-scatter input, " if with_block else ""
+    return Term("fsdp_reduce_scatter", f"FSDP2 backward buffers: {what}the head's unsharded gradients", expr,
+                "bytes", SRC,
                 "foreach_reduce, reduce_scatter_max_input_buffers",
                 "Autograd writes a block's gradients unsharded in param_dtype; foreach_reduce copies them into "
                 "one flat reduce-scatter input in reduce_dtype, kept until the next block's reduce-scatter is "
                 "issued (one buffer). The root's gradients (the head's, produced first) wait for the root's "
                 "reduce-scatter at the end of backward. The reduce-scatter output in fp32 becomes the sharded "
                 "gradient (counted there).")
+
+
+def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed_block: sympy.Expr,
+                       gathered_block: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> Term:
+    """Backward: a block's unsharded gradients, its reduce-scatter input and the finished blocks' sharded gradients,
+    beyond the saved activations the finished blocks freed (``grads``: one block's unsharded, its sharded)."""
+    expr = _written(layers, grads, freed_block, gathered_block, rs_input, reshard)
+    return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
+                "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce",
+                "When block k's backward is done (its saved activations freed), post_backward copies its unsharded "
+                "gradients into one flat reduce-scatter input in reduce_dtype (kept until the next block's "
+                "post_backward) and frees them, then reduce-scatters into a new output that becomes its sharded "
+                "param.grad (a view, kept until the optimizer's zero_grad). At that copy-in k + 1 blocks' "
+                "activations are freed and k blocks' sharded gradients alive; the backward's other terms (every "
+                "block's activations, the running and prefetched blocks) hold for k ≤ L−2, the prefetched block is "
+                "gone at k = L−1 and, without resharding, each finished block's unsharded parameters are freed too: "
+                "the largest excess over k = 0 … L−1, zero where the blocks free more activations than this takes "
+                "(activation-heavy steps: full recompute at long sequences, vision models). Measured on the CPU "
+                "over two gloo ranks (tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
+
+
+def _written(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
+             gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> sympy.Expr:
+    """max(0, E(k)) over k = 0 … L−1 (linear in k: its ends, and L−2 where the prefetched block goes), with
+    E(k) = input + unsharded gradients + k·sharded − (k + 1)·freed, less what the held blocks no longer hold."""
+    unsharded, sharded = grads
+
+    def moment(k: sympy.Expr | int) -> sympy.Expr:
+        return rs_input + unsharded + k * sharded - (k + 1) * freed
+
+    if not reshard:
+        return maximum(0, moment(0), moment(layers - 1) - (layers - 1) * gathered)
+    return maximum(0, moment(0), moment(layers - 2), moment(layers - 1) - gathered)
+
+
+def forward_outputs(reshard: bool, block_bytes: sympy.Expr, freed_block: sympy.Expr,
+                    loss: sympy.Expr | int) -> sympy.Expr:
+    """The kept all-gather outputs beyond what the held blocks' term counts: at the last block's copy-out (its
+    activations not made yet) one more output with resharding, two without; without resharding also the last
+    block's output, freed at the root's post-forward, beside every block (the loss's tensors not made yet)."""
+    if reshard:
+        return maximum(0, block_bytes - freed_block)
+    return maximum(0, 2 * block_bytes - freed_block, block_bytes - loss)
 
 
 def _worse(extra: Callable[..., sympy.Expr], recipe: str, tp: sympy.Expr | int, width: sympy.Expr,

@@ -572,7 +572,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         optimizer = _step_in_backward(model, r, tp_s)
     if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
         definitions = {**definitions, N: model.params}
-    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage),
+    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage, kept, during_loss),
                   _fp8_terms(model, r, tp_s, during_loss, loss_grads)):
         forward += extra[0]
         backward += extra[1]
@@ -671,7 +671,8 @@ def _fsdp_states(r: Regime, states: list[Term], params: sympy.Expr) -> list[Term
 
 
 def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                      params: sympy.Expr, stage: Stage | None) -> tuple[list[Term], list[Term]]:
+                      params: sympy.Expr, stage: Stage | None, kept: list[Term],
+                      during_loss: list[Term]) -> tuple[list[Term], list[Term]]:
     """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers."""
     if not r.fsdp:
         return [], []
@@ -684,9 +685,27 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
                                         r.reshard_after_forward, what)
     root = fsdp.root_term((model.first_stage + model.head) / tp_s, param_bytes, r.fsdp_param_dtype)
     head_grads = (model.head if model.head != 0 else model.first_stage) / tp_s
-    buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, int(formats.nbytes(r.fsdp_reduce_dtype)),
-                                         r.fsdp_reduce_dtype)
-    return [blocks, root], [blocks, root, buffers]
+    reduce_bytes = int(formats.nbytes(r.fsdp_reduce_dtype))
+    freed = kept[0].expr / L if kept else sympy.Integer(0)  # a block's saved activations (offloaded: its GPU share)
+    written = _written_grads(r, layer, param_bytes, layer_bytes, reduce_bytes, freed)
+    buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype,
+                                         with_block=not written)
+    outputs = fsdp.all_gather_outputs_term(r.reshard_after_forward, layer_bytes, what, freed,
+                                           sympy.Add(*(t.expr for t in during_loss)))
+    return [blocks, root, outputs], [blocks, root, buffers, *written]
+
+
+def _written_grads(r: Regime, layer: sympy.Expr, param_bytes: int, layer_bytes: sympy.Expr, reduce_bytes: int,
+                   freed: sympy.Expr) -> list[Term]:
+    """A block's gradients and reduce-scatter input and the sharded gradients FSDP2 writes block by block over one
+    micro-batch's backward, against the activations the finished blocks freed (with accumulation the gradients are
+    whole from the forward on; the optimizer in backward steps and frees each one: the buffers count whole then)."""
+    if r.microbatches > 1 or r.optimizer_in_backward:
+        return []
+    regime_prec = prec.get(r.precision)
+    sharded = int(formats.nbytes(regime_prec.master or regime_prec.dtype)) * layer / n_s
+    return [fsdp.written_grads_term(L, (param_bytes * layer, sharded), freed, layer_bytes, reduce_bytes * layer,
+                                    r.reshard_after_forward)]
 
 
 def _fsdp_block_bytes(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,

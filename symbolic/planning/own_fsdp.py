@@ -10,9 +10,12 @@ backward without the whole model's gradients), and in its place:
   the optimizer's states of that shard, ÷ N_s; buffers stay whole (``fully_shard`` shards parameters);
 - forward and backward: the running block and the one prefetched all-gathered (the largest two
   neighbours), or every block with ``--no-reshard-after-forward``; the root unsharded from its
-  forward to the end of backward;
-- backward: the largest block's unsharded gradients and its reduce-scatter input in reduce_dtype,
-  and the root's unsharded gradients (all of them: an upper bound, the embedding's come last);
+  forward to the end of backward; in forward the kept all-gather outputs beyond the last block's
+  activations (``fsdp.all_gather_outputs_term``);
+- backward: the root's unsharded gradients (all of them: an upper bound, the embedding's come last); the
+  largest block's unsharded gradients, its reduce-scatter input in reduce_dtype and the finished blocks'
+  sharded gradients, beyond the saved activations the finished blocks freed (``fsdp.written_grads_term``,
+  with the largest unit's sizes and the smallest block's saved bytes);
 - optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
 
 A pure fp32, bf16 or fp16 step gathers in its own dtype. Under bf16-mixed (fp16-mixed alike) two setups people
@@ -24,7 +27,7 @@ user's ``torch.autocast`` in the forward: fp32 gathered, the step probed under a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import sympy
@@ -93,8 +96,14 @@ def _setup(precision: str, dtype: str, reduce: str) -> str:
             f"{dtype} (the step probed in pure {dtype}); --fsdp-param-dtype fp32 plans autocast over fp32 units")
 
 
+def freed_by_a_block(blocks: tuple[str, ...], saved: Sequence[Term]) -> sympy.Expr:
+    """The saved bytes the smallest repeated block frees when its backward is done (its modules' saved terms)."""
+    per_block = [sympy.Add(*(t.expr for t in saved if t.key == name or t.key.startswith(name + "."))) for name in blocks]
+    return sympy.Min(*per_block) if per_block else sympy.Integer(0)
+
+
 def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
-            values: dict[str, object]) -> StepModel:
+            values: dict[str, object], freed: sympy.Expr | int = 0) -> StepModel:
     """``step`` (the module's, gradients dropped in backward) with FSDP2's terms (see the module docstring)."""
     dtype, kept = str(regime.fsdp_param_dtype), "fp32" if _mixed(regime) else regime.precision
     nbytes, reduce_bytes = int(formats.nbytes(dtype)), int(formats.nbytes(regime.fsdp_reduce_dtype))
@@ -118,9 +127,15 @@ def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
     blocks = fsdp.unsharded_layers_term(1, nbytes * gathered(units, regime.reshard_after_forward),
                                         regime.reshard_after_forward, dtype)
     whole = fsdp.root_term(sympy.Integer(root), nbytes, dtype).replace(title=ROOT.format(dtype=dtype))
-    buffers = fsdp.backward_buffers_term(sympy.Integer(max(units, default=0)), sympy.Integer(root), nbytes,
-                                         reduce_bytes, regime.fsdp_reduce_dtype)
+    largest = sympy.Integer(max(units, default=0))
+    buffers = fsdp.backward_buffers_term(largest, sympy.Integer(root), nbytes, reduce_bytes, regime.fsdp_reduce_dtype,
+                                         with_block=not units)
+    written = (fsdp.written_grads_term(len(units), (nbytes * largest, kept_bytes * largest / n_s), freed,
+                                       nbytes * largest, reduce_bytes * largest, regime.reshard_after_forward),
+               ) if units else ()
+    outputs = (fsdp.all_gather_outputs_term(regime.reshard_after_forward, nbytes * largest, dtype, freed),
+               ) if units else ()  # the loss's tensors not split from the step's forward: none counted against it
     held = tuple(t for t, on in ((blocks, units), (whole, root)) if on)  # a module without blocks: the root only
-    extra = {"forward": held, "backward": (*held, buffers)}
+    extra = {"forward": (*held, *outputs), "backward": (*held, buffers, *written)}
     phases = {name: tuple(shard(t) for t in items) + extra.get(name, ()) for name, items in step.phases.items()}
     return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases)

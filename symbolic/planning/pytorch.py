@@ -265,7 +265,8 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
     step = step_model(model, regime, saved_model)
     if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
-        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values)
+        freed = own_fsdp.freed_by_a_block(model.checkpoint_blocks, saved_model.formula.terms)
+        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values, freed)
         notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
         notes_out += [n for n in (own_fsdp.setup_note(regime),) if n]
     widths = model.widths()

@@ -1,0 +1,72 @@
+"""FSDP2's whole step against ``memory --fsdp``, phase by phase (issue 28), measured over two gloo ranks on the CPU.
+
+``fsdp_step_child.py`` runs ``fsdp_child.py``'s Llama-shaped module under torchtitan's grouping and counts each
+rank's live bytes (local shards, FSDP2's in-place storage resizes, every operator's output; ``fsdp_live.py``).
+Settled there: the sharded gradients accumulate block by block over one micro-batch's backward (the
+reduce-scatter output becomes the sharded ``param.grad``), and in forward a block's all-gather output outlives its
+copy-out until the next block's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from symbolic import planning
+
+HERE = Path(__file__).resolve().parent
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    """The child's measurements (one run for the module, about 12 s: two ranks, two settings)."""
+    done = subprocess.run([sys.executable, str(HERE / "fsdp_step_child.py")], capture_output=True, text=True,
+                          timeout=300, check=False)
+    if done.returncode != 0 and "No module named 'torch'" in done.stderr:
+        pytest.skip("torch is not installed")
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def _plan(found: dict, tmp_path: Path, reshard: bool) -> planning.Plan:
+    """The planner's view of the child's module over its ranks (its config, as ``test_fsdp.py`` writes it)."""
+    config = {"model_type": "llama", "hidden_size": found["H"], "intermediate_size": found["d_ff"],
+              "num_hidden_layers": found["L"], "num_attention_heads": 4, "num_key_value_heads": 4,
+              "vocab_size": found["V"], "tie_word_embeddings": False, "max_position_embeddings": 64}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return planning.plan(str(path), dp=found["world"], fsdp=True, batch=found["batch"], seq=found["seq"],
+                         runtime=False, reshard_after_forward=reshard)
+
+
+@pytest.mark.parametrize("setting", ["reshard", "keep"])
+def test_memory_fsdp_is_the_measured_step_by_phase(measured: dict, tmp_path: Path, setting: str) -> None:
+    """Each phase within 1 %: forward with the kept all-gather outputs, backward with the written sharded grads."""
+    phases = _plan(measured, tmp_path, setting == "reshard").as_dict()["phases"]
+    for rank in measured["ranks"]:
+        for phase in ("forward", "backward", "optimizer"):
+            found = rank[setting]["phases"][phase]
+            assert abs(phases[phase] / found - 1) < 0.01, (phase, phases[phase], found)
+
+
+def test_the_backward_peak_holds_the_finished_blocks_sharded_gradients(measured: dict, tmp_path: Path) -> None:
+    """With resharding the peak is in the last block but one's backward: L − 2 blocks' fp32 shards alive, as the term
+    says when a block's sharded gradients outweigh its freed activations (this tiny step's): at that block's copy-in,
+    its bf16 unsharded gradients and fp32 reduce-scatter input beside them, L − 1 blocks' activations freed."""
+    found = measured["ranks"][0]["reshard"]["at_peak"]["backward"]
+    blocks, block = measured["L"] - 2, measured["ranks"][0]["reshard"]["block_params"]
+    assert found["blocks_with_sharded_grads"] == blocks
+    assert found["sharded_grads"] == blocks * 4 * block // measured["world"]  # fp32 shards
+    terms = _plan(measured, tmp_path, True).terms()
+    per_layer = terms["activations"] / measured["L"]
+    moment = found["sharded_grads"] + (2 + 4) * block - (blocks + 1) * per_layer
+    assert terms["fsdp_backward_grads"] == pytest.approx(moment, rel=1e-3)
+
+
+def test_no_sharded_gradients_before_backward(measured: dict) -> None:
+    assert all(rank["reshard"]["at_peak"]["forward"]["sharded_grads"] == 0 for rank in measured["ranks"])
