@@ -69,7 +69,7 @@ from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape, divisors
 from . import own_fsdp
 from . import time as ptime
-from .build import Plan, end_ranks
+from .build import Plan, build, end_ranks, framework_pipeline
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -312,10 +312,6 @@ def _compiled(expr: sympy.Expr, key: str, unit: str) -> CompiledFormula:
     return found
 
 
-def _arrays(columns: dict[str, np.ndarray], scalars: dict[str, object], inputs: Iterable[str]) -> dict[str, object]:
-    return {name: columns[name] if name in columns else scalars[name] for name in inputs}
-
-
 def _ceil(values: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -330,11 +326,11 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
 
     Layouts the planner rejects (a pinned option that does not combine with them) get memory None
     and are listed in ``skipped``; if every structure is rejected, the first reason is the error.
+    Each compiled formula is called once over every layout that uses it, whatever its structure
+    (``_batched``): a search has hundreds of structures but far fewer distinct formulas.
     """
     import numpy as np
 
-    memory = np.zeros(len(layouts), dtype=object)
-    memory[:] = 0
     step = np.zeros(len(layouts), dtype=np.float64)
     groups: dict[tuple[object, ...], list[int]] = {}
     layers = _layers(load_shape(model[0] if isinstance(model, tuple) else model))
@@ -343,9 +339,9 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
              for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
     every["cp"] = np.array([lay.get("cp", 1) for lay in layouts], dtype=np.int64)
-    by_term: dict[int, tuple[CompiledFormula, list[list[int]]]] = {}
     skipped: list[str] = []
     invalid: list[int] = []
+    built: list[tuple[np.ndarray, _Compiled]] = []
     for structure, rows in groups.items():
         try:
             compiled = _parts(model, gpu, how, rate, compute, seq, fixed, structure, layouts[rows[0]])
@@ -354,57 +350,92 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             invalid.extend(rows)
             step[rows] = np.inf
             continue
-        cols = {k: v[rows] for k, v in every.items()}
-        last = None
-        if compiled.other_rank:  # a split pipeline: the busier of the first and the last rank (build's rule)
-            first_total, last_total = _end_totals(compiled, cols)
-            last = last_total > first_total
-            memory[rows] = np.where(last, last_total, first_total)
-        for term in () if compiled.other_rank else compiled.memory_terms:  # one call per term over every structure
-            by_term.setdefault(id(term), (term, []))[1].append(rows)
-        columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
-                                          "n_d": cols["dp"], "n_mb": cols["grad_accum"], "n_gpu": cols["gpus"]}
-        if how == "mfu":
-            columns.update(_links(gpu, cols))
-        if compiled.flops is not None:  # FLOPs per sample at each layout's micro-batch, as `time` takes them
-            columns["F_tok"] = np.asarray(compiled.flops(_arrays(columns, {}, compiled.flops.inputs), exact=False),
-                                          dtype=np.float64)
-        if compiled.held is not None:
-            columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
-                                          dtype=np.float64)
-        if last is not None and compiled.other_held is not None:  # the busier rank's parameters, as `time` takes
-            other = compiled.other_held(_arrays(columns, {}, compiled.other_held.inputs), exact=False)
-            columns["P_gpu"] = np.where(last, np.asarray(other, dtype=np.float64), columns["P_gpu"])
-        step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
-                                dtype=np.float64)
-    for term, parts in by_term.values():
-        rows = np.concatenate([np.asarray(r, dtype=np.int64) for r in parts])
-        columns = {"B": every["micro_batch"][rows], "t": every["tp"][rows], "p": every["pp"][rows],
-                   "n_d": every["dp"][rows], "n_mb": every["grad_accum"][rows]}
-        values = _ceil(np.broadcast_to(np.asarray(term(_arrays(columns, {}, term.inputs))), rows.shape)).astype(object)
-        start = 0
-        for part in parts:  # one part per term that has this expression (two terms may share one)
-            memory[part] = memory[part] + values[start:start + len(part)]
-            start += len(part)
-    memory[invalid] = None
+        built.append((np.asarray(rows, dtype=np.int64), compiled))
     if skipped and len(skipped) == len(groups):
         raise UserError(f"no layout can be planned: {skipped[0]}")
+    columns: dict[str, np.ndarray] = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"],
+                                      "n_d": every["dp"], "n_mb": every["grad_accum"], "n_gpu": every["gpus"]}
+    memory, last = _memory(built, columns, len(layouts))
+    if how == "mfu" and built:
+        valid = np.concatenate([rows for rows, _ in built])
+        for name, values in _links(gpu, {k: v[valid] for k, v in every.items()}).items():
+            columns[name] = np.full(len(layouts), np.nan)
+            columns[name][valid] = values
+    _rates(built, columns, last, len(layouts))
+    jobs = [(compiled.step, rows, compiled.step_scalars if compiled.flops is None
+             else {k: v for k, v in compiled.step_scalars.items() if k != "F_tok"}) for rows, compiled in built]
+    for (_, rows, _), values in zip(jobs, _batched(jobs, columns, exact=False)):
+        step[rows] = np.asarray(values, dtype=np.float64)
+    memory[invalid] = None
     return memory, step, skipped
 
 
-def _end_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per layout, the totals of the first pipeline rank's terms and of the last rank's (each rounded up per term)."""
+def _memory(built: list[tuple[np.ndarray, _Compiled]], columns: dict[str, np.ndarray],
+            size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(memory bytes, whether the last pipeline rank is the busier) per layout: each term rounded up to a byte as
+    ``Plan.total`` does; a split pipeline's layouts take the busier of their first and last rank (build's rule)."""
     import numpy as np
 
-    columns = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"], "n_d": cols["dp"], "n_mb": cols["grad_accum"]}
-    totals = []
-    for terms in (compiled.memory_terms, compiled.other_rank):
-        total = np.zeros(len(cols["tp"]), dtype=object)
-        for term in terms:
-            value = np.asarray(term(_arrays(columns, {}, term.inputs)))
-            total = total + _ceil(np.broadcast_to(value, total.shape)).astype(object)
-        totals.append(total)
-    return totals[0], totals[1]
+    totals = [np.zeros(size, dtype=object), np.zeros(size, dtype=object)]
+    for total in totals:
+        total[:] = 0
+    jobs, targets = [], []
+    for rows, compiled in built:
+        for target, terms in enumerate((compiled.memory_terms, compiled.other_rank)):
+            jobs += [(term, rows, {}) for term in terms]
+            targets += [target] * len(terms)
+    for (_, rows, _), target, values in zip(jobs, targets, _batched(jobs, columns)):
+        totals[target][rows] = totals[target][rows] + _ceil(values).astype(object)
+    first, other = totals
+    last = np.zeros(size, dtype=bool)
+    for rows, compiled in built:
+        if compiled.other_rank:
+            last[rows] = (other[rows] > first[rows]).astype(bool)
+    return np.where(last, other, first), last
+
+
+def _rates(built: list[tuple[np.ndarray, _Compiled]], columns: dict[str, np.ndarray], last: np.ndarray,
+           size: int) -> None:
+    """Add the F_tok column (where it varies with the micro-batch) and the P_gpu column (the parameters one GPU
+    computes with; a split pipeline's busier rank's, as ``time`` takes them) to ``columns``."""
+    import numpy as np
+
+    for name, pick in (("F_tok", lambda c: ((c.flops, None),)), ("P_gpu", lambda c: ((c.held, c.other_held),))):
+        found = [(rows, pair) for rows, c in built for pair in pick(c) if pair[0] is not None]
+        if not found:
+            continue
+        column = columns[name] = np.full(size, np.nan)
+        jobs = [(pair[0], rows, {}) for rows, pair in found]
+        for (rows, _), values in zip(found, _batched(jobs, columns, exact=False)):
+            column[rows] = np.asarray(values, dtype=np.float64)
+        others = [(rows, pair[1]) for rows, pair in found if pair[1] is not None and last[rows].any()]
+        jobs = [(formula, rows, {}) for rows, formula in others]
+        for (rows, _), values in zip(others, _batched(jobs, columns, exact=False)):
+            column[rows] = np.where(last[rows], np.asarray(values, dtype=np.float64), column[rows])
+
+
+def _batched(jobs: list[tuple[CompiledFormula, np.ndarray, Mapping[str, object]]], columns: Mapping[str, np.ndarray],
+             exact: bool = True) -> list[np.ndarray]:
+    """Each job (compiled formula, rows, scalars) evaluated at its rows of ``columns`` (a scalar given wins over a
+    column of the same name); the jobs with one formula and the same scalars share one call. Values per row are
+    the same as one call per job: the formulas are elementwise."""
+    import numpy as np
+
+    shared: dict[tuple[object, ...], list[int]] = {}
+    for i, (formula, _, scalars) in enumerate(jobs):
+        named = tuple((k, scalars[k]) for k in formula.inputs if k in scalars)
+        shared.setdefault((id(formula), named), []).append(i)
+    out: list[np.ndarray] = [np.empty(0)] * len(jobs)
+    for members in shared.values():
+        formula, _, scalars = jobs[members[0]]
+        rows = np.concatenate([jobs[i][1] for i in members])
+        args = {k: scalars[k] if k in scalars else columns[k][rows] for k in formula.inputs}
+        values = np.broadcast_to(np.asarray(formula(args, exact=exact)), rows.shape)
+        start = 0
+        for i in members:
+            out[i] = values[start:start + len(jobs[i][1])]
+            start += len(jobs[i][1])
+    return out
 
 
 def _describe(layout: dict[str, object]) -> str:
@@ -454,18 +485,21 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         found = _with_nccl(_PARTS[base_key], structure[-1])  # type: ignore[arg-type]
         _PARTS[key] = found  # type: ignore[index]
         return found
-    plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
+    options = _options(first, seq, fixed)
+    built, ranks = _memory_plan(shape, gpu, options, structure[-2] is not None)
+    plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, options, spec, built)
     values["F_tok"] = fl_.per_token()
-    exact = _numbers(plan.values, plan.model.scope)
-    terms = _memory_terms(plan)
     other: tuple[CompiledFormula, ...] = ()
     held = other_held = None
-    if P_gpu in formula.definitions:
-        held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
-    if structure[-2] is not None:  # a split pipeline (see _structure): the first and the last rank, each exact
-        first_rank, last_rank = end_ranks(plan.model, plan.regime)
+    if ranks is None:
+        terms = _memory_terms(plan)
+        if P_gpu in formula.definitions:
+            exact = _numbers(plan.values, plan.model.scope)
+            held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
+    else:  # a split pipeline (see _structure): the first and the last rank, each exact
+        first_rank, last_rank = ranks
         terms, other = _memory_terms(first_rank), _memory_terms(last_rank)
-        if held is not None:
+        if P_gpu in formula.definitions:
             held, other_held = _held(first_rank), _held(last_rank)
     # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
     # over a few symbols instead of the whole composed parameter count
@@ -478,6 +512,22 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found
+
+
+def _memory_plan(shape: ModelShape, gpu: GPU, options: dict[str, object],
+                 split: bool) -> tuple[Plan, tuple[Plan, Plan] | None]:
+    """The layout's memory plan as ``planning.plan`` builds it and, for a split pipeline (``split``), its first and
+    last rank's plans: built once, where ``build`` takes the busier of the same two ranks."""
+    from . import on_gpu, resolve
+
+    regime = on_gpu(resolve(shape, "train", **options), gpu)
+    if not split:
+        return build(shape, regime), None
+    ranks = end_ranks(shape, regime)
+    if not framework_pipeline(shape, regime):
+        return build(shape, regime), ranks
+    first_rank, last_rank = ranks
+    return (last_rank if last_rank.total > first_rank.total else first_rank), ranks
 
 
 def _flops_in_batch(fl_: ptime.Flops, scope: SymbolScope | None) -> CompiledFormula | None:
