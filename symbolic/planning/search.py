@@ -321,13 +321,16 @@ def _ceil(values: np.ndarray) -> np.ndarray:
 
 
 def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: int | None, fixed: dict[str, object],
-             how: str, rate: float, compute: str | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+             how: str, rate: float, compute: str | None, limit: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(per-GPU memory bytes, step seconds, skipped) of every layout, by compiled formulas per structure.
 
     Layouts the planner rejects (a pinned option that does not combine with them) get memory None
     and are listed in ``skipped``; if every structure is rejected, the first reason is the error.
     Each compiled formula is called once over every layout that uses it, whatever its structure
-    (``_batched``): a search has hundreds of structures but far fewer distinct formulas.
+    (``_batched``): a search has hundreds of structures but far fewer distinct formulas. With ``limit`` (bytes),
+    a structure whose model states alone exceed it at every one of its layouts (``_over``) is not built: its
+    layouts get memory None and step time inf, like rejected ones, and fit nowhere either way.
     """
     import numpy as np
 
@@ -342,7 +345,12 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     skipped: list[str] = []
     invalid: list[int] = []
     built: list[tuple[np.ndarray, _Compiled]] = []
+    over = _over(model, gpu, seq, fixed, layouts, groups, every, limit) if limit is not None else set()
     for structure, rows in groups.items():
+        if structure in over:
+            invalid.extend(rows)
+            step[rows] = np.inf
+            continue
         try:
             compiled = _parts(model, gpu, how, rate, compute, seq, fixed, structure, layouts[rows[0]])
         except ValueError as err:  # a combination the planner does not model (e.g. with a pinned option)
@@ -368,6 +376,81 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         step[rows] = np.asarray(values, dtype=np.float64)
     memory[invalid] = None
     return memory, step, skipped
+
+
+def _over(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], layouts: list[dict[str, object]],
+          groups: dict[tuple[object, ...], list[int]], every: dict[str, np.ndarray], limit: int) -> set[tuple[object, ...]]:
+    """The structures whose floor (``_floor``: resident terms and largest phase, a floor under every layout's total)
+    exceeds ``limit`` bytes at each of their layouts: no layout of theirs can fit, so their plans need not be built."""
+    import numpy as np
+
+    columns = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"], "n_d": every["dp"],
+               "n_mb": every["grad_accum"]}
+    found = [(structure, _floor(model, gpu, seq, fixed, structure, layouts[rows[0]]), np.asarray(rows, dtype=np.int64))
+             for structure, rows in groups.items()]
+    found = [(structure, parts, rows) for structure, parts, rows in found if parts is not None]
+    jobs = [(part, rows, {}) for _, parts, rows in found for part in parts]
+    values = iter(_batched(jobs, columns))
+    over = set()
+    for structure, (_, *phases), _ in found:
+        low = next(values)
+        peak = next(values)
+        for _ in phases[1:]:
+            peak = np.maximum(peak, next(values))
+        if all(r + x > limit for r, x in zip(low, peak)):
+            over.add(structure)
+    return over
+
+
+_FLOORS: BoundedMemo[tuple[object, ...], tuple[CompiledFormula, ...] | None] = BoundedMemo(4096)
+_FLOOR_CODE: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
+
+
+def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], structure: tuple[object, ...],
+           first: dict[str, object]) -> tuple[CompiledFormula, ...] | None:
+    """A structure's resident terms' sum and each phase's, compiled over the layout symbols (``build.train_layout``;
+    a split pipeline's first rank, which the busier rank's total is at least), once per session; None where not
+    known cheaply (activations pytorch, an option the planner rejects: ``_parts`` then says why)."""
+    shape, _, name = model if isinstance(model, tuple) else (model, None, model)
+    try:
+        key: tuple[object, ...] | None = (name, gpu, seq, tuple(sorted(fixed.items())), structure[:-1])
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _FLOORS:
+        return _FLOORS[key]
+    found = _floor_code(shape, gpu, _options(first, seq, fixed), structure[-2] is not None)
+    if key is not None:
+        _FLOORS[key] = found
+    return found
+
+
+def _floor_code(shape: ModelShape, gpu: GPU, options: dict[str, object],
+                split: bool) -> tuple[CompiledFormula, ...] | None:
+    from ..library import flops
+    from ..math.compiled import CompiledFormula
+    from . import on_gpu, resolve
+    from .build import pipeline_stage, train_layout
+
+    try:
+        regime = on_gpu(resolve(shape, "train", **options), gpu)
+        if regime.activations == "pytorch" or regime.recompute not in flops.RECOMPUTE:  # measured; or time refuses
+            return None
+        layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if split else None)
+        expansions = {s: f.composed() for s, f in definitions.items()}
+        exact = _numbers(values, shape.scope)
+        sums = [sympy.Add(*(term.expr for term in layout.resident)), *(layout.extra(p) for p in layout.phases)]
+        exprs = [_substitute(_substitute(expr, expansions), exact) for expr in sums]
+    except (ValueError, KeyError):  # rejected (the full build says why) or a symbol this floor cannot name
+        return None
+    if any(not {s.name for s in expr.free_symbols} <= {"B", "t", "p", "n_d", "n_mb"} for expr in exprs):
+        return None
+    out = []
+    for expr in exprs:
+        if expr not in _FLOOR_CODE:
+            _FLOOR_CODE[expr] = CompiledFormula("floor", "composed", expr, "bytes")
+        out.append(_FLOOR_CODE[expr])
+    return tuple(out)
 
 
 def _memory(built: list[tuple[np.ndarray, _Compiled]], columns: dict[str, np.ndarray],
@@ -516,18 +599,19 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
 
 def _memory_plan(shape: ModelShape, gpu: GPU, options: dict[str, object],
                  split: bool) -> tuple[Plan, tuple[Plan, Plan] | None]:
-    """The layout's memory plan as ``planning.plan`` builds it and, for a split pipeline (``split``), its first and
-    last rank's plans: built once, where ``build`` takes the busier of the same two ranks."""
+    """The layout's memory plan as ``planning.plan`` builds it or, for a split pipeline (``split``), its first
+    rank's plan and the first and last rank's plans, built once (``build`` would build both to take the busier).
+
+    Which rank stands for a split pipeline changes nothing the search takes from it: its memory comes from both
+    ranks, its P_gpu from both, and the step formula keeps P_gpu as an input (the model and regime are the same).
+    """
     from . import on_gpu, resolve
 
     regime = on_gpu(resolve(shape, "train", **options), gpu)
     if not split:
         return build(shape, regime), None
     ranks = end_ranks(shape, regime)
-    if not framework_pipeline(shape, regime):
-        return build(shape, regime), ranks
-    first_rank, last_rank = ranks
-    return (last_rank if last_rank.total > first_rank.total else first_rank), ranks
+    return (ranks[0] if framework_pipeline(shape, regime) else build(shape, regime)), ranks
 
 
 def _flops_in_batch(fl_: ptime.Flops, scope: SymbolScope | None) -> CompiledFormula | None:
@@ -653,7 +737,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
                             ["no layout divides the global batch and the model's heads and layers"], budget)
     loaded = _loaded(model, shape)
     memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
-                                     compute=compute)
+                                     compute=compute, limit=budget.bytes)
     notes += [f"skipped {reason}" for reason in skipped[:3]]
     fits = np.array([m is not None and int(m) <= budget.bytes for m in memory])
     memory = np.array([m if m is not None else 2**62 for m in memory], dtype=object)
