@@ -345,7 +345,8 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     skipped: list[str] = []
     invalid: list[int] = []
     built: list[tuple[np.ndarray, _Compiled]] = []
-    over = _over(model, gpu, seq, fixed, layouts, groups, every, limit) if limit is not None else set()
+    timing = (how, rate, compute)
+    over = _over(model, gpu, seq, fixed, timing, layouts, groups, every, limit) if limit is not None else set()
     for structure, rows in groups.items():
         if structure in over:
             invalid.extend(rows)
@@ -359,6 +360,8 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             step[rows] = np.inf
             continue
         built.append((np.asarray(rows, dtype=np.int64), compiled))
+    if skipped and over:  # a reason may be every structure's: build the floor's too, as without it
+        return evaluate(model, gpu, layouts, seq=seq, fixed=fixed, how=how, rate=rate, compute=compute)
     if skipped and len(skipped) == len(groups):
         raise UserError(f"no layout can be planned: {skipped[0]}")
     columns: dict[str, np.ndarray] = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"],
@@ -378,16 +381,17 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     return memory, step, skipped
 
 
-def _over(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], layouts: list[dict[str, object]],
-          groups: dict[tuple[object, ...], list[int]], every: dict[str, np.ndarray], limit: int) -> set[tuple[object, ...]]:
+def _over(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], timing: tuple[str, float, str | None],
+          layouts: list[dict[str, object]], groups: dict[tuple[object, ...], list[int]], every: dict[str, np.ndarray],
+          limit: int) -> set[tuple[object, ...]]:
     """The structures whose floor (``_floor``: resident terms and largest phase, a floor under every layout's total)
     exceeds ``limit`` bytes at each of their layouts: no layout of theirs can fit, so their plans need not be built."""
     import numpy as np
 
     columns = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"], "n_d": every["dp"],
                "n_mb": every["grad_accum"]}
-    found = [(structure, _floor(model, gpu, seq, fixed, structure, layouts[rows[0]]), np.asarray(rows, dtype=np.int64))
-             for structure, rows in groups.items()]
+    found = [(structure, _floor(model, gpu, seq, fixed, timing, structure, layouts[rows[0]]),
+              np.asarray(rows, dtype=np.int64)) for structure, rows in groups.items()]
     found = [(structure, parts, rows) for structure, parts, rows in found if parts is not None]
     jobs = [(part, rows, {}) for _, parts, rows in found for part in parts]
     values = iter(_batched(jobs, columns))
@@ -406,27 +410,30 @@ _FLOORS: BoundedMemo[tuple[object, ...], tuple[CompiledFormula, ...] | None] = B
 _FLOOR_CODE: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
 
 
-def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], structure: tuple[object, ...],
-           first: dict[str, object]) -> tuple[CompiledFormula, ...] | None:
+def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], timing: tuple[str, float, str | None],
+           structure: tuple[object, ...], first: dict[str, object]) -> tuple[CompiledFormula, ...] | None:
     """A structure's resident terms' sum and each phase's, compiled over the layout symbols (``build.train_layout``;
     a split pipeline's first rank, which the busier rank's total is at least), once per session; None where not
-    known cheaply (activations pytorch, an option the planner rejects: ``_parts`` then says why)."""
-    shape, _, name = model if isinstance(model, tuple) else (model, None, model)
+    known cheaply (activations pytorch) or where ``_parts`` would refuse the structure (an option the planner
+    rejects, a rate or link the step time lacks: ``_parts`` then says why)."""
+    shape, spec, name = model if isinstance(model, tuple) else (model, None, model)
     try:
-        key: tuple[object, ...] | None = (name, gpu, seq, tuple(sorted(fixed.items())), structure[:-1])
+        key: tuple[object, ...] | None = (name, gpu, timing, seq, tuple(sorted(fixed.items())), structure[:-1])
         hash(key)
     except TypeError:
         key = None
     if key is not None and key in _FLOORS:
         return _FLOORS[key]
-    found = _floor_code(shape, gpu, _options(first, seq, fixed), structure[-2] is not None)
+    found = _floor_code(shape, spec, gpu, timing, _options(first, seq, fixed), structure[-2] is not None)
     if key is not None:
         _FLOORS[key] = found
     return found
 
 
-def _floor_code(shape: ModelShape, gpu: GPU, options: dict[str, object],
-                split: bool) -> tuple[CompiledFormula, ...] | None:
+def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, float, str | None],
+                options: dict[str, object], split: bool) -> tuple[CompiledFormula, ...] | None:
+    from types import SimpleNamespace
+
     from ..library import flops
     from ..math.compiled import CompiledFormula
     from . import on_gpu, resolve
@@ -436,6 +443,10 @@ def _floor_code(shape: ModelShape, gpu: GPU, options: dict[str, object],
         regime = on_gpu(resolve(shape, "train", **options), gpu)
         if regime.activations == "pytorch" or regime.recompute not in flops.RECOMPUTE:  # measured; or time refuses
             return None
+        probe = SimpleNamespace(model=shape, regime=regime)  # what train_parts's FLOPs and rates read of a plan
+        fl_ = ptime._own_flops(probe) or ptime.flops(spec if spec is not None else shape, seq=regime.seq,
+                                                     recompute=regime.recompute)
+        ptime._train_values(probe, fl_, gpu, *timing)  # type: ignore[arg-type]  # its rates and links, or the error
         layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if split else None)
         expansions = {s: f.composed() for s, f in definitions.items()}
         exact = _numbers(values, shape.scope)
