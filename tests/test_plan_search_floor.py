@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import layout_flags
 from test_plan_uneven import SMALL
 
 from symbolic import planning
@@ -123,3 +124,16 @@ def test_rank_layers_is_memorys_stage_split(small: str, pp: int, v: int, schedul
                               pp_schedule=schedule)
     stages = [pipeline_stage(shape, regime, rank) for rank in range(pp)]
     assert ptime.rank_layers(shape.layers, pp, v, schedule) == tuple((s.own_layers, s.head) for s in stages)
+
+
+def test_recompute_ops_is_searched_under_pipelines_and_agrees_with_memory_and_time(small: str) -> None:
+    """torchtitan's per-op recompute at pp > 1 too (pp 2, and pp 4 split unevenly over 10 layers): each such layout
+    has `symbolic memory`'s bytes and `symbolic time`'s step."""
+    found = search.search(small, "h100-80gb", gpus=4, top=None, **SMALL_KW)
+    ops = [lay for lay in found.layouts if lay["recompute"] == "ops" and lay["pp"] > 1]
+    assert {lay["pp"] for lay in ops} == {2, 4}
+    for lay in ops[:2] + [lay for lay in ops if lay["pp"] == 4][:2]:
+        flags = layout_flags(lay, SMALL_KW["seq"])
+        assert lay["memory_bytes"] == planning.plan(small, "train", **flags).total, lay
+        one = ptime.train_time(small, "h100-80gb", mfu=SMALL_KW["mfu"], **flags)
+        assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay

@@ -10,9 +10,14 @@ are above 1, sequence parallelism, micro-batches in flight min(m, p)) have the s
 time formulas with different numbers for t, p, n_d, B and m. One plan is built per structure
 (``planning.plan``, the function ``symbolic memory`` uses), each memory term and the step-time
 formula are compiled once (``symbolic.math.compiled``), and all layouts of the structure are
-evaluated as NumPy arrays. Memory is exact: every term is evaluated exactly and rounded up to
-a whole byte as ``Plan.total`` does, so a layout's ``memory_bytes`` equals ``symbolic memory``'s
-total for the same flags. Step time is float64.
+evaluated as NumPy arrays, each compiled formula in one call over every structure that shares it. Memory is
+exact: every term is evaluated exactly and rounded up to a whole byte as ``Plan.total`` does, so a layout's
+``memory_bytes`` equals ``symbolic memory``'s total for the same flags. Step time is float64. Before its plan
+is built, each structure gets a floor: its resident terms plus its largest phase (``build.train_layout``, the
+plan's own terms without the runtime's and without simplifying the phases' maximum), compiled the same way; a
+structure whose floor is over the budget at every one of its layouts cannot fit and is not built (most of a
+large search's pipeline structures), so the layouts that fit, their bytes and their ranking are those of
+building every structure.
 
 Search space and its limits (stated): tp divides the attention heads and the key/value heads
 and stays within one node (gpus_per_node); pp divides the layers or, where the planner splits stages as
@@ -23,9 +28,8 @@ pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, be
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
 LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
 and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs), and torchtitan's per-op
-``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations) at pp 1, or at
-every pp where pp or the recompute is pinned (the pipeline structures are the costly ones: searching ops under every
-pipeline took a 405B search on 256 GPUs from 20 to 40 CPU seconds, at pp 1 only 31); sequence
+``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations), at every pp
+(the structures that cannot fit are not built, so this costs a 405B search on 256 GPUs 4 to 7 CPU seconds); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
@@ -217,7 +221,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                       compiled: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
-    ``ops``: also try ``recompute ops`` (with flash; at pp 1 unless pp or the recompute is pinned); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
+    ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
     stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried (``cp_pp`` False: cp > 1 at
     pp 1 only); ``uneven``: also pp degrees
     that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
@@ -244,8 +248,6 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
             for recompute in recomputes:
                 if pins.get("recompute", recompute) != recompute:
                     continue
-                if recompute == "ops" and pp > 1 and "pp" not in pins and "recompute" not in pins:
-                    continue  # per-op recompute at pp 1 only unless pinned: pipeline structures are the costly ones
                 for mb in range(1, min(per_rank, MAX_MICRO_BATCH) + 1):
                     if per_rank % mb or pins.get("batch", mb) != mb:
                         continue
