@@ -28,17 +28,19 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-def _floors(loaded: object, gpu: object, layouts: list[dict], seq: int) -> tuple[np.ndarray, int]:
+def _floors(loaded: object, gpu: object, layouts: list[dict], seq: int,
+            fixed: dict | None = None) -> tuple[np.ndarray, int]:
     """Per layout, the search's floor (its structure's resident terms plus the largest phase; -1 where it has none),
     and how many structures have one."""
     groups: dict[tuple, list[int]] = {}
     shape = loaded[0] if isinstance(loaded, tuple) else loaded
     for i, lay in enumerate(layouts):
-        groups.setdefault(search._structure(lay, search._layers(shape)), []).append(i)
+        groups.setdefault(search._structure(lay, search._layers(shape), bool((fixed or {}).get("pp_schedule"))),
+                          []).append(i)
     out = np.full(len(layouts), -1, dtype=object)
     known = 0
     for structure, rows in groups.items():
-        parts = search._floor(loaded, gpu, seq, {}, ("mfu", 0.4, None), structure, layouts[rows[0]])
+        parts = search._floor(loaded, gpu, seq, fixed or {}, ("mfu", 0.4, None), structure, layouts[rows[0]])
         if parts is None:
             continue
         known += 1
@@ -65,6 +67,22 @@ def test_the_floor_is_under_every_layouts_memory(small: str) -> None:
     for lay, low, total in zip(layouts, floors, memory):
         assert low <= total, lay
     assert sum(low > 0 for low in floors) > len(layouts) // 2
+
+
+@pytest.mark.parametrize("fixed", [{"interleave": 2}, {"pp_schedule": "zbv"}])
+def test_the_floor_is_under_memory_when_the_plan_stages_an_even_pipeline(small: str, fixed: dict) -> None:
+    """pp 2 divides the 10 layers, but interleaving 2 (4 stages) or a schedule given stages them as torchtitan
+    does: the plan is then the busier end rank's, and the floor is rank 0's."""
+    shape = search.load_shape(small)
+    gpu = ptime.to_budget("h100-80gb").gpu
+    layouts = search.enumerate_layouts(shape, gpu, counts=[2], global_batch=4, pins={"pp": 2}, fsdp=None)
+    loaded = search._loaded(small, shape)
+    memory, _, skipped = search.evaluate(loaded, gpu, layouts, seq=1024, fixed=fixed, how="mfu", rate=0.4,
+                                         compute=None)
+    floors, known = _floors(loaded, gpu, layouts, 1024, fixed)
+    assert known and not skipped
+    for lay, low, total in zip(layouts, floors, memory):
+        assert 0 < low <= total, lay
 
 
 def test_a_search_that_skips_structures_equals_one_that_builds_them_all(monkeypatch: pytest.MonkeyPatch) -> None:

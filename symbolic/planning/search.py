@@ -415,7 +415,7 @@ _FLOOR_CODE: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
 def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], timing: tuple[str, float, str | None],
            structure: tuple[object, ...], first: dict[str, object]) -> tuple[CompiledFormula, ...] | None:
     """A structure's resident terms' sum and each phase's, compiled over the layout symbols (``build.train_layout``;
-    a split pipeline's first rank, which the busier rank's total is at least), once per session; None where not
+    a staged pipeline's first rank, which the busier rank's total is at least), once per session; None where not
     known cheaply (activations pytorch) or where ``_parts`` would refuse the structure (an option the planner
     rejects, a rate or link the step time lacks: ``_parts`` then says why)."""
     shape, spec, name = model if isinstance(model, tuple) else (model, None, model)
@@ -449,7 +449,8 @@ def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, fl
         fl_ = ptime._own_flops(probe) or ptime.flops(spec if spec is not None else shape, seq=regime.seq,
                                                      recompute=regime.recompute)
         ptime._train_values(probe, fl_, gpu, *timing)  # type: ignore[arg-type]  # its rates and links, or the error
-        layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if split else None)
+        staged = split or framework_pipeline(shape, regime)  # the plan is then an end rank's, each at least rank 0's
+        layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if staged else None)
         expansions = {s: f.composed() for s, f in definitions.items()}
         exact = _numbers(values, shape.scope)
         sums = [sympy.Add(*(term.expr for term in layout.resident)), *(layout.extra(p) for p in layout.phases)]
