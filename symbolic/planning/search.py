@@ -331,8 +331,9 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     and are listed in ``skipped``; if every structure is rejected, the first reason is the error.
     Each compiled formula is called once over every layout that uses it, whatever its structure
     (``_batched``): a search has hundreds of structures but far fewer distinct formulas. With ``limit`` (bytes),
-    a structure whose model states alone exceed it at every one of its layouts (``_over``) is not built: its
-    layouts get memory None and step time inf, like rejected ones, and fit nowhere either way.
+    a structure whose floor (resident terms plus its largest phase) exceeds it at every one of its layouts
+    (``_over``) is not built: its layouts get memory None and step time inf, like rejected ones, and fit nowhere
+    either way.
     """
     import numpy as np
 
@@ -434,6 +435,7 @@ def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], t
 
 def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, float, str | None],
                 options: dict[str, object], split: bool) -> tuple[CompiledFormula, ...] | None:
+    """``_floor``'s formulas, built: None where the planner or the step time refuses the layout, or has no floor."""
     from types import SimpleNamespace
 
     from ..library import flops
