@@ -453,10 +453,9 @@ def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, fl
         ptime._train_values(probe, fl_, gpu, *timing)  # type: ignore[arg-type]  # its rates and links, or the error
         staged = split or framework_pipeline(shape, regime)  # the plan is then an end rank's, each at least rank 0's
         layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if staged else None)
-        expansions = {s: f.composed() for s, f in definitions.items()}
-        exact = _numbers(values, shape.scope)
-        sums = [sympy.Add(*(term.expr for term in layout.resident)), *(layout.extra(p) for p in layout.phases)]
-        exprs = [_substitute(_substitute(expr, expansions), exact) for expr in sums]
+        put = _putter({s: f.composed() for s, f in definitions.items()}, _numbers(values, shape.scope))
+        exprs = [sympy.Add(*(put(term.expr) for term in terms))
+                 for terms in (layout.resident, *layout.phases.values())]
     except (ValueError, KeyError):  # rejected (the full build says why) or a symbol this floor cannot name
         return None
     if any(not {s.name for s in expr.free_symbols} <= {"B", "t", "p", "n_d", "n_mb"} for expr in exprs):
@@ -655,8 +654,24 @@ def _memory_terms(plan: Plan) -> tuple[CompiledFormula, ...]:
     """A plan's memory terms compiled, the model's numbers substituted (the layout's symbols left)."""
     exact = _numbers(plan.values, plan.model.scope)
     expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
-    return tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
-                 for term in plan.formula.terms)
+    put = _putter(expansions, exact)
+    return tuple(_compiled(put(term.expr), term.key, "bytes") for term in plan.formula.terms)
+
+
+_PUT: BoundedMemo[tuple[object, ...], sympy.Expr] = BoundedMemo(8192)
+
+
+def _putter(expansions: dict[sympy.Symbol, sympy.Expr], exact: dict[sympy.Symbol, sympy.Expr]):  # noqa: ANN202
+    """``expr`` ↦ it with the definitions expanded and the model's numbers put in (``_substitute`` twice),
+    remembered: structures and phases share most terms, and most structures share the numbers."""
+    context = (frozenset(expansions.items()), frozenset(exact.items()))
+
+    def put(expr: sympy.Expr) -> sympy.Expr:
+        key = (expr, context)
+        if key not in _PUT:
+            _PUT[key] = _substitute(_substitute(expr, expansions), exact)
+        return _PUT[key]
+    return put
 
 
 def _with_nccl(base: _Compiled, nccl: tuple[tuple[str, int], ...]) -> _Compiled:
