@@ -29,7 +29,7 @@ stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a Ze
 LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
 and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs), and torchtitan's per-op
 ``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations), at every pp
-(the structures that cannot fit are not built, so this costs a 405B search on 256 GPUs 4 to 7 CPU seconds); sequence
+(the structures that cannot fit are not built, so this takes a 405B search on 256 GPUs from 4.7 to 5.4 CPU s); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
