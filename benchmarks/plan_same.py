@@ -7,6 +7,9 @@ or an extracted tree of an earlier commit, e.g. ``git archive HEAD~3 symbolic | 
 in a fresh interpreter, and compares the JSON: the layouts listed (every one that fits, ``--top`` large), their
 order, bytes and step times, the counts and the notes. Prints each case's CPU seconds on both sides.
 
+The two sides must search the same space: the commit that searched ``recompute ops`` at every pp (after the
+floors) differs from earlier ones by design wherever such a layout fits.
+
 Usage: ``python benchmarks/plan_same.py --base /tmp/base [--case NAME ...]``; exit status 1 if any differ.
 """
 
