@@ -427,6 +427,24 @@ def end_ranks(model: ModelShape, regime: Regime) -> tuple[Plan, Plan]:
     return first, last
 
 
+def train_layout(model: ModelShape, regime: Regime, stage: Stage | None = None
+                 ) -> tuple[Layout, dict[sympy.Symbol, Formula], dict[str, object]]:
+    """A training plan's resident terms and phases before the runtime's terms, their definitions and values, as
+    ``_build`` makes them for ``regime`` (not activations pytorch: its measured step is built from what it saved).
+
+    Every term is a byte count and the plan's total is these resident terms, the largest phase and the runtime's
+    (byte counts too), so the resident terms and any phase's sum to a floor under the total: the layout search
+    skips a structure whose floor is over the budget at every layout without building its plan.
+    """
+    values: dict[str, object] = {**model.numbers, "B": regime.batch, "S": regime.seq}
+    if regime.ep > 1:
+        values["e_p"] = regime.ep
+    tp_s: sympy.Expr | int = t if regime.tp > 1 else 1
+    pp_s: sympy.Expr | int = p if regime.pp > 1 else 1
+    layout, definitions, _ = _train_terms(model, regime, tp_s, pp_s, values, [], None, stage)
+    return layout, definitions, values
+
+
 def _layers_text(layers: tuple[int, ...]) -> str:
     return "/".join(str(n) for n in layers)
 

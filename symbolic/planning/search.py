@@ -10,9 +10,14 @@ are above 1, sequence parallelism, micro-batches in flight min(m, p)) have the s
 time formulas with different numbers for t, p, n_d, B and m. One plan is built per structure
 (``planning.plan``, the function ``symbolic memory`` uses), each memory term and the step-time
 formula are compiled once (``symbolic.math.compiled``), and all layouts of the structure are
-evaluated as NumPy arrays. Memory is exact: every term is evaluated exactly and rounded up to
-a whole byte as ``Plan.total`` does, so a layout's ``memory_bytes`` equals ``symbolic memory``'s
-total for the same flags. Step time is float64.
+evaluated as NumPy arrays, each compiled formula in one call over every structure that shares it. Memory is
+exact: every term is evaluated exactly and rounded up to a whole byte as ``Plan.total`` does, so a layout's
+``memory_bytes`` equals ``symbolic memory``'s total for the same flags. Step time is float64. Before its plan
+is built, each structure gets a floor: its resident terms plus its largest phase (``build.train_layout``, the
+plan's own terms without the runtime's and without simplifying the phases' maximum), compiled the same way; a
+structure whose floor is over the budget at every one of its layouts cannot fit and is not built (most of a
+large search's pipeline structures), so the layouts that fit, their bytes and their ranking are those of
+building every structure.
 
 Search space and its limits (stated): tp divides the attention heads and the key/value heads
 and stays within one node (gpus_per_node); pp divides the layers or, where the planner splits stages as
@@ -23,9 +28,8 @@ pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, be
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
 LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
 and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs), and torchtitan's per-op
-``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations) at pp 1, or at
-every pp where pp or the recompute is pinned (the pipeline structures are the costly ones: searching ops under every
-pipeline took a 405B search on 256 GPUs from 20 to 40 CPU seconds, at pp 1 only 31); sequence
+``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations), at every pp
+(the structures that cannot fit are not built, so this takes a 405B search on 256 GPUs from 4.7 to 5.4 CPU s); sequence
 parallelism on whenever tp > 1 (same traffic, less memory); micro-batches up to 64 sequences;
 no interleaving; ZeRO-Offload only when given, or when nothing fits without it. Context parallelism
 (``cp``, torchtitan's ring attention) only when given, or where it matters: when nothing fits without it
@@ -69,7 +73,7 @@ from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape, divisors
 from . import own_fsdp
 from . import time as ptime
-from .build import Plan, rank_plans
+from .build import Plan, build, framework_pipeline, rank_plans
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -217,7 +221,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                       compiled: bool = False) -> list[dict[str, object]]:
     """Every layout in the search space (see the module docstring), as plain dicts.
 
-    ``ops``: also try ``recompute ops`` (with flash; at pp 1 unless pp or the recompute is pinned); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
+    ``ops``: also try ``recompute ops`` (with flash); ``fsdp``: True only FSDP2, None FSDP2 beside the ZeRO
     stages, False the ZeRO stages alone; ``cps``: the context-parallel degrees tried (``cp_pp`` False: cp > 1 at
     pp 1 only); ``uneven``: also pp degrees
     that do not divide the layers (torchtitan's split); ``measured``: activations pytorch (``_measured``), so tp 1
@@ -244,8 +248,6 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
             for recompute in recomputes:
                 if pins.get("recompute", recompute) != recompute:
                     continue
-                if recompute == "ops" and pp > 1 and "pp" not in pins and "recompute" not in pins:
-                    continue  # per-op recompute at pp 1 only unless pinned: pipeline structures are the costly ones
                 for mb in range(1, min(per_rank, MAX_MICRO_BATCH) + 1):
                     if per_rank % mb or pins.get("batch", mb) != mb:
                         continue
@@ -312,10 +314,6 @@ def _compiled(expr: sympy.Expr, key: str, unit: str) -> CompiledFormula:
     return found
 
 
-def _arrays(columns: dict[str, np.ndarray], scalars: dict[str, object], inputs: Iterable[str]) -> dict[str, object]:
-    return {name: columns[name] if name in columns else scalars[name] for name in inputs}
-
-
 def _ceil(values: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -325,16 +323,20 @@ def _ceil(values: np.ndarray) -> np.ndarray:
 
 
 def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: int | None, fixed: dict[str, object],
-             how: str, rate: float, compute: str | None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+             how: str, rate: float, compute: str | None, limit: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(per-GPU memory bytes, step seconds, skipped) of every layout, by compiled formulas per structure.
 
     Layouts the planner rejects (a pinned option that does not combine with them) get memory None
     and are listed in ``skipped``; if every structure is rejected, the first reason is the error.
+    Each compiled formula is called once over every layout that uses it, whatever its structure
+    (``_batched``): a search has hundreds of structures but far fewer distinct formulas. With ``limit`` (bytes),
+    a structure whose floor (resident terms plus its largest phase) exceeds it at every one of its layouts
+    (``_over``) is not built: its layouts get memory None and step time inf, like rejected ones, and fit nowhere
+    either way.
     """
     import numpy as np
 
-    memory = np.zeros(len(layouts), dtype=object)
-    memory[:] = 0
     step = np.zeros(len(layouts), dtype=np.float64)
     groups: dict[tuple[object, ...], list[int]] = {}
     layers = _layers(load_shape(model[0] if isinstance(model, tuple) else model))
@@ -343,10 +345,16 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
              for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
     every["cp"] = np.array([lay.get("cp", 1) for lay in layouts], dtype=np.int64)
-    by_term: dict[int, tuple[CompiledFormula, list[list[int]]]] = {}
     skipped: list[str] = []
     invalid: list[int] = []
+    built: list[tuple[np.ndarray, _Compiled]] = []
+    timing = (how, rate, compute)
+    over = _over(model, gpu, seq, fixed, timing, layouts, groups, every, limit) if limit is not None else set()
     for structure, rows in groups.items():
+        if structure in over:
+            invalid.extend(rows)
+            step[rows] = np.inf
+            continue
         try:
             compiled = _parts(model, gpu, how, rate, compute, seq, fixed, structure, layouts[rows[0]])
         except ValueError as err:  # a combination the planner does not model (e.g. with a pinned option)
@@ -354,60 +362,183 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
             invalid.extend(rows)
             step[rows] = np.inf
             continue
-        cols = {k: v[rows] for k, v in every.items()}
-        busiest = None
-        if compiled.other_rank:  # a split pipeline: the busiest of its candidate ranks, the first of equals (build's)
-            totals = _rank_totals(compiled, cols)
-            busiest = np.argmax(np.array([[int(v) for v in total] for total in totals]), axis=0)
-            memory[rows] = [totals[k][i] for i, k in enumerate(busiest)]
-        for term in () if compiled.other_rank else compiled.memory_terms:  # one call per term over every structure
-            by_term.setdefault(id(term), (term, []))[1].append(rows)
-        columns: dict[str, np.ndarray] = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"],
-                                          "n_d": cols["dp"], "n_mb": cols["grad_accum"], "n_gpu": cols["gpus"]}
-        if how == "mfu":
-            columns.update(_links(gpu, cols))
-        if compiled.flops is not None:  # FLOPs per sample at each layout's micro-batch, as `time` takes them
-            columns["F_tok"] = np.asarray(compiled.flops(_arrays(columns, {}, compiled.flops.inputs), exact=False),
-                                          dtype=np.float64)
-        if compiled.held is not None:
-            columns["P_gpu"] = np.asarray(compiled.held(_arrays(columns, {}, compiled.held.inputs), exact=False),
-                                          dtype=np.float64)
-        if busiest is not None and compiled.held is not None:  # the busiest rank's parameters, as `time` takes
-            for k, other_held in enumerate(compiled.other_held, start=1):
-                if other_held is not None and (busiest == k).any():
-                    other = np.broadcast_to(np.asarray(other_held(_arrays(columns, {}, other_held.inputs), exact=False),
-                                                       dtype=np.float64), busiest.shape)
-                    columns["P_gpu"] = np.where(busiest == k, other, columns["P_gpu"])
-        step[rows] = np.asarray(compiled.step(_arrays(columns, compiled.step_scalars, compiled.step.inputs), exact=False),
-                                dtype=np.float64)
-    for term, parts in by_term.values():
-        rows = np.concatenate([np.asarray(r, dtype=np.int64) for r in parts])
-        columns = {"B": every["micro_batch"][rows], "t": every["tp"][rows], "p": every["pp"][rows],
-                   "n_d": every["dp"][rows], "n_mb": every["grad_accum"][rows]}
-        values = _ceil(np.broadcast_to(np.asarray(term(_arrays(columns, {}, term.inputs))), rows.shape)).astype(object)
-        start = 0
-        for part in parts:  # one part per term that has this expression (two terms may share one)
-            memory[part] = memory[part] + values[start:start + len(part)]
-            start += len(part)
-    memory[invalid] = None
+        built.append((np.asarray(rows, dtype=np.int64), compiled))
+    if skipped and over:  # a reason may be every structure's: build the floor's too, as without it
+        return evaluate(model, gpu, layouts, seq=seq, fixed=fixed, how=how, rate=rate, compute=compute)
     if skipped and len(skipped) == len(groups):
         raise UserError(f"no layout can be planned: {skipped[0]}")
+    columns: dict[str, np.ndarray] = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"],
+                                      "n_d": every["dp"], "n_mb": every["grad_accum"], "n_gpu": every["gpus"]}
+    memory, busiest = _memory(built, columns, len(layouts))
+    if how == "mfu" and built:
+        valid = np.concatenate([rows for rows, _ in built])
+        for name, values in _links(gpu, {k: v[valid] for k, v in every.items()}).items():
+            columns[name] = np.full(len(layouts), np.nan)
+            columns[name][valid] = values
+    _rates(built, columns, busiest, len(layouts))
+    jobs = [(compiled.step, rows, compiled.step_scalars if compiled.flops is None
+             else {k: v for k, v in compiled.step_scalars.items() if k != "F_tok"}) for rows, compiled in built]
+    for (_, rows, _), values in zip(jobs, _batched(jobs, columns, exact=False)):
+        step[rows] = np.asarray(values, dtype=np.float64)
+    memory[invalid] = None
     return memory, step, skipped
 
 
-def _rank_totals(compiled: _Compiled, cols: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Per layout, the totals of each candidate pipeline rank's terms, the first rank's first (rounded up per term)."""
+def _over(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], timing: tuple[str, float, str | None],
+          layouts: list[dict[str, object]], groups: dict[tuple[object, ...], list[int]], every: dict[str, np.ndarray],
+          limit: int) -> set[tuple[object, ...]]:
+    """The structures whose floor (``_floor``: resident terms and largest phase, a floor under every layout's total)
+    exceeds ``limit`` bytes at each of their layouts: no layout of theirs can fit, so their plans need not be built."""
     import numpy as np
 
-    columns = {"B": cols["micro_batch"], "t": cols["tp"], "p": cols["pp"], "n_d": cols["dp"], "n_mb": cols["grad_accum"]}
-    totals = []
-    for terms in (compiled.memory_terms, *compiled.other_rank):
-        total = np.zeros(len(cols["tp"]), dtype=object)
-        for term in terms:
-            value = np.asarray(term(_arrays(columns, {}, term.inputs)))
-            total = total + _ceil(np.broadcast_to(value, total.shape)).astype(object)
-        totals.append(total)
-    return totals
+    columns = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"], "n_d": every["dp"],
+               "n_mb": every["grad_accum"]}
+    found = [(structure, _floor(model, gpu, seq, fixed, timing, structure, layouts[rows[0]]),
+              np.asarray(rows, dtype=np.int64)) for structure, rows in groups.items()]
+    found = [(structure, parts, rows) for structure, parts, rows in found if parts is not None]
+    jobs = [(part, rows, {}) for _, parts, rows in found for part in parts]
+    values = iter(_batched(jobs, columns))
+    over = set()
+    for structure, (_, *phases), _ in found:
+        low = next(values)
+        peak = next(values)
+        for _ in phases[1:]:
+            peak = np.maximum(peak, next(values))
+        if all(r + x > limit for r, x in zip(low, peak)):
+            over.add(structure)
+    return over
+
+
+_FLOORS: BoundedMemo[tuple[object, ...], tuple[CompiledFormula, ...] | None] = BoundedMemo(4096)
+_FLOOR_CODE: BoundedMemo[sympy.Expr, CompiledFormula] = BoundedMemo(4096)
+
+
+def _floor(model: object, gpu: GPU, seq: int | None, fixed: dict[str, object], timing: tuple[str, float, str | None],
+           structure: tuple[object, ...], first: dict[str, object]) -> tuple[CompiledFormula, ...] | None:
+    """A structure's resident terms' sum and each phase's, compiled over the layout symbols (``build.train_layout``;
+    a staged pipeline's first rank, which the busier rank's total is at least), once per session; None where not
+    known cheaply (activations pytorch) or where ``_parts`` would refuse the structure (an option the planner
+    rejects, a rate or link the step time lacks: ``_parts`` then says why)."""
+    shape, spec, name = model if isinstance(model, tuple) else (model, None, model)
+    try:
+        key: tuple[object, ...] | None = (name, gpu, timing, seq, tuple(sorted(fixed.items())), structure[:-1])
+        hash(key)
+    except TypeError:
+        key = None
+    if key is not None and key in _FLOORS:
+        return _FLOORS[key]
+    found = _floor_code(shape, spec, gpu, timing, _options(first, seq, fixed), structure[-2] is not None)
+    if key is not None:
+        _FLOORS[key] = found
+    return found
+
+
+def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, float, str | None],
+                options: dict[str, object], split: bool) -> tuple[CompiledFormula, ...] | None:
+    """``_floor``'s formulas, built: None where the planner or the step time refuses the layout, or has no floor."""
+    from types import SimpleNamespace
+
+    from ..library import flops
+    from ..math.compiled import CompiledFormula
+    from . import on_gpu, resolve
+    from .build import pipeline_stage, train_layout
+
+    try:
+        regime = on_gpu(resolve(shape, "train", **options), gpu)
+        if regime.activations == "pytorch" or regime.recompute not in flops.RECOMPUTE:  # measured; or time refuses
+            return None
+        probe = SimpleNamespace(model=shape, regime=regime)  # what train_parts's FLOPs and rates read of a plan
+        fl_ = ptime._own_flops(probe) or ptime.flops(spec if spec is not None else shape, seq=regime.seq,
+                                                     recompute=regime.recompute)
+        ptime._train_values(probe, fl_, gpu, *timing)  # type: ignore[arg-type]  # its rates and links, or the error
+        staged = split or framework_pipeline(shape, regime)  # the plan is then an end rank's, each at least rank 0's
+        layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if staged else None)
+        put = _putter({s: f.composed() for s, f in definitions.items()}, _numbers(values, shape.scope))
+        exprs = [sympy.Add(*(put(term.expr) for term in terms))
+                 for terms in (layout.resident, *layout.phases.values())]
+    except (ValueError, KeyError):  # rejected (the full build says why) or a symbol this floor cannot name
+        return None
+    if any(not {s.name for s in expr.free_symbols} <= {"B", "t", "p", "n_d", "n_mb"} for expr in exprs):
+        return None
+    out = []
+    for expr in exprs:
+        if expr not in _FLOOR_CODE:
+            _FLOOR_CODE[expr] = CompiledFormula("floor", "composed", expr, "bytes")
+        out.append(_FLOOR_CODE[expr])
+    return tuple(out)
+
+
+def _memory(built: list[tuple[np.ndarray, _Compiled]], columns: dict[str, np.ndarray],
+            size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(memory bytes, which candidate pipeline rank is the busiest: 0 the first) per layout: each term rounded up to
+    a byte as ``Plan.total`` does; a split pipeline's layouts take the busiest of their candidate ranks, the first
+    of equals (build's rule)."""
+    import numpy as np
+
+    ranks = 1 + max((len(compiled.other_rank) for _, compiled in built), default=0)
+    totals = [np.zeros(size, dtype=object) for _ in range(ranks)]
+    for total in totals:
+        total[:] = 0
+    jobs, targets = [], []
+    for rows, compiled in built:
+        for target, terms in enumerate((compiled.memory_terms, *compiled.other_rank)):
+            jobs += [(term, rows, {}) for term in terms]
+            targets += [target] * len(terms)
+    for (_, rows, _), target, values in zip(jobs, targets, _batched(jobs, columns)):
+        totals[target][rows] = totals[target][rows] + _ceil(values).astype(object)
+    busiest = np.zeros(size, dtype=np.int64)
+    memory = totals[0].copy()
+    for rows, compiled in built:
+        for k in range(1, 1 + len(compiled.other_rank)):
+            more = (totals[k][rows] > memory[rows]).astype(bool)
+            busiest[rows[more]] = k
+            memory[rows[more]] = totals[k][rows[more]]
+    return memory, busiest
+
+
+def _rates(built: list[tuple[np.ndarray, _Compiled]], columns: dict[str, np.ndarray], busiest: np.ndarray,
+           size: int) -> None:
+    """Add the F_tok column (where it varies with the micro-batch) and the P_gpu column (the parameters one GPU
+    computes with; a split pipeline's busiest rank's, as ``time`` takes them) to ``columns``."""
+    import numpy as np
+
+    for name, pick in (("F_tok", lambda c: ((c.flops, ()),)), ("P_gpu", lambda c: ((c.held, c.other_held),))):
+        found = [(rows, pair) for rows, c in built for pair in pick(c) if pair[0] is not None]
+        if not found:
+            continue
+        column = columns[name] = np.full(size, np.nan)
+        jobs = [(pair[0], rows, {}) for rows, pair in found]
+        for (rows, _), values in zip(found, _batched(jobs, columns, exact=False)):
+            column[rows] = np.asarray(values, dtype=np.float64)
+        others = [(rows, k, formula) for rows, pair in found for k, formula in enumerate(pair[1], start=1)
+                  if formula is not None and (busiest[rows] == k).any()]
+        jobs = [(formula, rows, {}) for rows, _, formula in others]
+        for (rows, k, _), values in zip(others, _batched(jobs, columns, exact=False)):
+            column[rows] = np.where(busiest[rows] == k, np.asarray(values, dtype=np.float64), column[rows])
+
+
+def _batched(jobs: list[tuple[CompiledFormula, np.ndarray, Mapping[str, object]]], columns: Mapping[str, np.ndarray],
+             exact: bool = True) -> list[np.ndarray]:
+    """Each job (compiled formula, rows, scalars) evaluated at its rows of ``columns`` (a scalar given wins over a
+    column of the same name); the jobs with one formula and the same scalars share one call. Values per row are
+    the same as one call per job: the formulas are elementwise."""
+    import numpy as np
+
+    shared: dict[tuple[object, ...], list[int]] = {}
+    for i, (formula, _, scalars) in enumerate(jobs):
+        named = tuple((k, scalars[k]) for k in formula.inputs if k in scalars)
+        shared.setdefault((id(formula), named), []).append(i)
+    out: list[np.ndarray] = [np.empty(0)] * len(jobs)
+    for members in shared.values():
+        formula, _, scalars = jobs[members[0]]
+        rows = np.concatenate([jobs[i][1] for i in members])
+        args = {k: scalars[k] if k in scalars else columns[k][rows] for k in formula.inputs}
+        values = np.broadcast_to(np.asarray(formula(args, exact=exact)), rows.shape)
+        start = 0
+        for i in members:
+            out[i] = values[start:start + len(jobs[i][1])]
+            start += len(jobs[i][1])
+    return out
 
 
 def _describe(layout: dict[str, object]) -> str:
@@ -457,19 +588,22 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         found = _with_nccl(_PARTS[base_key], structure[-1])  # type: ignore[arg-type]
         _PARTS[key] = found  # type: ignore[index]
         return found
-    plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, _options(first, seq, fixed), spec)
+    options = _options(first, seq, fixed)
+    built, ranks = _memory_plan(shape, gpu, options, structure[-2] is not None)
+    plan, fl_, formula, values = ptime.train_parts(shape, gpu, how, rate, compute, options, spec, built)
     values["F_tok"] = fl_.per_token()
-    exact = _numbers(plan.values, plan.model.scope)
-    terms = _memory_terms(plan)
     other: tuple[tuple[CompiledFormula, ...], ...] = ()
     held: CompiledFormula | None = None
     other_held: tuple[CompiledFormula | None, ...] = ()
-    if P_gpu in formula.definitions:
-        held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
-    if structure[-2] is not None:  # a split pipeline (see _structure): every rank that can hold the most, exact
-        first_rank, *others = rank_plans(plan.model, plan.regime)
+    if ranks is None:
+        terms = _memory_terms(plan)
+        if P_gpu in formula.definitions:
+            exact = _numbers(plan.values, plan.model.scope)
+            held = _compiled(formula.definitions[P_gpu].composed().xreplace(exact), "P_gpu", "params")
+    else:  # a split pipeline (see _structure): every rank that can hold the most, each exact
+        first_rank, *others = ranks
         terms, other = _memory_terms(first_rank), tuple(_memory_terms(rank) for rank in others)
-        if held is not None:
+        if P_gpu in formula.definitions:
             held, other_held = _held(first_rank), tuple(_held(rank) for rank in others)
     # F_tok (one number per structure) and P_gpu stay inputs: the roofline's max() is then compiled
     # over a few symbols instead of the whole composed parameter count
@@ -482,6 +616,25 @@ def _parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None, 
         _PARTS[key] = found
         _PARTS[base_key] = found  # type: ignore[index]
     return found
+
+
+def _memory_plan(shape: ModelShape, gpu: GPU, options: dict[str, object],
+                 split: bool) -> tuple[Plan, list[Plan] | None]:
+    """The layout's memory plan as ``planning.plan`` builds it or, for a split pipeline (``split``), its first
+    rank's plan and the plans of every rank that can hold the most (``build.rank_plans``), built once (``build``
+    would build them again to take the busiest).
+
+    Which rank stands for a split pipeline changes nothing the search takes from it: its memory comes from every
+    candidate rank, its P_gpu from the busiest, and the step formula keeps P_gpu as an input (the model and regime
+    are the same).
+    """
+    from . import on_gpu, resolve
+
+    regime = on_gpu(resolve(shape, "train", **options), gpu)
+    if not split:
+        return build(shape, regime), None
+    ranks = rank_plans(shape, regime)
+    return (ranks[0] if framework_pipeline(shape, regime) else build(shape, regime)), ranks
 
 
 def _flops_in_batch(fl_: ptime.Flops, scope: SymbolScope | None) -> CompiledFormula | None:
@@ -509,8 +662,24 @@ def _memory_terms(plan: Plan) -> tuple[CompiledFormula, ...]:
     """A plan's memory terms compiled, the model's numbers substituted (the layout's symbols left)."""
     exact = _numbers(plan.values, plan.model.scope)
     expansions = {s: f.composed() for s, f in plan.formula.definitions.items()}  # once per plan, not per term
-    return tuple(_compiled(_substitute(_substitute(term.expr, expansions), exact), term.key, "bytes")
-                 for term in plan.formula.terms)
+    put = _putter(expansions, exact)
+    return tuple(_compiled(put(term.expr), term.key, "bytes") for term in plan.formula.terms)
+
+
+_PUT: BoundedMemo[tuple[object, ...], sympy.Expr] = BoundedMemo(8192)
+
+
+def _putter(expansions: dict[sympy.Symbol, sympy.Expr], exact: dict[sympy.Symbol, sympy.Expr]):  # noqa: ANN202
+    """``expr`` ↦ it with the definitions expanded and the model's numbers put in (``_substitute`` twice),
+    remembered: structures and phases share most terms, and most structures share the numbers."""
+    context = (frozenset(expansions.items()), frozenset(exact.items()))
+
+    def put(expr: sympy.Expr) -> sympy.Expr:
+        key = (expr, context)
+        if key not in _PUT:
+            _PUT[key] = _substitute(_substitute(expr, expansions), exact)
+        return _PUT[key]
+    return put
 
 
 def _with_nccl(base: _Compiled, nccl: tuple[tuple[str, int], ...]) -> _Compiled:
@@ -607,7 +776,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
                             ["no layout divides the global batch and the model's heads and layers"], budget)
     loaded = _loaded(model, shape)
     memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
-                                     compute=compute)
+                                     compute=compute, limit=budget.bytes)
     notes += [f"skipped {reason}" for reason in skipped[:3]]
     fits = np.array([m is not None and int(m) <= budget.bytes for m in memory])
     memory = np.array([m if m is not None else 2**62 for m in memory], dtype=object)

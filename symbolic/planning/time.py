@@ -37,13 +37,14 @@ from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
 from ..core.symbols import B, F_step, L, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
 from ..library import flops as fl
+from ..library import pipeline as pipe
 from ..library import precision as prec
 from ..library import timing as tm
 from ..math.formula import Formula, to_plain
 from ..networks.network import load as load_shape
 from ..networks.shape import ModelShape
 from . import pytorch
-from .build import Plan, framework_pipeline, pipeline_stage
+from .build import Plan, framework_pipeline
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..networks.transformer import ModelSpec
@@ -380,15 +381,17 @@ def budget_notes(budget: Budget) -> list[str]:
 
 
 def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | None,
-                options: dict[str, object], spec: ModelSpec | None = None
+                options: dict[str, object], spec: ModelSpec | None = None, memory: Plan | None = None
                 ) -> tuple[Plan, Flops, Formula, dict[str, object]]:
     """The memory plan, FLOPs, step-time Formula and values of one training layout (nothing evaluated).
 
-    ``model`` may be an already loaded ``ModelShape`` when ``spec`` (its ModelSpec) is given.
+    ``model`` may be an already loaded ``ModelShape`` when ``spec`` (its ModelSpec) is given; ``memory``: its plan
+    for ``options`` already built (the search builds a split pipeline's end ranks once).
     """
     from . import plan as memory_plan
 
-    memory = memory_plan(model, "train", gpu, **options)  # its compute capability: a module's attention kernels
+    if memory is None:
+        memory = memory_plan(model, "train", gpu, **options)  # its compute capability: a module's attention kernels
     r = memory.regime
     if r.recompute not in fl.RECOMPUTE:  # a recompute memory models whose recomputed FLOPs are not counted
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
@@ -479,12 +482,35 @@ def _slowest_rank(memory: Plan, fl_: Flops) -> tuple[sympy.Rational, int] | None
     if not framework_pipeline(model, r):
         return None
     total = fl_.exact()
-    head = 3 * sum((value for term, value in fl_.forward.evaluate(fl_.forward.restrict(fl_.values)).terms
-                    if term.key == "output"), sympy.Integer(0))
+    head = _head_flops(fl_)
     layer = (total - head) / model.layers
-    ranks = (pipeline_stage(model, r, rank) for rank in range(r.pp))
-    work, layers = max((stage.own_layers * layer + (head if stage.head else 0), stage.own_layers) for stage in ranks)
+    schedule = r.pp_schedule or ("interleaved" if r.interleave > 1 else "1f1b")
+    ranks = rank_layers(model.layers, r.pp, r.interleave, schedule)
+    work, layers = max((own * layer + (head if has_head else 0), own) for own, has_head in ranks)
     return sympy.Rational(r.pp * work, total), layers
+
+
+def _head_flops(fl_: Flops) -> sympy.Rational:
+    """The output head's training FLOPs per token (3 × its forward), once per Flops (evaluated exactly)."""
+    if "head" not in fl_._cache:
+        fl_._cache["head"] = 3 * sum((value for term, value in fl_.forward.evaluate(fl_.forward.restrict(
+            fl_.values)).terms if term.key == "output"), sympy.Integer(0))
+    return fl_._cache["head"]
+
+
+@lru_cache(maxsize=1024)
+def rank_layers(layers: int, pp: int, v: int, schedule: str) -> tuple[tuple[int, bool], ...]:
+    """Per pipeline rank, (its layers, whether it holds the head), as ``build.pipeline_stage`` splits them.
+
+    What a rank computes does not depend on the micro-batches, so the schedule is not simulated (its peak is
+    memory's), and one split serves every m of a search.
+    """
+    split = pipe.stage_layers(layers, pp * v)
+    out = []
+    for rank in range(pp):
+        held = pipe.rank_stages(rank, pp, v, pipe.style(schedule))
+        out.append((sum(split[i] for i in held), len(split) - 1 in held))
+    return tuple(out)
 
 
 def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, compute: str | None) -> dict[str, object]:
