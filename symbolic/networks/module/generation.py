@@ -16,6 +16,14 @@ encoder output (B × S positions) and the self-attention K and V grown by one po
    at T − 1, the ids, the previous logits) is built by one decoder pass over T − 1 tokens whose own
    moments are not counted: it leaves exactly the tensors the loop's T − 2 steps would.
 
+``--beams N`` (``generate(num_beams=N)``, ``GenerationMixin._beam_search``): the encoder runs over B
+samples and its output is expanded to B·N rows (``_expand_inputs_for_generation``: ``repeat_interleave``,
+the B rows freed), both caches hold B·N rows, and each step runs the loop's own helpers (the fp32
+logits' log-softmax over B·N × V, the top 2·N continuations over N·V, the running and finished
+sequences, scores and beam indices) and reorders both caches by ``index_select`` (one layer's K or V
+copied at a time). ``--sample`` (``do_sample=True``, ``GenerationMixin._sample``): the processors sampling
+adds (top-k at 50: a B × V mask and a masked copy), the softmax's probabilities, the multinomial draw.
+
 Whisper's own ``generate`` (``WhisperGenerationMixin``) feeds the encoder a copy of each sample's
 input window, kept throughout: made here too and counted with the caller's inputs.
 
@@ -425,7 +433,8 @@ def phases(f: GenerationFit, at: Callable[[probe.Poly], sympy.Expr]) -> dict[str
                          state["self_cache"], "2 · decoder layers · B · T · k/v width · bytes, grown one position "
                          "per step"),
                    _term("decode_transient", "what the last decode step holds besides the caches and the encoder "
-                         "output (a layer's K/V while the cache grows, its logits and their fp32 copies, the ids)",
+                         "output (a layer's K/V while the cache grows, its logits and their fp32 copies, the ids; "
+                         "with beams, their scores, sequences and a layer's reordered copy)",
                          maximum(*(at(p) for p in f.decode)) - held)),
     }
 
