@@ -171,8 +171,9 @@ class _Beams:
     The model's own helpers run as its loop runs them; each attribute is one of the loop's locals,
     assigned in its order, so that an old value is freed where the loop frees it: the running and
     finished sequences (B × N × (1 + T) int64) and beam indices (B × N × T int32), the scores, the
-    fp32 logits and their log-softmax over B·N × V, the top 2·N continuations over N·V (``beams_to_keep``
-    with at most one end-of-sequence token), and the caches reordered by ``index_select`` after each step.
+    fp32 logits and their log-softmax over B·N × V, the top continuations over N·V (``beams_to_keep``: 2·N
+    with at most one end-of-sequence token in the generation config), and the caches reordered by
+    ``index_select`` after each step.
     """
 
     def __init__(self, model: Any, batch: int, beams: int, steps: int, ids: Any) -> None:
@@ -180,7 +181,8 @@ class _Beams:
         from transformers.generation.stopping_criteria import MaxLengthCriteria, StoppingCriteriaList
 
         self.model, self.batch, self.beams, self.length = model, batch, beams, steps + 1  # max_length
-        self.keep = 2 * beams
+        eos = model.generation_config.eos_token_id
+        self.keep = max(2, 1 + (len(eos) if isinstance(eos, list) else eos is not None)) * beams  # beams_to_keep
         self.stopping = StoppingCriteriaList([MaxLengthCriteria(max_length=self.length)])
         meta = {"device": "meta"}
         self.mask = torch.cat((torch.ones(beams, dtype=torch.bool), torch.zeros(self.keep - beams, dtype=torch.bool))
