@@ -168,3 +168,12 @@ def test_a_sequence_past_the_planners_bound_is_refused(tmp_path, table, line):
     assert line in message and f"{MAX_SEQ:,}" in message and "Llama 4 Scout" in message
     ok = write(tmp_path, f'title = "t"\nmodel = "llama-3-8b"\n{table.replace("1000000000", str(MAX_SEQ))}\n', "ok.toml")
     assert spec.load(ok).title == "t"  # the bound itself is a sequence length a report may ask for
+
+
+def test_generation_decoding_keys(tmp_path):
+    """issue 29: an encoder-decoder's --beams and --sample are report keys too (beams a size, sample a flag)."""
+    head = 'title = "T"\nauthor = "A"\nmodel = "llama-3-8b"\nmode = "infer"\n[regime]\n'
+    s = spec.load(write(tmp_path, head + "beams = 4\nsample = false\n"))
+    assert s.regime.beams == 4 and s.regime.sample is False
+    with pytest.raises(ReportSpecError, match="beams"):
+        spec.load(write(tmp_path, head + "beams = 0\n"))

@@ -23,8 +23,8 @@ reports need, so that none of them branches on a model's name or type string:
   per sample and per module, which ``time`` takes instead: a torch module's), ``own_loss`` (the loss
   a torch module brings, shown in place of the planner's ``loss`` option);
 - a forward of its own: ``forward_inference`` and ``inference_terms`` (inference as one forward pass,
-  a probed torch module; None: the serving terms), ``input_sizes`` and ``varying`` (the input sizes
-  ``fit`` may grow, a module's H, W or S);
+  a probed torch module; None: the serving terms), ``generates`` (an encoder-decoder's generate loop),
+  ``input_sizes`` and ``varying`` (the input sizes ``fit`` may grow, a module's H, W or S);
 - its own symbols: ``scope`` (a generic model's config fields, outside the symbol table; None for
   the others);
 - positions: ``positions`` (learned rows: a hard limit) and ``trained_context`` (a soft one);
@@ -109,6 +109,9 @@ class Network(Protocol):
 
     @property
     def forward_inference(self) -> bool: ...
+
+    @property
+    def generates(self) -> bool: ...
 
     @property
     def input_sizes(self) -> tuple[str, ...]: ...

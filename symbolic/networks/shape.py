@@ -300,6 +300,11 @@ class ModelShape:
         return False
 
     @property
+    def generates(self) -> bool:
+        """Whether its inference is an encoder-decoder's generate loop (``--beams``, ``--sample`` apply), none here."""
+        return False
+
+    @property
     def input_sizes(self) -> tuple[str, ...]:
         """The forward's input size names besides the batch and seq (a torch module's H, W, S...), none here."""
         return ()

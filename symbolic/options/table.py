@@ -288,6 +288,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("prefill_chunk", "infer", "size", None, "chunked prefill: one step prefills at most this many tokens "
                                                    "while the cache holds B·S (default: whole prompts at once)",
            concern="serving", fallback=0),
+    # issue 29: an encoder-decoder's generation (transformers' generate) with beam search or sampling
+    Option("beams", "infer", "size", 1, "beam search: an encoder-decoder's generate(num_beams=N), its caches and "
+           "encoder output held for B·N beams (default 1: greedy)", concern="serving"),
+    Option("sample", "infer", "flag", False, "an encoder-decoder's generate(do_sample=True): sampling's "
+           "probabilities and its top-k copies (default off: greedy)", concern="serving"),
 )
 
 BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}

@@ -143,7 +143,9 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("kv_dtype",), lambda r: not r.sequence),  # a torch module's forward: no KV cache
     (("ep",), lambda r: r.ep == 1 and "ep" in r.defaulted),  # listed when asked for (mixtures of experts)
     (FINETUNE_ONLY, lambda r: not r.lora_rank),  # listed when they apply
-    (("prefill_chunk",), lambda r: not r.prefill_chunk),  # whole prompts: the output says so in its own line
+    (("prefill_chunk",), lambda r: not r.prefill_chunk),
+    (("beams",), lambda r: r.beams == 1),  # issue 29: listed for an encoder-decoder's beam search
+    (("sample",), lambda r: not r.sample),  # whole prompts: the output says so in its own line
     (("qlora",), lambda r: not r.qlora),
     (("freeze_embeddings",), lambda r: not r.freeze_embeddings),
     (("loss",), lambda r: "loss" in r.defaulted and r.sequence),
@@ -236,6 +238,7 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
         if "prefill_chunk" in given:
             data["prefill_chunk"] = _checked("prefill_chunk", given["prefill_chunk"])
         data["device"] = _infer_device(model, pick, given)
+        data.update(_decoding(model, pick, given))
         if dp > 1:
             notes.append(f"dp {dp}: inference replicas each hold the whole plan; per-GPU memory is unchanged")
     else:
@@ -251,6 +254,20 @@ def resolve(model: ModelShape, mode: str = "train", **options: object) -> Regime
                                   "cuts each sequence into 2·cp load-balanced chunks)")
     return Regime.of(mode, **data, sequence=model.sequence, defaulted=tuple(defaulted),  # type: ignore[arg-type]
                      notes=tuple(notes))
+
+
+def _decoding(model: ModelShape, pick: Callable[[str, object], object], given: Collection[str]) -> dict[str, object]:
+    """--beams and --sample: how an encoder-decoder's generate decodes; refused where a plan has no generate loop."""
+    beams = _checked("beams", pick("beams", _default("beams")))
+    sample = _checked("sample", pick("sample", _default("sample")))
+    asked = [a for a, on in ((f"beams {beams}", beams != 1), ("sample", sample)) if on]
+    if asked and not model.generates:
+        raise PlanOptionError(f"{' and '.join(asked)}: {'apply' if len(asked) > 1 else 'applies'} to an "
+                              f"encoder-decoder's generation (T5, BART, Whisper: --mode infer); {model.name} "
+                              f"({_what(model)}) has no generate loop to plan")
+    if sample and beams > 1:  # type: ignore[operator]
+        raise PlanOptionError(f"beams {beams} with sample (beam sampling) is not modelled; ask for one of them")
+    return {"beams": beams, "sample": sample}
 
 
 def _infer_device(model: ModelShape, pick: Callable[[str, object], object], given: Collection[str]) -> object:

@@ -376,6 +376,11 @@ class ModuleNetwork(ModelShape):
         return True
 
     @property
+    def generates(self) -> bool:
+        """An encoder-decoder served by generating (``generation.generates``): --beams and --sample apply."""
+        return generation.generates(self.module_source)
+
+    @property
     def input_sizes(self) -> tuple[str, ...]:
         """The forward's input size names besides the batch (what ``fit`` may grow)."""
         return tuple(self.module_source.size_names)
@@ -428,14 +433,17 @@ class ModuleNetwork(ModelShape):
         note = (STRIDE_NOTE if fit.names else "") + (SHIFTED_NOTE if fit.shifted else "")
         return resident, {"forward": forward}, [f"inference: the forward fitted in B and the input sizes{note}"] if note else []
 
-    def generate_fit(self, dtype: str, device: str | None = None) -> generation.GenerationFit:
+    def generate_fit(self, dtype: str, device: str | None = None, beams: int = 1,
+                     sample: bool = False) -> generation.GenerationFit:
         """An encoder-decoder's generation fitted in ``dtype`` (``generation.fit``; probed once, then cached on disk)."""
         kernels = device if device in KERNELS else None
-        name = f"generate:{dtype}:{kernels}"
+        decoding = generation.decoding_key(beams, sample)  # () for greedy: its cache keys as before
+        name = f"generate:{dtype}:{kernels}" + "".join(f":{d}" for d in decoding)
         if name not in self._fits:
             source = self.module_source
-            key = cache.key("generate", _source_key(source), dict(source.sizes), dtype, kernels)
-            data, _ = cache.cached(key, lambda: generation.to_data(generation.fit(source, dtype, kernels)))
+            key = cache.key("generate", _source_key(source), dict(source.sizes), dtype, kernels, *decoding)
+            data, _ = cache.cached(key, lambda: generation.to_data(generation.fit(source, dtype, kernels, beams,
+                                                                                  sample)))
             self._fits[name] = generation.from_data(data)
         return self._fits[name]
 
@@ -450,7 +458,7 @@ class ModuleNetwork(ModelShape):
         if positions and steps > positions:
             fits = f" (fit: every T up to {positions} fits)" if grown else ""
             raise UserError(f"T {steps}: {self.name}'s decoder has {positions} learned positions{fits}")
-        result = self.generate_fit(probe.DTYPES[regime.weights], regime.device)
+        result = self.generate_fit(probe.DTYPES[regime.weights], regime.device, regime.beams, regime.sample)
         weights = Term("weights", f"weights ({regime.weights})", formats.nbytes(regime.weights) * N, "bytes", SRC,
                        f"inference.{FAMILY}")
         resident = [weights]
@@ -458,7 +466,7 @@ class ModuleNetwork(ModelShape):
             resident.append(Term("buffers", "the model's buffers", sympy.Integer(result.buffers), "bytes", SRC,
                                  f"inference.{FAMILY}"))
         phases = generation.phases(result, lambda p: self._at(p, result.names))
-        return resident, phases, [generation.note(self.sizes())]
+        return resident, phases, [generation.note(self.sizes(), regime.beams, regime.sample)]
 
     def varying(self, names: tuple[str, ...], regime: Any) -> tuple[ModuleNetwork, str, dict[str, int]]:
         """This network with input sizes ``names`` grown together by one symbol in steps that keep their ratio.
