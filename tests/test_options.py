@@ -19,7 +19,17 @@ from symbolic.cli import build_parser
 from symbolic.core.errors import UnknownNameError
 from symbolic.library import activations as acts
 from symbolic.library import activations_pytorch as pyacts
-from symbolic.library import fsdp, inference, optimizers, peak_pytorch, pipeline, precision, runtime, upcast_logits
+from symbolic.library import (
+    adam_8bit_step,
+    fsdp,
+    inference,
+    optimizers,
+    peak_pytorch,
+    pipeline,
+    precision,
+    runtime,
+    upcast_logits,
+)
 from symbolic.options import records
 from symbolic.options import table as opts
 from symbolic.planning import regime
@@ -37,7 +47,8 @@ OWNERS = {"precision": (precision, "PRECISIONS"), "optimizer": (optimizers, "OPT
           "kv_dtype": (inference, "KV_DTYPES"), "fp8_recipe": (fsdp, "RECIPES"),
           "fsdp_param_dtype": (fsdp, "PARAM_DTYPES"), "fsdp_reduce_dtype": (fsdp, "REDUCE_DTYPES"),
           "cuda_module_loading": (runtime, "CONTEXT_BY_LOADING"), "pp_schedule": (pipeline, "SCHEDULES"),
-          "logits_upcast": (upcast_logits, "CHOICES"), "layer_impl": (acts, "LAYER_IMPLS")}
+          "logits_upcast": (upcast_logits, "CHOICES"), "layer_impl": (acts, "LAYER_IMPLS"),
+          "optimizer_impl": (adam_8bit_step, "IMPLS")}
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser:

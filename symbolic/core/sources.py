@@ -236,3 +236,8 @@ register("torchtitan-compile", "torchtitan, torchtitan/parallelisms/parallelize_
          "apply_compile (torch.compile per TransformerBlock, after apply_ac, before FSDP); train.py leaves the loss "
          "uncompiled at that commit", "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"
          "torchtitan/parallelisms/parallelize_llama.py")
+register("adam-8bit-step", "The 8-bit AdamW step: torchao 0.18.0, torchao/optim/adam.py (single_param_adam compiled per "
+         "parameter) and subclass_8bit.py (OptimState8bit: lerp dequantizes, copy_ re-quantizes per 256-element "
+         "block), measured with inductor on the CPU (tests/adam_8bit_step_child.py); bitsandbytes 0.50.2, "
+         "optim/optimizer.py Optimizer2State.update_step and backends/cuda/ops.py (one in-place CUDA kernel)",
+         "https://github.com/pytorch/ao/blob/36027d82d/torchao/optim/adam.py")

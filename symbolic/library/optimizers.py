@@ -8,7 +8,8 @@ one, Adam/AdamW two, Lion one), except two that change the element size or the s
   has used 256 since 0.44.0 (0.50.2: ``optim/optimizer.py``, ``Optimizer2State.init_state``,
   ``blocksize = 256``), so 2 · (1 + 4/256) = 2 + 1/32 bytes per parameter, whatever the
   training precision. bitsandbytes keeps tensors smaller than
-  4096 elements (norm weights, biases) in 32-bit; that difference is ignored here.
+  4096 elements (norm weights, biases) in 32-bit; that difference is ignored here. torchao's
+  ``AdamW8bit`` keeps the same layout; what each one's step allocates is ``adam_8bit_step``'s.
 - ``adafactor`` (Shazeer & Stern 2018, no first moment: the paper's and Hugging Face's default
   beta1 = None) keeps, for an r × c weight matrix, a row accumulator of r and a column
   accumulator of c numbers instead of r·c: "square-root sized". With only the parameter count

@@ -27,6 +27,7 @@ from .. import formats as _formats
 from ..core.errors import UnknownNameError, UserError, quote
 from ..library import activations as _acts
 from ..library import activations_pytorch as _pyacts
+from ..library import adam_8bit_step as _adam8
 from ..library import fsdp as _fsdp
 from ..library import inference as _infer
 from ..library import optimizers as _optim
@@ -235,6 +236,10 @@ OPTIONS: tuple[Option, ...] = (
                                                            "and its gradient freed in a post-accumulate-grad hook, "
                                                            "so no phase holds every gradient (not with "
                                                            "--grad-accum > 1; default off)", concern="training"),
+    Option("optimizer_impl", "train", "choice", _adam8.DEFAULT_IMPL, "with --optimizer adam-8bit: whose 8-bit "
+           "AdamW steps, bitsandbytes (one in-place CUDA kernel: no temporaries) or torchao (AdamW8bit: each parameter's compiled "
+           "step holds its two states in fp32, 8 + 1/32 bytes an element) (default bitsandbytes)",
+           _adam8.IMPLS, concern="training"),
     Option("offload_activations", "train", "flag", False, "torchtune's activation offloading: the checkpointed layer "
                                                          "inputs go to pinned host memory, the last 5 stay on the GPU "
                                                          "(needs --recompute full; default off)", concern="training"),

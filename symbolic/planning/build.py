@@ -51,6 +51,7 @@ from ..core.symbols import B, H, L, N, N_gpu, S, UnknownSymbolError, V, a, e_p, 
 from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
+from ..library import adam_8bit_step as adam8
 from ..library import chunked_backward, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
 from ..library import inference as infer
@@ -557,7 +558,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     states, host = _states(model, r, tp_s, pp_s, params, values, notes)
     resident = [s for s in states if not _is_gradient(s.key)]
     grads = [s for s in states if _is_gradient(s.key)]
-    optimizer = [*grads, *_optimizer_temporaries(r, params, grads)]
+    optimizer = [*grads, *_optimizer_temporaries(model, r, tp_s, params, grads)]
     if r.activations == "article-b":
         article = registry.get("llm.activations")
         definitions = {**definitions, **article.definitions}
@@ -648,7 +649,10 @@ def _step_in_backward(model: ModelShape, r: Regime, tp_s: sympy.Expr | int) -> l
     name, size = model.largest_matrix()
     regime_prec = prec.get(r.precision)
     temporaries = regime_prec.state_bytes if r.optimizer == "adamw" else 0
-    return pypeak.step_in_backward_terms(regime_prec.grad_bytes(r.grads), temporaries, size / tp_s)
+    terms = pypeak.step_in_backward_terms(regime_prec.grad_bytes(r.grads), temporaries, size / tp_s)
+    if r.optimizer != "adam-8bit" or r.optimizer_impl != "torchao":
+        return terms
+    return [*terms[:1], adam8.temporaries_term(r.optimizer_impl, size / tp_s)]
 
 
 def _is_gradient(key: str) -> bool:
@@ -787,8 +791,13 @@ def _shard(states: list[Term], zero: int) -> list[Term]:
     return [sharded.get(s.key, s) for s in states]
 
 
-def _optimizer_temporaries(r: Regime, params: sympy.Expr, grads: list[Term]) -> list[Term]:
-    """AdamW's temporaries in the optimizer step: PyTorch's default on CUDA (foreach), one per parameter."""
+def _optimizer_temporaries(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, params: sympy.Expr,
+                           grads: list[Term]) -> list[Term]:
+    """AdamW's temporaries in the optimizer step: PyTorch's default on CUDA (foreach), one per parameter; 8-bit
+    AdamW's, the largest parameter's step (``adam_8bit_step``)."""
+    if r.optimizer == "adam-8bit" and r.optimizer_impl == "torchao" and not r.offload:  # one parameter at a time
+        shards = n_s if r.fsdp else n_d if r.zero >= 1 else 1
+        return [adam8.temporaries_term(r.optimizer_impl, model.largest_matrix()[1] / (tp_s * shards))]
     if r.optimizer != "adamw" or r.offload:
         return []
     if finetune.active(r):  # the trainable tensors only (adapters, or all but the embedding), in their dtype

@@ -156,6 +156,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
     (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
     (("offload_activations",), lambda r: not r.offload_activations),
+    (("optimizer_impl",), lambda r: r.optimizer != "adam-8bit" or "optimizer_impl" in r.defaulted),
     (("fp8_recipe",), lambda r: r.precision != "fp8"),
     (FSDP_ONLY, lambda r: not r.fsdp),
     (("fp8_all_gather",), lambda r: not r.fp8_all_gather),
@@ -323,6 +324,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         raise PlanOptionError(f"activations pytorch models precision {', '.join(PYTORCH_PRECISIONS)} (what was "
                               f"measured), not {precision}")
     optimizer = _checked("optimizer", pick("optimizer", _default("optimizer")))
+    optimizer_impl = _checked("optimizer_impl", pick("optimizer_impl", _default("optimizer_impl")))
+    if "optimizer_impl" in given and optimizer != "adam-8bit":
+        raise PlanOptionError(f"optimizer_impl chooses whose 8-bit AdamW steps (optimizer adam-8bit), not {optimizer}")
     if pytorch and optimizer not in PYTORCH_OPTIMIZERS:
         raise PlanOptionError(f"activations pytorch models the optimizers {', '.join(PYTORCH_OPTIMIZERS)} (what was "
                               f"measured), not {optimizer}")
@@ -412,6 +416,9 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
         _check_compile(model, activations, logits, dropout=bool(dropout), flash=flash, use_cache=bool(use_cache),
                        attn=str(attn), precision=str(precision))
     tuning = finetune.resolve(model, pick, notes, activations=activations, precision=precision)
+    if optimizer_impl == "torchao" and (tuning.get("lora_rank") or tuning.get("freeze_embeddings")):
+        raise PlanOptionError("optimizer_impl torchao is modelled for full training (its step's temporaries are the "
+                              "largest weight's); not with lora_rank or freeze_embeddings")
     if compiled and pytorch:
         _check_compiled_pytorch(str(recompute), tuning)
     lifetimes = _lifetimes(pick, notes, pp=pp, zero=zero, offload=offload, recompute=recompute,
@@ -425,7 +432,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
-    return {"precision": precision, "optimizer": optimizer, "grads": grads, "recompute": recompute,
+    return {"precision": precision, "optimizer": optimizer, "optimizer_impl": optimizer_impl, "grads": grads, "recompute": recompute,
             "dropout": dropout, "zero": zero, "sequence_parallel": sp, "microbatches": microbatches,
             "interleave": interleave, "pp_schedule": schedule, "offload": offload, "logits": logits, "activations": activations,
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
