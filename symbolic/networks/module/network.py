@@ -21,8 +21,8 @@ non-reentrant checkpointing in the probe itself; under ``--fsdp`` the step is pr
 dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's terms over the blocks (``fsdp_units``).
 LoRA (``--lora-rank``, ``--lora-targets``): peft's adapters injected on the meta-built module (``lora.py``),
 the step measured as for full training; the adapters train in ``--adapter-dtype``, the base is frozen.
-``--qlora`` (with ``--precision bf16``): the linears bitsandbytes' NF4 ``Linear4bit`` (``qlora.py``), the
-frozen base ``library.lora.nf4_base_bytes``. AdamW's step counters count on the CPU (``--device cpu``); on a GPU
+``--qlora`` (with ``--precision bf16``, or bf16-mixed: peft's prepare_model_for_kbit_training, the rest fp32): the
+linears bitsandbytes' NF4 ``Linear4bit`` (``qlora.py``), the frozen base ``library.lora.nf4_base_bytes``. AdamW's step counters count on the CPU (``--device cpu``); on a GPU
 they stay in host memory. What is not modelled is refused in one line: frozen embeddings, selective and per-op
 recomputation, tensor and pipeline parallelism.
 
