@@ -67,10 +67,15 @@ def _logical(module) -> int:
                for p in module.parameters())
 
 
-def _measured(source, batch, targets, transformers_model):
-    """A real CPU QLoRA step: saved bytes, the step's peak, parameters (logical, trainable) and storage bytes."""
+def _measured(source, batch, targets, transformers_model, mixed=False):
+    """A real CPU QLoRA step: saved bytes, the step's peak, parameters (logical, trainable) and storage bytes.
+
+    ``mixed``: as peft's users train under autocast: ``prepare_model_for_kbit_training`` (every parameter but the
+    NF4 weights to fp32; without its gradient checkpointing, which needs a transformers model), fp32 inputs, the
+    forward and the loss under ``torch.autocast(bfloat16)``. The storage is read after the step: Linear4bit's
+    forward casts its bias to the compute dtype for good."""
     import torch
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import LoraConfig, inject_adapter_in_model, prepare_model_for_kbit_training
     from peft.tuners.tuners_utils import cast_adapter_dtype
 
     from symbolic.measured import measure
@@ -79,16 +84,19 @@ def _measured(source, batch, targets, transformers_model):
     torch.manual_seed(0)
     module = source.build(source.arguments).to(torch.bfloat16)
     module = _reloaded(module) if transformers_model else _swapped(module)
+    if mixed:
+        module = prepare_model_for_kbit_training(module, use_gradient_checkpointing=False)
     module = inject_adapter_in_model(LoraConfig(r=RANK, lora_alpha=RANK, target_modules=targets), module).train()
     cast_adapter_dtype(module, "default")  # fp32 adapters, as get_peft_model's autocast_adapter_dtype
-    storage, states = _quant_state_bytes(module)
-    x = make_inputs(source, batch, device="cpu", float_dtype=torch.bfloat16)
+    x = make_inputs(source, batch, device="cpu", float_dtype=None if mixed else torch.bfloat16)
+    autocast = "bf16" if mixed else None
 
     def loss(out):
         return loss_of(out, source.loss)
 
-    step = measure.step_peak(module, x, loss, method="profiler")
-    return {"saved": measure.saved_tensors(module, x, loss).total_bytes,
+    step = measure.step_peak(module, x, loss, method="profiler", autocast=autocast)
+    storage, states = _quant_state_bytes(module)
+    return {"saved": measure.saved_tensors(module, x, loss, autocast=autocast).total_bytes,
             # the tensors' peak (each ATen call's own scratch left out, bitsandbytes' dequantized weights kept), and
             # the quantization states, which the module holds beside its parameters (not counted by step_peak)
             "peak": max(step.tensor_phases.values()) + states, "with_scratch": step.peak_bytes + states,
@@ -99,22 +107,24 @@ def _measured(source, batch, targets, transformers_model):
                               and type(m).__module__.startswith("bitsandbytes"))}
 
 
-def _case(source, fit, batch, sizes, targets, transformers_model=False):
-    """The QLoRA plan of ``source`` fitted at the sizes ``fit``, asked at ``sizes`` and ``batch``, and a CPU step there."""
+def _case(source, fit, batch, sizes, targets, transformers_model=False, mixed=False):
+    """The QLoRA plan of ``source`` fitted at the sizes ``fit``, asked at ``sizes`` and ``batch``, and a CPU step there
+    (``mixed``: ``--precision bf16-mixed``, peft's prepare_model_for_kbit_training under autocast)."""
     from symbolic import planning
     from symbolic.networks.module import lora, resolve
 
     fitted = resolve.module_network(resolve.with_sizes(source, fit))
-    fitted.step_fit("bfloat16", "cpu", None, None, lora=lora.Spec(RANK, tuple(targets), qlora=True))  # at ``fit``
+    dtypes = ("float32", "cpu", None, "bfloat16") if mixed else ("bfloat16", "cpu", None, None)
+    fitted.step_fit(*dtypes, lora=lora.Spec(RANK, tuple(targets), qlora=True))  # at ``fit``
     net = dataclasses.replace(fitted, module_source=resolve.with_sizes(source, sizes))
-    plan = planning.plan(net, "train", batch=batch, precision="bf16", device="cpu", lora_rank=RANK,
-                         lora_targets=",".join(targets), qlora=True)
+    plan = planning.plan(net, "train", batch=batch, precision="bf16-mixed" if mixed else "bf16", device="cpu",
+                         lora_rank=RANK, lora_targets=",".join(targets), qlora=True)
     terms = plan.terms()
     found = net.lora_adapters(lora.Spec(RANK, tuple(targets), qlora=True))
     return {"plan": {"saved": plan.activation_bytes, "peak": plan.total, "params": net.total + found.total,
                      "trainable": found.total, "frozen_bytes": terms["frozen_weights"],
                      "adapter_bytes": terms["weights"], "nf4_layers": len(found.quantized), "notes": list(plan.notes)},
-            "measured": _measured(net.module_source, batch, targets, transformers_model)}
+            "measured": _measured(net.module_source, batch, targets, transformers_model, mixed)}
 
 
 def steps():
@@ -123,6 +133,9 @@ def steps():
     return {  # article A's network, wide and at a small batch: the dequantized up weight (512 x 512 bf16) sets the peak
             "mlp": _case(mlp, {}, 7, {}, ["up"]),
             "vit": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["qkv", "proj"]),
+            # --precision bf16-mixed: peft's prepare_model_for_kbit_training, the step under autocast
+            "mlp_mixed": _case(mlp, {}, 7, {}, ["up"], mixed=True),
+            "vit_mixed": _case(vit, {"H": 16, "W": 16}, 3, {"H": 24, "W": 40}, ["qkv", "proj"], mixed=True),
             # a transformers ViT classifier (eager attention) through the module path: transformers quantizes it
             "hf_vit": _case(_config({**VIT, "attn_implementation": "eager"}), {"H": 48, "W": 48}, 3,
                             {"H": 40, "W": 56}, ["q_proj", "v_proj"], transformers_model=True)}
@@ -158,7 +171,8 @@ def cli():
             "x=B,64", "--loss", "cross-entropy", "--batch", "3", "--device", "cpu", "--lora-rank", "4",
             "--lora-targets", "gat,up", "--qlora"]
     return {"memory": _cli("memory", *spec, "--precision", "bf16", "--json"),
-            "mixed": _cli("memory", *spec, "--precision", "bf16-mixed"),
+            "mixed": _cli("memory", *spec, "--precision", "bf16-mixed", "--json"),
+            "fp16_mixed": _cli("memory", *spec, "--precision", "fp16-mixed"),
             "params": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora", "--json"),
             "params_text": _cli("params", *spec[:7], "--lora-rank", "4", "--lora-targets", "gat,up", "--qlora"),
             "no_linear": _cli("memory", f"{child_main.ROOT}/tests/data/modules/nets.py:Depthwise", "--input",

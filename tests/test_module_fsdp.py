@@ -18,10 +18,6 @@ import pytest
 HERE = Path(__file__).resolve().parent
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 PHASES = ("forward", "backward", "optimizer")
-# fp32 units under CPU autocast: the reduce-scatter buffers' moment lies inside a block's backward, where the plan
-# still counts the backward transients of the step's own peak (the head's): the plan's backward is over by this much
-# (measured, this test's child); docs/accuracy.md states it.
-OVER = {("vit", "bf16-mixed", True, "fp32"): 0.041}
 
 
 @pytest.fixture(scope="module", params=["vit", "mixed"])
@@ -35,22 +31,18 @@ def group(request: pytest.FixtureRequest) -> list[dict]:
     return json.loads(done.stdout)["cases"]
 
 
-def test_each_phase_and_the_peak_within_two_percent(group: list[dict]) -> None:
-    """The issue's bound for a step's peak, phase by phase on each rank: fp32 with and without resharding,
-    bf16-mixed gathered in bf16 (torchtitan's way), fp32 units under autocast; a ViT and a residual CNN."""
+def test_each_phase_within_one_percent(group: list[dict]) -> None:
+    """Phase by phase on each rank, within 1 % (the issue's bound for saved bytes; 2 % for a step's peak): fp32 with
+    and without resharding, bf16-mixed gathered in bf16 (torchtitan's way), fp32 units under autocast, whose
+    backward peak lies inside a block's backward (``own_fsdp.block_moments``); a ViT and a residual CNN."""
     for case in group:
-        planned, over = case["plan"]["phases"], OVER.get(tuple(case["case"]))
+        planned = case["plan"]["phases"]
         for rank in case["ranks"]:
             assert "error" not in rank, (case["case"], rank)
             found = rank["phases"]
             for phase in PHASES:
                 error = planned[phase] / found[phase] - 1
-                if over is not None and phase == "backward":
-                    assert abs(error - over) < 0.005, (case["case"], phase, error)
-                else:
-                    assert abs(error) < 0.02, (case["case"], phase, error)
-            peak = max(planned[p] for p in PHASES) / max(found[p] for p in PHASES) - 1
-            assert abs(peak) < 0.02 or over is not None, (case["case"], peak)
+                assert abs(error) < 0.01, (case["case"], phase, error)
 
 
 def test_the_units_are_the_repeated_blocks(group: list[dict]) -> None:

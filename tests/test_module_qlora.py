@@ -28,12 +28,14 @@ def child() -> dict:
     return torch_child("module_qlora_child.py")
 
 
-@pytest.mark.parametrize("name", ["mlp", "vit", "hf_vit"])
+@pytest.mark.parametrize("name", ["mlp", "vit", "hf_vit", "mlp_mixed", "vit_mixed"])
 def test_qlora_step_against_a_real_bitsandbytes_step(child: dict, name: str) -> None:
     """Parameters, storage and saved bytes exact; the step's peak within 1 %.
 
     mlp: article A's network at d_in 256, d_h 512, adapters on up; vit: a ViT of one's own, adapters on qkv and
-    proj; hf_vit: transformers' ViTForImageClassification, q_proj, v_proj (transformers picks the linears it quantizes).
+    proj; hf_vit: transformers' ViTForImageClassification, q_proj, v_proj (transformers picks the linears it quantizes);
+    mlp_mixed, vit_mixed: ``--precision bf16-mixed`` against peft's prepare_model_for_kbit_training under autocast
+    (fp32 non-quantized parameters, the NF4 linears' biases bf16 as their forward leaves them).
     """
     plan, measured = child["steps"][name]["plan"], child["steps"][name]["measured"]
     assert plan["params"] == measured["params"] and plan["trainable"] == measured["trainable"]
@@ -83,10 +85,17 @@ def test_params_says_trainable_frozen_and_nf4_bytes(child: dict) -> None:
     assert f"holds {nf4:,} bytes" in child["cli"]["params_text"]["out"]
 
 
-def test_qlora_needs_pure_bf16(child: dict) -> None:
+def test_qlora_takes_bf16_or_bf16_mixed(child: dict) -> None:
+    """bf16-mixed is peft's prepare_model_for_kbit_training (the rest fp32, the NF4 linears' biases bf16); fp16-mixed
+    is not modelled (bitsandbytes' compute dtype bf16 under fp16 autocast): one line."""
     done = child["cli"]["mixed"]
+    assert done["code"] == 0, done["err"]
+    # MLP(d_in=64, d_h=32): every parameter outside the NF4 weights is one of their 138 biases, bf16
+    nf4 = terms.nf4_base_bytes([(1, 64 * 32), (1, 32 * 32), (1, 32 * 64), (1, 64 * 10)], 5898)
+    assert json.loads(done["out"])["terms"]["frozen_weights"] == nf4
+    done = child["cli"]["fp16_mixed"]
     assert done["code"] == 2 and len(done["err"].strip().splitlines()) == 1
-    assert "--precision bf16" in done["err"] and "Traceback" not in done["err"]
+    assert "bf16-mixed" in done["err"] and "fp16-mixed" in done["err"] and "Traceback" not in done["err"]
 
 
 def test_qlora_keys_its_own_cache_and_keeps_lora_keys() -> None:

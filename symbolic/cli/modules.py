@@ -44,7 +44,8 @@ def add_lora_options(p: argparse.ArgumentParser) -> None:
                        help="with --lora-rank: peft's target_modules, module names or all-linear")
     group.add_argument("--qlora", action="store_true",
                        help="with --lora-rank: the frozen module's linears in bitsandbytes' NF4 (double quantization), "
-                            "the rest bf16; also prints the frozen base's bytes")
+                            "the rest bf16 (fp32 with --precision bf16-mixed, as peft's prepare_model_for_kbit_training "
+                            "leaves it); also prints the frozen base's bytes")
 
 
 def lora_of(args: argparse.Namespace) -> Any:

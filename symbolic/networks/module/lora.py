@@ -59,18 +59,20 @@ class Adapters:
     modules: tuple[str, ...]
     tensors: tuple[int, ...]
     quantized: tuple[int, ...] = ()
+    biases: int = 0  # elements of the NF4 linears' biases (bf16 under QLoRA whatever the rest is)
 
     @property
     def total(self) -> int:
         return sum(self.tensors)
 
     def to_data(self) -> dict[str, Any]:
-        return {"modules": list(self.modules), "tensors": list(self.tensors), "quantized": list(self.quantized)}
+        return {"modules": list(self.modules), "tensors": list(self.tensors), "quantized": list(self.quantized),
+                "biases": self.biases}
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> Adapters:
         return cls(tuple(str(m) for m in data["modules"]), tuple(int(t) for t in data["tensors"]),
-                   tuple(int(q) for q in data.get("quantized", ())))
+                   tuple(int(q) for q in data.get("quantized", ())), int(data.get("biases", 0)))
 
 
 @contextlib.contextmanager
@@ -151,8 +153,9 @@ def _no_match(label: str, targets: Sequence[str], layers: Sequence[str], err: Ba
 def adapters_of(module: Any) -> Adapters:
     """The wrapped modules and the trainable tensors of an adapted module."""
     wrapped = tuple(name for name, sub in module.named_modules() if hasattr(sub, "lora_A") and name)
+    layers = qlora.linear4bit_layers(module)
     return Adapters(wrapped, tuple(int(p.numel()) for p in module.parameters() if p.requires_grad),
-                    tuple(n for _, n in qlora.linear4bit_layers(module)))
+                    tuple(n for _, n in layers), qlora.linear4bit_biases(module) if layers else 0)
 
 
 def adapted(source: ModuleSource, spec: Spec) -> ModuleSource:
@@ -164,5 +167,5 @@ def adapted(source: ModuleSource, spec: Spec) -> ModuleSource:
 
     version = f"peft {cache.package_version('peft')}"  # peft's version decides what it wraps and how
     if spec.qlora:  # and bitsandbytes' how its 4-bit layers quantize and compute
-        version += f"; bitsandbytes {cache.package_version('bitsandbytes')}"
+        version += f"; bitsandbytes {cache.package_version('bitsandbytes')}; biases counted"
     return replace(source, adapt=adapt, fingerprint=(*source.fingerprint, repr(spec.key()), version))

@@ -21,8 +21,8 @@ non-reentrant checkpointing in the probe itself; under ``--fsdp`` the step is pr
 dropped as it accumulates and ``planning.own_fsdp`` adds FSDP2's terms over the blocks (``fsdp_units``).
 LoRA (``--lora-rank``, ``--lora-targets``): peft's adapters injected on the meta-built module (``lora.py``),
 the step measured as for full training; the adapters train in ``--adapter-dtype``, the base is frozen.
-``--qlora`` (with ``--precision bf16``): the linears bitsandbytes' NF4 ``Linear4bit`` (``qlora.py``), the
-frozen base ``library.lora.nf4_base_bytes``. AdamW's step counters count on the CPU (``--device cpu``); on a GPU
+``--qlora`` (with ``--precision bf16``, or bf16-mixed: peft's prepare_model_for_kbit_training, the rest fp32): the
+linears bitsandbytes' NF4 ``Linear4bit`` (``qlora.py``), the frozen base ``library.lora.nf4_base_bytes``. AdamW's step counters count on the CPU (``--device cpu``); on a GPU
 they stay in host memory. What is not modelled is refused in one line: frozen embeddings, selective and per-op
 recomputation, tensor and pipeline parallelism.
 
@@ -164,6 +164,10 @@ INFER_REFUSED = ("{what}: {name} is a torch module probed on the meta device; it
 GROWN = "k_size"  # the symbol fit of an input size solves for (``ModuleNetwork.varying``)
 AUTOCAST_NOTE = ("; the forward and the loss under torch.autocast({dtype}) with fp32 weights, gradients and optimizer "
                  "state, cast as autocast's {device} policy casts (aten/src/ATen/autocast_mode.cpp){checked}")
+QLORA_PRECISIONS = ("bf16", "bf16-mixed")  # QLoRA as loaded in bf16, or prepared for k-bit training under autocast
+QLORA_MIXED_NOTE = (" Under bf16-mixed, as peft's prepare_model_for_kbit_training leaves it: every parameter but the NF4 "
+                    "weights cast to fp32, the forward under torch.autocast(bfloat16), the 4-bit matmuls in their "
+                    "compute dtype bf16.")
 AUTOCAST_CHECKED = {"cpu": ", checked against real CPU autocast steps",
                     "cuda": ": derived from PyTorch's source, not measured on a GPU"}
 
@@ -255,10 +259,11 @@ class ModuleNetwork(ModelShape):
         if not getattr(setup, "lora", ()):
             return None
         rank, targets, dropout, dtype, nf4 = setup.lora
-        if nf4 and setup.precision != "bf16":
+        if nf4 and setup.precision not in QLORA_PRECISIONS:
             raise UserError(f"qlora with precision {setup.precision}: {self.name}, a torch module, is measured with "
-                            "its linears in NF4 and the rest bf16 (as transformers loads it with torch_dtype bfloat16): "
-                            "use --precision bf16")
+                            "its linears in NF4 and the rest bf16 (as transformers loads it with torch_dtype bfloat16), "
+                            "or fp32 under bf16 autocast (peft's prepare_model_for_kbit_training): use --precision bf16 "
+                            "or bf16-mixed")
         return adapters.Spec(int(rank), tuple(targets), float(dropout), str(dtype), bool(nf4))
 
     def sizes(self) -> dict[str, int]:
@@ -606,10 +611,12 @@ class ModuleNetwork(ModelShape):
         if not spec.qlora:
             return term("frozen_weights", "frozen weights (no gradient, no optimizer state)", nbytes * N, note)
         return term("frozen_weights", f"frozen base: {len(found.quantized)} linears in NF4 (blockwise absmax per "
-                    f"{qlora.BLOCK}, double quantization), the rest bf16",
-                    peft_lora.nf4_base_bytes([(1, n) for n in found.quantized], N),
+                    f"{qlora.BLOCK}, double quantization), their biases bf16, the rest {'fp32' if nbytes == 4 else 'bf16'}",
+                    peft_lora.nf4_base_bytes([(1, n) for n in found.quantized], N - found.biases,
+                                             sympy.Integer(nbytes)) + 2 * found.biases,
                     "bitsandbytes' Linear4bit (quant_type nf4, bnb_4bit_use_double_quant, compute dtype bf16): every "
-                    "nn.Linear but a transformers model's skipped modules (transformers' replace_with_bnb_linear).")
+                    "nn.Linear but a transformers model's skipped modules (transformers' replace_with_bnb_linear)."
+                    + (QLORA_MIXED_NOTE if nbytes == 4 else ""))
 
     def _lora_note(self, spec: adapters.Spec, found: adapters.Adapters) -> str:
         """What the step says about its adapters: trainable against frozen parameters."""

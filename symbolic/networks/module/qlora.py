@@ -118,18 +118,27 @@ def _replace(module: Any, name: str, bnb: Any) -> None:
     old = module.get_submodule(name)
     new = bnb.nn.Linear4bit(old.in_features, old.out_features, old.bias is not None, torch.bfloat16,
                             compress_statistics=True, quant_type="nf4", device="meta")
-    codes, state = bnb.functional.quantize_4bit(old.weight.data.contiguous(), blocksize=BLOCK,
+    weight = old.weight.data.to(torch.bfloat16).contiguous()  # as transformers loads it: its quant_state bf16
+    codes, state = bnb.functional.quantize_4bit(weight, blocksize=BLOCK,
                                                 compress_statistics=True, quant_type="nf4",
                                                 quant_storage=torch.uint8)
     new.weight = bnb.nn.Params4bit(codes, requires_grad=False, quant_state=state, blocksize=BLOCK,
                                    compress_statistics=True, quant_type="nf4", quant_storage=torch.uint8,
                                    module=new, bnb_quantized=True)
     new.quant_state = state
-    if old.bias is not None:
-        new.bias = torch.nn.Parameter(old.bias.data, requires_grad=False)
+    if old.bias is not None:  # in the compute dtype, as Linear4bit.forward leaves it (``bias.data = bias.data.to(...)``)
+        new.bias = torch.nn.Parameter(old.bias.data.to(torch.bfloat16), requires_grad=False)
     new.requires_grad_(False)
     new.train(old.training)
     module.set_submodule(name, new)
+
+
+def linear4bit_biases(module: Any) -> int:
+    """Elements of the ``Linear4bit`` layers' biases: bf16 whatever the rest is (the forward casts them, see ``_replace``)."""
+    import bitsandbytes as bnb
+
+    return sum(int(sub.bias.numel()) for _, sub in module.named_modules()
+               if isinstance(sub, bnb.nn.Linear4bit) and sub.bias is not None)
 
 
 def linear4bit_layers(module: Any) -> list[tuple[str, int]]:
