@@ -11,7 +11,8 @@ leave it out). The request on stdin names one measurement (``{"what": ...}``):
 - ``saved``: the tiny two-layer Llama (``tiny_models.LLAMA``, bf16, sdpa), each block compiled (torchtitan's
   ``apply_compile``), its linear layers converted with torchtitan's filter (every ``nn.Linear`` but the
   head), against the same compiled model in bf16: the bytes the compiled blocks and the eager head save for
-  backward (a pack hook, each storage once, parameters left out), at two (B, S).
+  backward (a pack hook, each storage once, parameters left out) at two (B, S), and at the first one SGD
+  step's peaks by phase.
 
 ``dynamic=True`` and no size of 1: one compilation per graph. Writes one JSON object on stdout; exits with 77
 when torch, transformers or torchao cannot be imported, or when inductor finds no C++ compiler.
@@ -115,6 +116,22 @@ def linears() -> list[dict]:
     return out
 
 
+def _step_phases(torch: object, model: object, ids: object) -> dict[str, int]:
+    """One SGD step's peaks by phase (``measure.step_peak``'s profiler method, each ATen call's scratch left out:
+    ``tensor_phases``), the loss eager (torchtitan's ``--no-compile-loss``)."""
+    from symbolic.measured import measure
+
+    labels = ids.clone()
+
+    def loss_fn(output):  # noqa: ANN001, ANN202
+        return torch.nn.functional.cross_entropy(output.logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+    loss_fn.held = (labels,)
+    peak = measure.step_peak(model, {"input_ids": ids}, loss_fn, method="profiler", steps=1,
+                             optimizer=lambda params: torch.optim.SGD(params, lr=1e-3))
+    return {phase: peak.tensor_phases[phase] for phase in ("forward", "backward")}
+
+
 def saved() -> dict:
     """The compiled tiny Llama's saved bytes in bf16 and with each recipe, at each point, by dtype."""
     torch, transformers, *_ = _imports()
@@ -147,7 +164,10 @@ def saved() -> dict:
             by_dtype: dict[str, int] = {}
             for nbytes, dtype in seen.values():
                 by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
-            rows.append({"batch": batch, "seq": seq, "saved": sum(by_dtype.values()), "by_dtype": by_dtype})
+            row = {"batch": batch, "seq": seq, "saved": sum(by_dtype.values()), "by_dtype": by_dtype}
+            if (batch, seq) == POINTS[0]:  # the step at one point: its profiler costs seconds
+                row["phases"] = _step_phases(torch, model, ids)
+            rows.append(row)
         out[recipe or "bf16"] = rows
     return out
 
