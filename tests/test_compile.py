@@ -201,9 +201,11 @@ def test_torchtitan_compile_rows(gpus, published, stated):
 
 
 # The same tables' row "FSDP + torch.compile + Float8": torchao float8 training (tensorwise scaling, the float8
-# all-gather at its default, off), --precision fp8 on the compile row's options. The planner's float8 change is
-# torchao's eager casts (+0.59 GiB); measured, the row is 0.2 GiB under the compile row (docs/accuracy.md).
-TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.070), (128, 61.8, -0.025)]
+# all-gather at its default, off), --precision fp8 on the compile row's options. The planner's float8 change under
+# --compile: the compiled float8 layer (measured with inductor, test_float8_compile.py) rebuilds 0.7 GiB less in
+# the recompute buffer (both norms' outputs and SiLU(gate)·up are recomputed into the fused casts; before: -7.0 and
+# -2.5 %); the fused casts stay under the loss's transients. Measured, the row is 0.2 GiB under the compile row.
+TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.080), (128, 61.8, -0.037)]
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_FLOAT8_ROWS)

@@ -88,6 +88,7 @@ SRC = "korthikanti2022"
 RECOMPUTE = ("none", "selective", "full", "ops")
 OPS_SRC = "torchtitan-ac"
 COMPILE_SRC = "torch-partitioner"
+FLOAT8_SRC = "torchao-float8"
 LOGITS = ("hf", "megatron", "fused", "chunked")
 
 # --- Korthikanti et al. 2022, Table 2, verbatim ------------------------------------------------
@@ -133,6 +134,7 @@ class LayerVariant:
     act_bytes: int = 2
     compiled: bool = False  # issue 28: the layer compiled (torch.compile's min-cut partitioner decides what is saved)
     impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's eager layer (torchtune_parts)
+    float8: str = ""  # issue 28: torchao's float8 recipe of the linear layers ("" in bf16); changes what compile saves
 
     @property
     def name(self) -> str:
@@ -146,6 +148,8 @@ class LayerVariant:
             parts.append(f"{self.act_bytes}byte")
         if self.compiled:
             parts.append("compiled")
+        if self.float8:
+            parts.append(f"float8-{self.float8}")
         if self.impl != "korthikanti":
             parts.append(self.impl)
         return ".".join(parts)
@@ -246,7 +250,29 @@ def compiled_parts(v: LayerVariant) -> list[Part]:
         out.append(part)
     out.append(Part("norm_stats", f"both norms' per-token {'1/rms' if v.gated else 'mean and 1/std'} (fp32)",
                     2 * stats * 4 * S * B, "sp", source=COMPILE_SRC))
-    return out
+    return compiled_float8_parts(v, out) if v.float8 and v.gated else out
+
+
+FLOAT8_RECOMPUTED = ("qkv_input", "mlp_input", "product")  # linear inputs that are pointwise of saved tensors
+GATED_LINEARS = 7  # wq, wk, wv, wo, w1, w2, w3
+
+
+def compiled_float8_parts(v: LayerVariant, parts: list[Part]) -> list[Part]:
+    """What a compiled gated layer keeps when its linears are torchao's Float8Linear (measured on the CPU with
+    inductor, ``tests/test_float8_compile.py``).
+
+    In backward each linear casts its saved input to float8 for the weight gradient; where that input is a
+    pointwise function of tensors saved anyway (both norms' outputs, from the layer input or the attention
+    projection's output and the 1/rms; the MLP's SiLU(gate)·up, from the gate and up outputs), the min-cut
+    partitioner fuses its recomputation into the cast's kernel and does not save it. Each linear keeps its
+    weight's amax (bf16) and float8 scale (fp32) from the forward under the tensorwise recipe; under rowwise no
+    scale is saved (each is recomputed in backward).
+    """
+    kept = [part for part in parts if part.key not in FLOAT8_RECOMPUTED]
+    if v.float8 != "tensorwise":
+        return kept
+    return [*kept, Part("fp8_weight_scales", "each linear's weight amax (bf16) and float8 scale (fp32), tensorwise",
+                        sympy.Integer(GATED_LINEARS * (2 + 4)), "whole", source=FLOAT8_SRC)]
 
 
 LAYER_IMPLS = ("korthikanti", "torchtune", "torchtune-packed")

@@ -34,7 +34,9 @@ saves for backward is ``input_hp`` and ``weight_hp_t`` (``ctx.save_for_backward`
 transient in eager mode, the master weights, gradients and optimizer states stay high precision,
 and the non-linear ops run in bf16. An eager cast is ``tensor.to(float32) * scale``, clamped, then
 ``.to(float8)`` (``_ToFloat8ConstrFunc.forward``): 9 bytes an element in flight. Measured on the CPU with
-torchao 0.18.0 (``tests/test_float8.py``): the saved bytes, each linear's casts and the step's phases. With ``enable_fsdp_float8_all_gather`` (tensorwise only:
+torchao 0.18.0 (``tests/test_float8.py``): the saved bytes, each linear's casts and the step's phases. Under
+torch.compile inductor fuses each cast into one kernel that writes only the float8 result (1 byte an element,
+measured with inductor on the CPU: ``tests/test_float8_compile.py``). With ``enable_fsdp_float8_all_gather`` (tensorwise only:
 ``Float8LinearConfig.__post_init__``) FSDP2 all-gathers the linear weights' fp8 data with one fp32
 scale each (``WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather``), so the unsharded weights
 are 1 byte each; ``precompute_float8_dynamic_scale_for_fsdp`` computes all the scales in one
@@ -191,8 +193,10 @@ def _worse(extra: Callable[..., sympy.Expr], recipe: str, tp: sympy.Expr | int, 
 
 
 def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
-                     fp8_weights: bool) -> Term:
+                     fp8_weights: bool, compiled: bool = False) -> Term:
     """What one linear's float8 casts add to its forward peak, the worse of the up and down projections."""
+    if compiled:
+        return _fused_term("forward", _worse(_fused_forward_extra, recipe, tp, width, hidden, fp8_weights), recipe)
     expr = _worse(_forward_extra, recipe, tp, width, hidden, fp8_weights)
     return Term("fp8_casts", f"float8 casts of one linear's operands in forward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.forward, _ToFloat8ConstrFunc.forward",
@@ -204,8 +208,10 @@ def fp8_forward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidde
 
 
 def fp8_backward_term(recipe: str, tp: sympy.Expr | int, width: sympy.Expr, hidden: sympy.Expr,
-                      fp8_weights: bool) -> Term:
+                      fp8_weights: bool, compiled: bool = False) -> Term:
     """What one linear's float8 casts add to its backward peak, the worse of the up and down projections."""
+    if compiled:
+        return _fused_term("backward", _worse(_fused_backward_extra, recipe, tp, width, hidden, fp8_weights), recipe)
     expr = _worse(_backward_extra, recipe, tp, width, hidden, fp8_weights)
     return Term("fp8_casts", f"float8 casts of one linear's operands in backward ({recipe}, eager)", expr, "bytes",
                 FP8_SRC, "matmul_with_hp_or_float8_args.backward, _ToFloat8ConstrFunc.forward",
@@ -254,6 +260,39 @@ def _backward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Exp
     if not fp8_weights:
         moments.append(g + IN_FLIGHT * w + s_g0 + s_w)  # the weight cast for grad_input
     return maximum(*moments) - grad_in - grad_w
+
+
+FUSED_NOTES = {
+    "forward": "Inductor fuses each cast (amax, scale, clamp, .to(e4m3)) into one kernel that writes the float8 result "
+               "only, so at the matmul the input's and the weight's casts are 1 byte an element with their fp32 scales, "
+               "no fp32 copies.",
+    "backward": "Inductor fuses the casts; at the linear's backward peak, beyond its bf16 gradients, only one float8 "
+                "cast of grad_output (1 byte an element) is alive, with its scales (rowwise: an fp32 scale per column "
+                "of grad_output and a bf16 amax per row of the weight).",
+}
+
+
+def _fused_term(phase: str, expr: sympy.Expr, recipe: str) -> Term:
+    """The float8 casts of one linear in ``phase`` under torch.compile (inductor), measured on the CPU."""
+    return Term("fp8_casts", f"float8 casts of one linear's operands in {phase} ({recipe}, fused by torch.compile)",
+                expr, "bytes", FP8_SRC, "matmul_with_hp_or_float8_args, hp_tensor_to_float8_dynamic under inductor",
+                FUSED_NOTES[phase] + " Counted over the bf16 linear's own compiled peak; measured on the CPU with "
+                "inductor (tests/float8_compile_child.py), each ATen call's scratch left out (the CPU's _scaled_mm "
+                "dequantizes to fp32, which cuBLAS does not). " + RECIPES[recipe] + ".")
+
+
+def _fused_forward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr,
+                         fp8_weights: bool) -> sympy.Expr:
+    """A compiled float8 linear's forward peak less the compiled bf16 one's: both float8 operands at the matmul."""
+    w, s_w = (0, 0) if fp8_weights else (k * n, _scale(recipe, n))
+    return tokens * k + w + _scale(recipe, tokens) + s_w
+
+
+def _fused_backward_extra(recipe: str, k: sympy.Expr, n: sympy.Expr, tokens: sympy.Expr,
+                          fp8_weights: bool) -> sympy.Expr:
+    """A compiled float8 linear's backward peak less the compiled bf16 one's: one float8 cast of grad_output."""
+    amax = 0 if recipe == "tensorwise" else BF16 * k  # rowwise: the weight's per-row amax, bf16
+    return tokens * n + _scale(recipe, n) + amax
 
 
 def _scale(recipe: str, rows: sympy.Expr) -> sympy.Expr | int:

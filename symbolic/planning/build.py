@@ -774,12 +774,12 @@ def _ring_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
 
 def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, during_loss: list[Term],
                loss_grads: list[Term]) -> tuple[list[Term], list[Term]]:
-    """(forward, backward) float8 casts of one linear's operands (torchao: transient, not saved), over the loss's
-    transients of the phase, which they never coincide with."""
+    """(forward, backward) float8 casts of one linear's operands (torchao: transient, not saved; fused under
+    ``--compile``), over the loss's transients of the phase, which they never coincide with."""
     if r.precision != "fp8":
         return [], []
-    forward = fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)
-    backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather)
+    forward = fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
+    backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
     return ([fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))],
             [fsdp.beyond(backward, sympy.Add(*(t.expr for t in loss_grads)))])
 
@@ -828,7 +828,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
                        stage: Stage | None = None) -> tuple[list[Term], list[Term]]:
     """(saved for backward: activations, inputs, saved logits; the recompute buffer of full recompute)."""
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
-                                act_bytes=act_bytes, compiled=r.compile, impl=r.layer_impl)
+                                act_bytes=act_bytes, compiled=r.compile, impl=r.layer_impl,
+                                float8=r.fp8_recipe if r.compile and r.precision == "fp8" else "")
     sp = r.sequence_parallel and r.tp > 1
     per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)

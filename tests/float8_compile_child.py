@@ -1,0 +1,178 @@
+"""torchao float8 training under torch.compile (inductor) measured on the CPU for ``test_float8_compile.py``.
+
+torchao 0.18.0's ``convert_to_float8_training`` compiles with inductor on the CPU (torch 2.13.0: the float8
+casts and ``aten._scaled_mm`` lower; the CPU's ``_scaled_mm`` dequantizes its operands to fp32 inside the
+call, which cuBLAS does not, so each ATen call's own scratch is left out, as ``measure``'s ``tensor_phases``
+leave it out). The request on stdin names one measurement (``{"what": ...}``):
+
+- ``linears``: one bf16 linear of the tiny Llama's MLP shapes (up 64→176, down 176→64), compiled, as torchao's
+  ``Float8Linear`` (each recipe) and as ``nn.Linear``: the live peaks of its forward and of its backward over
+  their start, at two token counts, read from the CPU allocator's events (``torch.profiler``).
+- ``saved``: the tiny two-layer Llama (``tiny_models.LLAMA``, bf16, sdpa), each block compiled (torchtitan's
+  ``apply_compile``), its linear layers converted with torchtitan's filter (every ``nn.Linear`` but the
+  head), against the same compiled model in bf16: the bytes the compiled blocks and the eager head save for
+  backward (a pack hook, each storage once, parameters left out) at two (B, S), and at the first one SGD
+  step's peaks by phase.
+
+``dynamic=True`` and no size of 1: one compilation per graph. Writes one JSON object on stdout; exits with 77
+when torch, transformers or torchao cannot be imported, or when inductor finds no C++ compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+SKIP = 77
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tiny_models import LLAMA  # noqa: E402
+
+RECIPES = ("tensorwise", "rowwise")
+TOKENS = (64, 96)  # B·S of the single linears
+POINTS = ((2, 32), (3, 48))  # (B, S) of the whole model's saved bytes
+LAYERS = 2
+
+
+def _imports() -> tuple:
+    """torch, torchao's float8 conversion and transformers; exits 77 when any is missing, or a C++ compiler."""
+    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
+        sys.exit(SKIP)
+    try:
+        from symbolic.networks import torch_env
+
+        torch_env.ready()
+        import torch
+        import transformers
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        print(err, file=sys.stderr)
+        sys.exit(SKIP)
+    return torch, transformers, Float8LinearConfig, convert_to_float8_training
+
+
+def _converted(module: object, recipe: str | None) -> object:
+    """The module with every linear but the head (torchtitan's filter, fqn != output) as Float8Linear."""
+    _, _, config, convert = _imports()
+    if recipe is not None:
+        convert(module, config=config.from_recipe_name(recipe), module_filter_fn=lambda _, fqn: fqn != "lm_head")
+    return module
+
+
+def _tensor_peak(torch: object, run: object) -> int:
+    """Peak bytes the CPU allocator gave out while ``run()`` ran, over its start, each outermost ATen call's events
+    folded into their sum at its end (its scratch left out; inductor's own buffers counted as they are)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from symbolic.measured.measure import _folded, _outermost
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    found = list(prof.profiler.kineto_results.events())
+    memory = sorted((e.start_ns(), i, e.nbytes()) for i, e in enumerate(found)
+                    if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+    calls = _outermost([(e.start_ns(), e.end_ns()) for e in found if e.name().startswith("aten::")])
+    current = peak = 0
+    for _, _, delta in _folded(memory, calls):
+        current += delta
+        peak = max(peak, current)
+    return peak
+
+
+def _linear_peaks(torch: object, module: object, k: int, n: int, tokens: int) -> dict[str, int]:
+    """Forward and backward peaks of the compiled (tokens × k) @ (k × n) linear, the second of two passes."""
+    x = torch.randn(tokens, k, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(tokens, n, dtype=torch.bfloat16)
+    for _ in range(2):  # the first pass compiles anything these sizes need
+        held: dict = {}
+
+        def forward() -> None:
+            held["y"] = module(x)  # noqa: B023
+
+        peaks = {"forward": _tensor_peak(torch, forward),
+                 "backward": _tensor_peak(torch, lambda: held.pop("y").backward(grad))}  # noqa: B023
+        x.grad = None
+        module.zero_grad(set_to_none=True)
+    return peaks
+
+
+def linears() -> list[dict]:
+    """Each MLP shape and recipe, at each token count: the compiled float8 linear's peaks and the bf16 one's."""
+    torch = _imports()[0]
+    hidden, width = LLAMA["hidden_size"], LLAMA["intermediate_size"]
+    out = []
+    for k, n in ((hidden, width), (width, hidden)):
+        rows = {tokens: {"k": k, "n": n, "tokens": tokens} for tokens in TOKENS}
+        for recipe in (None, *RECIPES):
+            torch.manual_seed(0)
+            module = _converted(torch.nn.Sequential(torch.nn.Linear(k, n, bias=False)).to(torch.bfloat16), recipe)
+            module.compile(backend="inductor", dynamic=True)
+            for tokens in TOKENS:
+                rows[tokens][recipe or "bf16"] = _linear_peaks(torch, module, k, n, tokens)
+        out += rows.values()
+    return out
+
+
+def _step_phases(torch: object, model: object, ids: object) -> dict[str, int]:
+    """One SGD step's peaks by phase (``measure.step_peak``'s profiler method, each ATen call's scratch left out:
+    ``tensor_phases``), the loss eager (torchtitan's ``--no-compile-loss``)."""
+    from symbolic.measured import measure
+
+    labels = ids.clone()
+
+    def loss_fn(output):  # noqa: ANN001, ANN202
+        return torch.nn.functional.cross_entropy(output.logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+    loss_fn.held = (labels,)
+    peak = measure.step_peak(model, {"input_ids": ids}, loss_fn, method="profiler", steps=1,
+                             optimizer=lambda params: torch.optim.SGD(params, lr=1e-3))
+    return {phase: peak.tensor_phases[phase] for phase in ("forward", "backward")}
+
+
+def saved() -> dict:
+    """The compiled tiny Llama's saved bytes in bf16 and with each recipe, at each point, by dtype."""
+    torch, transformers, *_ = _imports()
+    out: dict = {}
+    for recipe in (None, *RECIPES):
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(**LLAMA, num_hidden_layers=LAYERS, attn_implementation="sdpa",
+                                          use_cache=False)
+        model = _converted(transformers.LlamaForCausalLM(config).to(torch.bfloat16).train(), recipe)
+        for block in model.model.layers:
+            block.compile(backend="inductor", dynamic=True)
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        rows = []
+        for batch, seq in POINTS:
+            ids = torch.randint(0, LLAMA["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(0))
+            model(input_ids=ids, labels=ids).loss.backward()  # compiles what these sizes need
+            model.zero_grad(set_to_none=True)
+            seen: dict[int, tuple[int, str]] = {}
+
+            def pack(t: object) -> object:
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in params:  # noqa: B023
+                    seen.setdefault(storage.data_ptr(), (storage.nbytes(), str(t.dtype).removeprefix("torch.")))  # noqa: B023
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+            by_dtype: dict[str, int] = {}
+            for nbytes, dtype in seen.values():
+                by_dtype[dtype] = by_dtype.get(dtype, 0) + nbytes
+            row = {"batch": batch, "seq": seq, "saved": sum(by_dtype.values()), "by_dtype": by_dtype}
+            if (batch, seq) == POINTS[0]:  # the step at one point: its profiler costs seconds
+                row["phases"] = _step_phases(torch, model, ids)
+            rows.append(row)
+        out[recipe or "bf16"] = rows
+    return out
+
+
+if __name__ == "__main__":
+    _imports()[0].set_num_threads(1)
+    what = json.load(sys.stdin)["what"]
+    print(json.dumps({what: linears() if what == "linears" else saved(), "llama": LLAMA, "layers": LAYERS}))
