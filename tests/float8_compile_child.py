@@ -174,5 +174,9 @@ def saved() -> dict:
 
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
+    import torch._inductor.config as inductor_config
+
+    inductor_config.cpp.vec_isa_ok = False  # scalar C++: less compiling on a cold cache; the buffers are the same
+    inductor_config.compile_threads = 1  # no pool of compile workers on a shared machine
     what = json.load(sys.stdin)["what"]
     print(json.dumps({what: linears() if what == "linears" else saved(), "llama": LLAMA, "layers": LAYERS}))
