@@ -21,8 +21,6 @@ SKIP = 77
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from symbolic.networks import torch_env  # noqa: E402
-
 SHAPES = ((256, 512), (512, 768))  # two sizes: the step's bytes per element, and no constant beside them
 STEPS = 3
 
@@ -32,6 +30,8 @@ def _imports() -> tuple[object, object]:
         print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
         sys.exit(SKIP)
     try:
+        from symbolic.networks import torch_env
+
         torch_env.ready()
         import torch
         from torchao.optim import AdamW8bit
@@ -72,11 +72,16 @@ def measure(torch: object, adamw8bit: object) -> list[dict]:
     return out
 
 
+def _lean_inductor() -> None:
+    """Scalar C++ and one compile thread: less compiling on a cold cache, the same buffers (checked)."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.cpp.vec_isa_ok = False
+    inductor_config.compile_threads = 1  # no pool of compile workers on a shared machine
+
+
 if __name__ == "__main__":
     TORCH, ADAMW8BIT = _imports()
     TORCH.set_num_threads(1)  # small tensors: extra threads only spin on a shared machine
-    import torch._inductor.config as inductor_config
-
-    inductor_config.cpp.vec_isa_ok = False  # scalar C++: a third less compiling; the buffers are the same
-    inductor_config.compile_threads = 1  # no pool of compile workers for one kernel a shape
+    _lean_inductor()
     print(json.dumps({"points": measure(TORCH, ADAMW8BIT), "torchao": __import__("torchao").__version__}))

@@ -172,11 +172,16 @@ def saved() -> dict:
     return out
 
 
-if __name__ == "__main__":
-    _imports()[0].set_num_threads(1)
+def _lean_inductor() -> None:
+    """Scalar C++ and one compile thread: less compiling on a cold cache, the same buffers (checked)."""
     import torch._inductor.config as inductor_config
 
-    inductor_config.cpp.vec_isa_ok = False  # scalar C++: less compiling on a cold cache; the buffers are the same
+    inductor_config.cpp.vec_isa_ok = False
     inductor_config.compile_threads = 1  # no pool of compile workers on a shared machine
+
+
+if __name__ == "__main__":
+    _imports()[0].set_num_threads(1)
+    _lean_inductor()
     what = json.load(sys.stdin)["what"]
     print(json.dumps({what: linears() if what == "linears" else saved(), "llama": LLAMA, "layers": LAYERS}))
