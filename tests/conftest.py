@@ -38,13 +38,16 @@ HAVE_TORCH = all(importlib.util.find_spec(name) is not None for name in ("torch"
 SHARED_SCOPES = ("module", "package", "session")
 TORCH_GROUP = "torch-in-process"
 # The longest modules with a shared fixture, longest first, so that none runs alone at the end: the
-# generic child (the survey of every causal-LM type) and the example reports (five builds, two rebuilds
-# and the installed wheel's), then the other long children. The order is their measured cost (setup and
-# calls, ``--durations``, full suite on two workers, 2026-12-03): 426, 423, 302, 205, 124, 119, 95, 95,
-# 93, 76 s (on a loaded machine: about a third of that alone); the other grouped modules follow.
+# generic child (the survey of every causal-LM type: about 160 CPU-s, 126 of them the survey, on a pool of two)
+# and the example reports (five builds, two rebuilds and the installed wheel's), then the other long children.
+# The order is their measured cost (fixture set-up, ``--durations``, the child files one after another in one
+# process on the shared two-core machine, 2026-12-03 s36; docs/performance.md, "The test suite"): 244, 190, 169,
+# 143, 83, 67, 66, 65, 60, 50, 37, 30 s wall (loaded: about 3.9 times their CPU); the other grouped modules follow.
 LONGEST = ("tests/test_generic_torch.py", "tests/test_report_examples.py", "tests/test_library_modules.py",
-           "tests/test_compile.py", "tests/test_measure.py", "tests/test_networks.py", "tests/test_compile_step.py",
-           "tests/test_module_flops.py", "tests/test_module_inference.py", "tests/test_architectures_torch.py")
+           "tests/test_generation.py", "tests/test_module_recompute.py", "tests/test_compile.py",
+           "tests/test_compile_step.py", "tests/test_module_inference.py", "tests/test_module_lora.py",
+           "tests/test_architectures_torch.py", "tests/test_module_flops.py", "tests/test_measure.py",
+           "tests/test_module_qlora.py", "tests/test_generation_beams.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

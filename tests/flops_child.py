@@ -126,7 +126,7 @@ def cli():
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {"cases": cases(), "published": published(), "cli": cli()})
+    child_main.run(lambda tmp: {"cases": cases(), "published": published(), "cli": cli()}, threads=1)
 
 
 if __name__ == "__main__":

@@ -132,7 +132,7 @@ def cli(tmp):
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {"cases": cases(), "cli": cli(tmp)})
+    child_main.run(lambda tmp: {"cases": cases(), "cli": cli(tmp)}, threads=1)
 
 
 if __name__ == "__main__":

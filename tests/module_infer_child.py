@@ -133,7 +133,7 @@ def cli():
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {"cases": cases(), "cached": cached(), "fits": fits(), "cli": cli()})
+    child_main.run(lambda tmp: {"cases": cases(), "cached": cached(), "fits": fits(), "cli": cli()}, threads=1)
 
 
 if __name__ == "__main__":

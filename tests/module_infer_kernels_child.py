@@ -60,7 +60,7 @@ def cli():
 
 
 def main() -> None:
-    child_main.run(lambda tmp: {"planned": planned(), "cli": cli()})
+    child_main.run(lambda tmp: {"planned": planned(), "cli": cli()}, threads=1)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ def bad():
 
 def main() -> None:
     child_main.run(lambda tmp: {**{name: searched(name) for name in MODELS}, "bad": bad(),
-                                "mixed": _cli("plan", *MODELS["mlp"], *RATE, *SEARCH, "--precision", "bf16-mixed")})
+                                "mixed": _cli("plan", *MODELS["mlp"], *RATE, *SEARCH, "--precision", "bf16-mixed")},
+                   threads=1)
 
 
 if __name__ == "__main__":

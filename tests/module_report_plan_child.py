@@ -49,7 +49,7 @@ def _report(tmp, name, extra=""):
 
 def main() -> None:
     child_main.run(lambda tmp: {"report": _report(tmp, "mlp"), "plan": _cli(*PLAN, "--json"),
-                                "seq": _report(tmp, "seq", "seq = 128\n")})
+                                "seq": _report(tmp, "seq", "seq = 128\n")}, threads=1)
 
 
 if __name__ == "__main__":

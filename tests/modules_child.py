@@ -162,7 +162,7 @@ def cli():
 def main() -> None:
     child_main.run(lambda tmp: {name: fn() for name, fn in (
         ("article_a", article_a), ("cnn", cnn), ("dropout", dropout), ("attention", attention), ("cached", cached),
-        ("refusals", refusals), ("cli", cli))})
+        ("refusals", refusals), ("cli", cli))}, threads=1)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,14 @@ def test_units_and_their_order() -> None:
         "tests/test_params_cli.py", "tests/test_formula.py"]  # the torch group after every shared-fixture module
 
 
+def test_the_longest_modules_are_grouped_modules() -> None:
+    """``LONGEST`` orders modules with a shared fixture: a name that is not one (renamed, or its fixture gone) would
+    be ranked as any other test, and that long module could start last."""
+    grouped = conftest.shared_fixture_modules(ROOT)
+    assert set(conftest.LONGEST) <= grouped, sorted(set(conftest.LONGEST) - grouped)
+    assert len(set(conftest.LONGEST)) == len(conftest.LONGEST)
+
+
 def test_only_modules_without_a_child_are_in_the_torch_group() -> None:
     grouped = conftest.shared_fixture_modules(ROOT)
     marked = conftest.in_process_torch(ROOT)
