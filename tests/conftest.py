@@ -43,7 +43,9 @@ TORCH_GROUP = "torch-in-process"
 # The order is their measured cost (fixture set-up, ``--durations``, the child files one after another in one
 # process on the shared two-core machine, 2026-12-03 s36; docs/performance.md, "The test suite"): 244, 190, 169,
 # 143, 83, 67, 66, 65, 60, 50, 37, 30 s wall (loaded: about 3.9 times their CPU); the other grouped modules follow.
-LONGEST = ("tests/test_generic_torch.py", "tests/test_report_examples.py", "tests/test_library_modules.py",
+# The float8 compile child goes third: on a fresh machine its inductor cache is cold (about 100 CPU-s, measured).
+LONGEST = ("tests/test_generic_torch.py", "tests/test_report_examples.py", "tests/test_float8_compile.py",
+           "tests/test_library_modules.py",
            "tests/test_generation.py", "tests/test_module_recompute.py", "tests/test_compile.py",
            "tests/test_compile_step.py", "tests/test_module_inference.py", "tests/test_module_lora.py",
            "tests/test_architectures_torch.py", "tests/test_module_flops.py", "tests/test_measure.py",
