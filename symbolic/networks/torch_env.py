@@ -15,9 +15,13 @@ nothing until then.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.util
+import io
+import logging
 import sys
+from collections.abc import Iterator
 from functools import lru_cache
 from importlib.machinery import ModuleSpec
 from pathlib import Path
@@ -99,3 +103,18 @@ def install() -> None:
     """Have ``ready()`` run just before torchvision is first imported (idempotent; imports nothing now)."""
     if not any(isinstance(f, _BeforeTorchvision) for f in sys.meta_path):
         sys.meta_path.insert(0, _BeforeTorchvision())
+
+
+@contextlib.contextmanager
+def quiet_imports() -> Iterator[None]:
+    """Imports of torch's neighbours kept quiet (bitsandbytes logs its missing CPU kernels, transformers' quantizers
+    bring torchao's), with torchvision made importable first (``ready``)."""
+    ready()
+    quiet = io.StringIO()
+    level = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+            yield
+    finally:
+        logging.disable(level)

@@ -17,13 +17,12 @@ layers (peft's ValueError never reaches the user).
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ...formats import table as formats
+from .. import torch_env
 from . import cache, qlora
 from .source import ModuleError, ModuleSource
 
@@ -78,18 +77,10 @@ class Adapters:
 @contextlib.contextmanager
 def _peft() -> Iterator[Any]:
     """peft, imported quietly (bitsandbytes logs its missing kernels at import) with torchvision made importable."""
-    from .. import torch_env
+    with torch_env.quiet_imports():
+        import peft
 
-    torch_env.ready()
-    quiet = io.StringIO()
-    level = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            import peft
         yield peft
-    finally:
-        logging.disable(level)
 
 
 def inject(module: Any, spec: Spec, label: str = "the module") -> Any:

@@ -25,37 +25,20 @@ and multiplies: both run as they are on the meta device.
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
 import sys
 from collections.abc import Iterator
 from typing import Any
 
+from .. import torch_env
 from .source import ModuleError
 
 BLOCK = 64  # bnb_4bit's blocksize (Params4bit's default)
 
 
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Imports kept quiet: bitsandbytes logs its missing CPU kernels, transformers' quantizers bring torchao's."""
-    from .. import torch_env
-
-    torch_env.ready()
-    quiet = io.StringIO()
-    level = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
-            yield
-    finally:
-        logging.disable(level)
-
-
 def _bnb() -> Any:
     """bitsandbytes; one line when it is not installed."""
     try:
-        with _quiet():
+        with torch_env.quiet_imports():
             import bitsandbytes
     except ImportError:
         raise ModuleError("--qlora needs bitsandbytes (pip install bitsandbytes)") from None
@@ -67,7 +50,7 @@ def skipped(module: Any) -> list[str]:
     loaded = sys.modules.get("transformers")  # a module built from transformers' classes has imported it
     if loaded is None or not isinstance(module, loaded.PreTrainedModel):
         return []
-    with _quiet():  # its quantizers import torchao, which prints on stderr
+    with torch_env.quiet_imports():  # its quantizers import torchao, which prints on stderr
         from transformers.quantizers.base import get_keys_to_not_convert
     return list(get_keys_to_not_convert(module))
 
