@@ -37,7 +37,8 @@ and 2 in each size) and checked at an independent point (``probe.CHECK``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,12 +241,28 @@ class _Beams:
         self.unfinished = m._beam_search_has_unfinished_sequences(self.open, self.finished, self.hits, False)
 
 
+@contextlib.contextmanager
+def _tracing(source: ModuleSource, batch: int, sizes: Mapping[str, int], live: Any,
+             kernels: str | None) -> Iterator[None]:
+    """A generate loop's passes on the meta device: no gradients, every storage tracked, the kernels followed; any
+    failure of the model's own code said in one line naming the module."""
+    import torch
+
+    from .transformers_task import _meta_masks
+
+    try:
+        with torch.no_grad(), probe._tracking(live.track), probe._quiet(), following(kernels), _meta_masks():
+            yield
+    except ModuleError:
+        raise
+    except Exception as err:
+        raise ModuleError(probe._forward_error(source, batch, sizes, err)) from None
+
+
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str, model: Any,
           kernels: str | None = None, beams: int = 1, sample: bool = False) -> GenerationTrace:
     """Encoder, prompt and the last decode step on the meta device (see the module docstring)."""
     import torch
-
-    from .transformers_task import _meta_masks
 
     steps = int({**source.sizes, **sizes}["T"])
     if steps < 2:
@@ -257,31 +274,26 @@ def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str
     def since(start: int) -> list[int]:
         return live.moments[start:] + [live.current]
 
-    try:
-        with torch.no_grad(), probe._tracking(live.track), probe._quiet(), following(kernels), _meta_masks():
-            encoder = model.get_encoder()(**inputs)
-            encoder_moments = since(0)
-            encoder_output = int(encoder.last_hidden_state.untyped_storage().nbytes())
-            start = len(live.moments)
-            warpers = _warpers(model) if sample else None
-            loop = _Loop(torch.zeros((batch, 1), dtype=torch.int64, device="meta"), warpers)
-            prompt = _new_cache(model)
-            loop.step(model, encoder, prompt, loop.ids)
-            prefill_moments = since(start)
-            cross = _cache_bytes(prompt.cross_attention_cache)
-            del loop, prompt
-            # the state of the last step: the cache at T - 1 positions, the ids at T, the previous logits' copy
-            loop = _Loop(torch.zeros((batch, steps - 1), dtype=torch.int64, device="meta"), warpers)
-            state = _new_cache(model)
-            loop.step(model, encoder, state, loop.ids)
-            start = len(live.moments)
-            loop.step(model, encoder, state, loop.ids[:, -1:])
-            decode_moments = since(start)
-            self_cache = _cache_bytes(state.self_attention_cache)
-    except ModuleError:
-        raise
-    except Exception as err:
-        raise ModuleError(probe._forward_error(source, batch, sizes, err)) from None
+    with _tracing(source, batch, sizes, live, kernels):
+        encoder = model.get_encoder()(**inputs)
+        encoder_moments = since(0)
+        encoder_output = int(encoder.last_hidden_state.untyped_storage().nbytes())
+        start = len(live.moments)
+        warpers = _warpers(model) if sample else None
+        loop = _Loop(torch.zeros((batch, 1), dtype=torch.int64, device="meta"), warpers)
+        prompt = _new_cache(model)
+        loop.step(model, encoder, prompt, loop.ids)
+        prefill_moments = since(start)
+        cross = _cache_bytes(prompt.cross_attention_cache)
+        del loop, prompt
+        # the state of the last step: the cache at T - 1 positions, the ids at T, the previous logits' copy
+        loop = _Loop(torch.zeros((batch, steps - 1), dtype=torch.int64, device="meta"), warpers)
+        state = _new_cache(model)
+        loop.step(model, encoder, state, loop.ids)
+        start = len(live.moments)
+        loop.step(model, encoder, state, loop.ids[:, -1:])
+        decode_moments = since(start)
+        self_cache = _cache_bytes(state.self_attention_cache)
     del keep, state, loop, encoder
     return GenerationTrace(encoder_moments, prefill_moments, decode_moments,
                            sum(int(t.untyped_storage().nbytes()) for t in tensors), encoder_output, cross, self_cache)
@@ -311,41 +323,34 @@ def _beam_trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtyp
     """``trace`` for ``generate(num_beams=beams)``: the encoder output expanded to B·N, the beam loop's state."""
     import torch
 
-    from .transformers_task import _meta_masks
-
     steps = int({**source.sizes, **sizes}["T"])
     inputs, tensors, live, keep = _setup(source, batch, sizes, dtype, model)
 
     def since(start: int) -> list[int]:
         return live.moments[start:] + [live.current]
 
-    try:
-        with torch.no_grad(), probe._tracking(live.track), probe._quiet(), following(kernels), _meta_masks():
-            encoder = model.get_encoder()(**inputs)  # _expand_inputs_for_generation: repeat_interleave, old freed
-            encoder.last_hidden_state = encoder.last_hidden_state.repeat_interleave(beams, dim=0)
-            ids = torch.zeros((batch, 1), dtype=torch.int64, device="meta").repeat_interleave(beams, dim=0)
-            loop = _Beams(model, batch, beams, steps, ids)
-            del ids
-            encoder_moments = since(0)
-            encoder_output = int(encoder.last_hidden_state.untyped_storage().nbytes())
-            start, prompt = len(live.moments), _new_cache(model)
-            loop.step(encoder, prompt, 1)
-            prefill_moments = since(start)
-            cross = _cache_bytes(prompt.cross_attention_cache)
-            del loop, prompt
-            # the state of the last step: the iteration at T - 1 tokens (one pass over them), then the last one
-            ids = torch.zeros((batch * beams, 1), dtype=torch.int64, device="meta")
-            loop, state = _Beams(model, batch, beams, steps, ids), _new_cache(model)
-            del ids
-            loop.step(encoder, state, steps - 1, whole=True)
-            start = len(live.moments)
-            loop.step(encoder, state, steps)
-            decode_moments = since(start)
-            self_cache = _cache_bytes(state.self_attention_cache)
-    except ModuleError:
-        raise
-    except Exception as err:
-        raise ModuleError(probe._forward_error(source, batch, sizes, err)) from None
+    with _tracing(source, batch, sizes, live, kernels):
+        encoder = model.get_encoder()(**inputs)  # _expand_inputs_for_generation: repeat_interleave, old freed
+        encoder.last_hidden_state = encoder.last_hidden_state.repeat_interleave(beams, dim=0)
+        ids = torch.zeros((batch, 1), dtype=torch.int64, device="meta").repeat_interleave(beams, dim=0)
+        loop = _Beams(model, batch, beams, steps, ids)
+        del ids
+        encoder_moments = since(0)
+        encoder_output = int(encoder.last_hidden_state.untyped_storage().nbytes())
+        start, prompt = len(live.moments), _new_cache(model)
+        loop.step(encoder, prompt, 1)
+        prefill_moments = since(start)
+        cross = _cache_bytes(prompt.cross_attention_cache)
+        del loop, prompt
+        # the state of the last step: the iteration at T - 1 tokens (one pass over them), then the last one
+        ids = torch.zeros((batch * beams, 1), dtype=torch.int64, device="meta")
+        loop, state = _Beams(model, batch, beams, steps, ids), _new_cache(model)
+        del ids
+        loop.step(encoder, state, steps - 1, whole=True)
+        start = len(live.moments)
+        loop.step(encoder, state, steps)
+        decode_moments = since(start)
+        self_cache = _cache_bytes(state.self_attention_cache)
     del keep, state, loop, encoder
     return GenerationTrace(encoder_moments, prefill_moments, decode_moments,
                            sum(int(t.untyped_storage().nbytes()) for t in tensors), encoder_output, cross, self_cache)
