@@ -13,9 +13,10 @@ no C++ compiler.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
+
+import child_main  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 HERE = Path(__file__).resolve().parent
@@ -26,19 +27,8 @@ STEPS = 3
 
 
 def _imports() -> tuple[object, object]:
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
-        sys.exit(SKIP)
-    try:
-        from symbolic.networks import torch_env
-
-        torch_env.ready()
-        import torch
-        from torchao.optim import AdamW8bit
-    except ImportError as err:
-        print(f"torch or torchao is not importable: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    return torch, AdamW8bit
+    torch, optim = child_main.inductor_modules("torch", "torchao.optim")
+    return torch, optim.AdamW8bit
 
 
 def _step_extra(torch: object, step: object) -> int:
@@ -72,16 +62,8 @@ def measure(torch: object, adamw8bit: object) -> list[dict]:
     return out
 
 
-def _lean_inductor() -> None:
-    """Scalar C++ and one compile thread: less compiling on a cold cache, the same buffers (checked)."""
-    import torch._inductor.config as inductor_config
-
-    inductor_config.cpp.vec_isa_ok = False
-    inductor_config.compile_threads = 1  # no pool of compile workers on a shared machine
-
-
 if __name__ == "__main__":
     TORCH, ADAMW8BIT = _imports()
     TORCH.set_num_threads(1)  # small tensors: extra threads only spin on a shared machine
-    _lean_inductor()
+    child_main.lean_inductor()
     print(json.dumps({"points": measure(TORCH, ADAMW8BIT), "torchao": __import__("torchao").__version__}))

@@ -15,9 +15,10 @@ Writes one JSON object on stdout; exits with 77 when torch cannot be imported or
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
+
+import child_main  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 HERE = Path(__file__).resolve().parent
@@ -25,23 +26,12 @@ sys.path.insert(0, str(HERE.parent))
 
 from saved_for_backward_child import _chunked_head, _summed_cross_entropy  # noqa: E402
 
-from symbolic.networks import torch_env  # noqa: E402
-
 HIDDEN, VOCAB = 256, 8192
 POINTS = ((2, 256, 4), (3, 128, 8))  # (B, S, N chunks); no size of 1 (dynamic shapes specialise it)
 
 
 def _torch() -> object:
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
-        sys.exit(SKIP)
-    try:
-        torch_env.ready()
-        import torch
-    except ImportError as err:
-        print(f"torch is not importable: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    return torch
+    return child_main.inductor_modules("torch")[0]
 
 
 def _backward_extra(torch: object, head: object, x: object, labels: object) -> int:

@@ -30,10 +30,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+import child_main  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 HERE = Path(__file__).resolve().parent
@@ -41,8 +42,6 @@ sys.path.insert(0, str(HERE.parent))
 
 from saved_for_backward_child import _chunked_head  # noqa: E402  (the same head, its loss compiled)
 from tiny_models import GPT2, LLAMA  # noqa: E402
-
-from symbolic.networks import torch_env  # noqa: E402
 
 # (B, S): read the terms at the first two, checked at the third; no B or S of 1 (a recompile)
 POINTS = ((2, 32), (3, 48), (2, 80))
@@ -53,17 +52,7 @@ SAVED_BACKEND = os.environ.get("BACKEND", "aot_eager_decomp_partition")
 
 def _torch() -> tuple:
     """torch and transformers, imported here; exits 77 when they or a C++ compiler are missing."""
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
-        sys.exit(SKIP)
-    try:
-        torch_env.ready()
-        import torch
-        import transformers
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        print(err, file=sys.stderr)
-        sys.exit(SKIP)
-    return torch, transformers
+    return child_main.inductor_modules("torch", "transformers")
 
 
 def _sibling(name: str):  # noqa: ANN202

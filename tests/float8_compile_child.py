@@ -21,9 +21,10 @@ when torch, transformers or torchao cannot be imported, or when inductor finds n
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
+
+import child_main  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,21 +38,9 @@ LAYERS = 2
 
 
 def _imports() -> tuple:
-    """torch, torchao's float8 conversion and transformers; exits 77 when any is missing, or a C++ compiler."""
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
-        sys.exit(SKIP)
-    try:
-        from symbolic.networks import torch_env
-
-        torch_env.ready()
-        import torch
-        import transformers
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-    except ImportError as err:  # pragma: no cover - depends on the environment
-        print(err, file=sys.stderr)
-        sys.exit(SKIP)
-    return torch, transformers, Float8LinearConfig, convert_to_float8_training
+    """torch, transformers and torchao's float8 conversion; exits 77 when any is missing, or a C++ compiler."""
+    torch, transformers, float8 = child_main.inductor_modules("torch", "transformers", "torchao.float8")
+    return torch, transformers, float8.Float8LinearConfig, float8.convert_to_float8_training
 
 
 def _converted(module: object, recipe: str | None) -> object:
@@ -172,16 +161,8 @@ def saved() -> dict:
     return out
 
 
-def _lean_inductor() -> None:
-    """Scalar C++ and one compile thread: less compiling on a cold cache, the same buffers (checked)."""
-    import torch._inductor.config as inductor_config
-
-    inductor_config.cpp.vec_isa_ok = False
-    inductor_config.compile_threads = 1  # no pool of compile workers on a shared machine
-
-
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
-    _lean_inductor()
+    child_main.lean_inductor()
     what = json.load(sys.stdin)["what"]
     print(json.dumps({what: linears() if what == "linears" else saved(), "llama": LLAMA, "layers": LAYERS}))

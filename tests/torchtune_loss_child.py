@@ -24,15 +24,15 @@ cannot be imported or inductor finds no C++ compiler.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
+
+import child_main  # this folder: sys.path[0] of a child script
 
 SKIP = 77
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from symbolic.networks import torch_env  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, MLP, VOCAB = 64, 4, 2, 128, 4096
 HEAD_DIM = HIDDEN // HEADS
@@ -43,16 +43,7 @@ IGNORE = -100
 
 
 def _torch() -> object:
-    if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
-        print("inductor needs a C++ compiler on the CPU (g++, c++ or clang++): none found", file=sys.stderr)
-        sys.exit(SKIP)
-    try:
-        torch_env.ready()
-        import torch
-    except ImportError as err:
-        print(f"torch is not importable: {err}", file=sys.stderr)
-        sys.exit(SKIP)
-    return torch
+    return child_main.inductor_modules("torch")[0]
 
 
 def _decoder(torch: object, upcast: bool, layers: int = 1, offloading: object = None) -> object:
