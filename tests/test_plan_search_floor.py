@@ -155,3 +155,18 @@ def test_recompute_ops_is_searched_under_pipelines_and_agrees_with_memory_and_ti
         assert lay["memory_bytes"] == planning.plan(small, "train", **flags).total, lay
         one = ptime.train_time(small, "h100-80gb", mfu=SMALL_KW["mfu"], **flags)
         assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay
+
+
+def test_one_note_per_refusal(small: str) -> None:
+    """A reason that refuses many structures is one note, its count every layout it refused: the notes' counts add
+    up to the layouts without memory, and no two notes give the same reason (they were one per structure, up to
+    three, the same words repeated with a structure's count each)."""
+    shape = search.load_shape(small)
+    gpu = ptime.to_budget("h100-80gb").gpu
+    layouts = search.enumerate_layouts(shape, gpu, counts=[4], global_batch=4, ops=True, fsdp=None)
+    loaded = search._loaded(small, shape)
+    memory, _, skipped = search.evaluate(loaded, gpu, layouts, seq=1024, fixed={"layer_impl": "torchtune"},
+                                         how="mfu", rate=0.4, compute=None)
+    reasons = [note.split(": ", 1)[1] for note in skipped]
+    assert skipped and len(set(reasons)) == len(reasons)
+    assert sum(int(note.split()[0]) for note in skipped) == sum(m is None for m in memory)

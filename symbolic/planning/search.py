@@ -345,7 +345,7 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
     every = {k: np.array([lay[k] for lay in layouts], dtype=np.int64)
              for k in ("micro_batch", "tp", "pp", "dp", "grad_accum", "gpus")}
     every["cp"] = np.array([lay.get("cp", 1) for lay in layouts], dtype=np.int64)
-    skipped: list[str] = []
+    refused: dict[str, list[int]] = {}  # one reason, every structure it refused
     invalid: list[int] = []
     built: list[tuple[np.ndarray, _Compiled]] = []
     timing = (how, rate, compute)
@@ -358,15 +358,16 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         try:
             compiled = _parts(model, gpu, how, rate, compute, seq, fixed, structure, layouts[rows[0]])
         except ValueError as err:  # a combination the planner does not model (e.g. with a pinned option)
-            skipped.append(f"{len(rows)} layouts like {_describe(layouts[rows[0]])}: {err}")
+            refused.setdefault(str(err), []).extend(rows)
             invalid.extend(rows)
             step[rows] = np.inf
             continue
         built.append((np.asarray(rows, dtype=np.int64), compiled))
-    if skipped and over:  # a reason may be every structure's: build the floor's too, as without it
+    if refused and over:  # a reason may be every structure's: build the floor's too, as without it
         return evaluate(model, gpu, layouts, seq=seq, fixed=fixed, how=how, rate=rate, compute=compute)
-    if skipped and len(skipped) == len(groups):
-        raise UserError(f"no layout can be planned: {skipped[0]}")
+    if refused and not built:
+        raise UserError(f"no layout can be planned: {next(iter(refused))}")
+    skipped = [_skipped(reason, [layouts[i] for i in rows]) for reason, rows in refused.items()]
     columns: dict[str, np.ndarray] = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"],
                                       "n_d": every["dp"], "n_mb": every["grad_accum"], "n_gpu": every["gpus"]}
     memory, busiest = _memory(built, columns, len(layouts))
@@ -539,6 +540,13 @@ def _batched(jobs: list[tuple[CompiledFormula, np.ndarray, Mapping[str, object]]
             out[i] = values[start:start + len(jobs[i][1])]
             start += len(jobs[i][1])
     return out
+
+
+def _skipped(reason: str, layouts: list[dict[str, object]]) -> str:
+    """One note per reason: how many layouts it refused, the recompute values among them, one example."""
+    recompute = sorted({str(lay["recompute"]) for lay in layouts if "recompute" in lay})
+    which = f" (recompute {', '.join(recompute)})" if len(recompute) > 1 else ""
+    return f"{len(layouts)} layouts{which} like {_describe(layouts[0])}: {reason}"
 
 
 def _describe(layout: dict[str, object]) -> str:
