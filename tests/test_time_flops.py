@@ -48,3 +48,49 @@ def test_recompute_adds_its_forward_share() -> None:
     assert none == 3 * forward
     assert sel - none == 32 * 4 * 4096 * 4096  # Q·Kᵀ and softmax·V again: 4·S·a·d_head per layer
     assert full - none == forward - 2 * 128256 * 4096  # every layer again, not the output layer
+
+
+def _train_terms(model: str, seq: int = 4096, **options: object) -> dict[str, int]:
+    """The training FLOPs per token of a one-GPU plan of one sequence, term by term."""
+    plan = ptime.train_time(model, "h100-80gb", mfu=0.4, batch=1, seq=seq, **options)
+    f = plan.formulas["flops_per_token"]
+    return {t.key: int(v) for t, v in f.evaluate(f.restrict(plan.values)).terms}
+
+
+def test_lora_llama_3_8b_by_hand() -> None:
+    """Llama-3-8B, LoRA rank 16 on q_proj and v_proj (peft's default): every base weight frozen, so backward is each
+    matmul's input gradient (1 × forward) but layer 0's Q, K and V (their input, the frozen embedding's output, needs
+    none), the attention core's two gradients, and the adapters' own (Hu et al. 2021; Narayanan et al. 2021 §5.1)."""
+    H, L, V, S, kv, d_ff, r = 4096, 32, 128256, 4096, 1024, 14336, 16
+    layer = 2 * (H * H + 2 * H * kv + H * H + 3 * H * d_ff)  # q, k, v, o, gate/up/down: 2 per weight
+    core = 2 * S * (H + H)  # Q·Kᵀ and softmax·V over 32 heads of 128
+    adapters = L * 2 * r * ((H + H) + (H + kv))  # lora_A and lora_B of q_proj and v_proj
+    terms = _train_terms("llama-3-8b", lora_rank=r)
+    assert terms["forward"] == L * (layer + core) + 2 * V * H + adapters
+    assert terms["backward.input"] == L * layer - 2 * (H * H + 2 * H * kv) + 2 * V * H
+    assert terms["backward.attention"] == L * 2 * core
+    assert terms["backward.adapters"] == L * 2 * r * ((H + 2 * H) + (H + 2 * kv)) + (L - 1) * 2 * r * (H + H)
+    assert "backward.weight" not in terms
+    assert sum(terms.values()) == 36_451_385_344  # 29 % under the full fine-tuning count, 51,470,401,536
+
+
+def test_lora_recompute_full_reruns_the_adapters_and_layer_0() -> None:
+    """Gradient checkpointing (recompute full) makes layer 0's input need a gradient (transformers'
+    enable_input_require_grads): its Q, K, V input gradients and its lora_A input gradients come back, and every
+    layer's forward, the adapters included, runs again; the output layer does not."""
+    H, kv, r, V = 4096, 1024, 16, 128256
+    plain, full = _train_terms("llama-3-8b", lora_rank=r), _train_terms("llama-3-8b", lora_rank=r, recompute="full")
+    assert full["backward.input"] - plain["backward.input"] == 2 * (H * H + 2 * H * kv)
+    assert full["backward.adapters"] - plain["backward.adapters"] == 2 * r * (H + H)
+    assert full["recompute"] == full["forward"] - 2 * V * H
+
+
+def test_frozen_embeddings_drop_a_tied_heads_weight_gradient_only() -> None:
+    """GPT-2's head is its token embedding: frozen, the head keeps its input gradient and loses its weight gradient,
+    2·V·H per token; Llama-3-8B's own head trains on (nothing changes: the first norm's weight still needs the
+    layer-0 input gradients). QLoRA's matmuls are LoRA's (the NF4 weights are dequantised for each)."""
+    full, frozen = _train_terms("gpt2", 1024), _train_terms("gpt2", 1024, freeze_embeddings=True)
+    assert sum(full.values()) - sum(frozen.values()) == 2 * 50257 * 768
+    assert sum(_train_terms("llama-3-8b", freeze_embeddings=True).values()) == sum(_train_terms("llama-3-8b").values())
+    assert _train_terms("llama-3-8b", lora_rank=16) == _train_terms("llama-3-8b", lora_rank=16, qlora=True,
+                                                                    precision="bf16")

@@ -57,3 +57,91 @@ def test_training_flops_are_three_forwards_as_pytorch_counts() -> None:
     spec = architectures.spec_from_config({"model_type": "llama", **CASES["llama"][2]}, "tiny-llama")
     fl = ptime.flops(spec, seq=16)
     assert fl.per_token() * 2 * 16 == _counted("llama", 2, 16, train=True)
+
+
+# --- partly trained steps: peft's LoRA, frozen embeddings (library/flops_trained.py) ------------------------------
+LORA_RANK = 4
+
+
+def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool = False, checkpoint: bool = False,
+                    batch: int = 2, seq: int = 16) -> dict[str, int]:
+    """FlopCounterMode over one real step of the tiny Llama (eager attention): peft's LoRA on ``targets`` (None: full
+    training), the token embedding frozen (``freeze``), the head tied to it (``tie``), transformers' checkpointing."""
+    import torch
+    import transformers
+    from peft import LoraConfig, get_peft_model
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = {**CASES["llama"][2], "tie_word_embeddings": tie}
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="eager"))
+    if targets is not None:
+        model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_RANK, target_modules=targets))
+    if freeze:
+        model.get_input_embeddings().weight.requires_grad_(False)
+    if checkpoint:
+        model.gradient_checkpointing_enable()  # transformers 5: non-reentrant, and enable_input_require_grads
+    model.train()
+    ids = torch.randint(0, 100, (batch, seq))
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids).loss.backward()
+    counts = {str(op).removeprefix("aten."): n for op, n in counter.get_flop_counts()["Global"].items()}
+    return {"total": counter.get_total_flops(), **counts}
+
+
+def _planned(tie: bool = False, **options: object) -> int:
+    """The planner's training FLOPs of the same step (batch 2 × seq 16 tokens)."""
+    spec = architectures.spec_from_config({"model_type": "llama", **CASES["llama"][2], "tie_word_embeddings": tie},
+                                          "tiny-llama-tied" if tie else "tiny-llama")
+    plan = ptime.train_time(spec, "h100-80gb", mfu=0.4, batch=2, seq=16, **options)
+    return int(plan.evaluate("flops_per_token") * 2 * 16)
+
+
+H_, D_FF, HEADS, D_HEAD = 64, 176, 4, 16  # CASES["llama"]: hidden, MLP width, heads, head width (64 / 4)
+TOKENS, LAYERS, SEQ = 32, 2, 16
+
+
+@pytest.mark.parametrize("case, targets, freeze, tie, options", [
+    ("frozen embedding", None, True, False, {"freeze_embeddings": True}),  # no matmul changes: the head is its own
+    ("frozen tied embedding", None, True, True, {"freeze_embeddings": True}),  # the head: no weight gradient
+    ("lora q,v eager", ["q_proj", "v_proj"], False, False, {"lora_rank": LORA_RANK, "flash": False}),
+    ("lora q,v frozen embedding", ["q_proj", "v_proj"], True, False, {"lora_rank": LORA_RANK, "flash": False}),
+    ("lora all-linear", "all-linear", False, False, {"lora_rank": LORA_RANK, "lora_targets": "all-linear"}),
+])
+def test_partly_trained_flops_equal_pytorchs_count(case, targets, freeze, tie, options) -> None:
+    """Every mm and bmm FlopCounterMode sees in a real step (forward, loss, backward) equals the planner's count.
+
+    What neither counts: norms, softmax, rotary, SiLU, the loss, the embedding's backward (no matmul). Full training is
+    the control (``test_training_flops_are_three_forwards_as_pytorch_counts``, and 30,769,152 below): a frozen
+    untied embedding changes no matmul, a tied one drops the head's weight gradient (2·V·H per token), LoRA drops
+    every base weight gradient and layer 0's first input gradients and adds the adapters.
+    """
+    counted = _partly_counted(targets, freeze=freeze, tie=tie)
+    assert counted["total"] == counted["mm"] + counted["bmm"]  # matmuls only: nothing fused the counter misses
+    assert _planned(tie, **options) == counted["total"]
+    full = _partly_counted(None, tie=tie)["total"]  # the control: full training, tied or not the same matmuls
+    assert full == _planned(tie) == 30_769_152
+    assert (counted["total"] < full) == (case != "frozen embedding")
+
+
+def test_lora_with_flash_counts_layer0_key_gradient() -> None:
+    """With flash (the default) the planner counts the attention core's three gradients in layer 0 too (the fused
+    kernel computes dK whenever dQ is wanted); eager attention skips layer 0's dK when K has no adapter: the stated
+    difference is one Q·Kᵀ of layer 0, 2·S·a·d_head per token, exactly."""
+    counted = _partly_counted(["q_proj", "v_proj"])["total"]
+    assert _planned(lora_rank=LORA_RANK) - counted == 2 * SEQ * HEADS * D_HEAD * TOKENS == 65_536
+    assert _planned(lora_rank=LORA_RANK, flash=False) == counted
+
+
+@pytest.mark.parametrize("targets, last", [(["q_proj", "v_proj"], 2 * H_ * D_FF),  # down_proj's base matmul
+                                           ("all-linear", 2 * LORA_RANK * H_)])  # down_proj's lora_B
+def test_lora_checkpointed_reruns_all_but_each_layers_last_matmul(targets, last) -> None:
+    """recompute full (transformers' gradient checkpointing, enable_input_require_grads: layer 0's input needs a
+    gradient) against the real step: the planner reruns every layer's forward, adapters included; torch's
+    non-reentrant checkpoint stops early, before each layer's last matmul (its inputs are packed before it runs, and
+    nothing after it is saved), so the count is the planner's less that matmul's forward in each layer, exactly
+    (full training alike: down_proj's forward, measured 35,487,744 against 36,929,536 planned)."""
+    counted = _partly_counted(targets, checkpoint=True)["total"]
+    options = {"lora_targets": targets} if targets == "all-linear" else {}
+    assert _planned(lora_rank=LORA_RANK, recompute="full", flash=False, **options) - counted == LAYERS * last * TOKENS

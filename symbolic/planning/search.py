@@ -449,8 +449,7 @@ def _floor_code(shape: ModelShape, spec: object, gpu: GPU, timing: tuple[str, fl
         if regime.activations == "pytorch" or regime.recompute not in flops.RECOMPUTE:  # measured; or time refuses
             return None
         probe = SimpleNamespace(model=shape, regime=regime)  # what train_parts's FLOPs and rates read of a plan
-        fl_ = ptime._own_flops(probe) or ptime.flops(spec if spec is not None else shape, seq=regime.seq,
-                                                     recompute=regime.recompute)
+        fl_ = ptime.plan_flops(probe, spec if spec is not None else shape)  # type: ignore[arg-type]
         ptime._train_values(probe, fl_, gpu, *timing)  # type: ignore[arg-type]  # its rates and links, or the error
         staged = split or framework_pipeline(shape, regime)  # the plan is then an end rank's, each at least rank 0's
         layout, definitions, values = train_layout(shape, regime, pipeline_stage(shape, regime, 0) if staged else None)

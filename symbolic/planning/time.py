@@ -26,7 +26,7 @@ read) / HBM bandwidth), the bytes taken from the memory plan of the same options
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
 from ..core.symbols import B, F_step, L, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
 from ..library import flops as fl
+from ..library import flops_trained as ft
 from ..library import pipeline as pipe
 from ..library import precision as prec
 from ..library import timing as tm
@@ -72,6 +73,7 @@ class Flops:
     train: Formula
     values: dict[str, int]
     parts: tuple[dict[str, object], ...] = ()  # per module: forward and backward FLOPs (a network's own count)
+    notes: tuple[str, ...] = ()  # what the count cannot say (a plan's notes)
     _cache: dict[str, sympy.Rational] = field(default_factory=dict, compare=False, repr=False)
 
     def per_token(self, train: bool = True) -> float:
@@ -100,15 +102,19 @@ def _spec(model: object) -> ModelSpec | ModelShape:
     raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
 
 
-def flops(model: object, *, seq: int = 4096, recompute: str = "none") -> Flops:
-    """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``)."""
+def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: ft.Trained | None = None) -> Flops:
+    """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``).
+
+    ``trained``: what the step trains when not every weight (LoRA, frozen embeddings: ``library.flops_trained``,
+    ``trained_of`` builds it from a plan); None: full training.
+    """
     source = _spec(model)
     if isinstance(source, ModelShape):  # no layer formulas: the matrices the network shows
-        return _matrix_flops(source, seq, recompute)
-    return _flops(source, seq, recompute)
+        return _matrix_flops(source, seq, recompute, trained)
+    return _flops(source, seq, recompute, trained)
 
 
-def _matrix_flops(network: ModelShape, seq: int, recompute: str) -> Flops:
+def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Trained | None = None) -> Flops:
     """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
     if recompute == "ops":  # as its memory: the order of its matmuls, which the policy alternates over, is unknown
         raise UserError(f"recompute ops: {network.name} has no family table (the order of its matmuls, which "
@@ -118,18 +124,33 @@ def _matrix_flops(network: ModelShape, seq: int, recompute: str) -> Flops:
              if not term.key.startswith("attention.")]  # no score width: the network cannot say them
     values = {**network.numbers, "S": seq}
     name = network.name
-    note = network.cannot_say.get("flops", "")
+    notes = [network.cannot_say.get("flops", "")]
+    if trained is not None and trained.lora:  # its matrices do not say where the adapters sit in a layer's dataflow
+        notes.append(MATRIX_LORA_NOTE)
+        trained = None
+    if trained is not None:
+        trained = replace(trained, frozen_head=trained.frozen_head and output is not None)
+        notes.append("frozen embeddings: every matmul's input gradient counted (the network's matrices do not say "
+                     "which read the frozen embedding's output)")
+    note = " ".join(n for n in notes if n)
     forward = Formula(f"flops.{name}.forward", f"Forward FLOPs per token of {name}", terms, source="project",
                       name="F_fwd", example=values, note=note)
     out_flops = 2 * _sym("V") * output if output is not None else sympy.Integer(0)
+    train_terms = (fl.train_terms(fl.F_fwd, out_flops, sympy.Integer(0), recompute) if trained is None else
+                   ft.train_terms([(m[0], m[1], m[2], m[3] if len(m) > 3 else L) for m in matmuls],
+                                  (sympy.Integer(0), sympy.Integer(0)), output, (), trained, recompute, fl.F_fwd))
     train = Formula(f"flops.{name}.train", f"Training FLOPs per token of {name} (recompute {recompute})",
-                    fl.train_terms(fl.F_fwd, out_flops, sympy.Integer(0), recompute), source="project",
-                    name="F_tok", definitions={fl.F_fwd: forward}, example=values, note=note)
+                    train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values,
+                    note=note)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
 
 
+MATRIX_LORA_NOTE = ("FLOPs with LoRA: counted as full training (this network's matrices do not say where the adapters sit in a "
+                    "layer, nor which inputs need a gradient)")
+
+
 @lru_cache(maxsize=128)
-def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
+def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None = None) -> Flops:
     shape = load_shape(spec)
     matmuls, q_width, v_width = _layers(spec, shape)
     emb = _emb(spec)
@@ -140,6 +161,8 @@ def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
         extra.append(("mlm_transform", "MLM head transform H → H", _sym("H") ** 2))
     output = emb if spec.lm_head else None
     terms = fl.forward_terms(matmuls, q_width, output, extra, v_width)
+    if trained is not None:
+        terms += ft.adapter_forward(trained)
     values = {**spec.numbers(), "S": seq}
     forward = Formula(f"flops.{spec.name}.forward", f"Forward FLOPs per token of {spec.name}", terms, source="project",
                       name="F_fwd", example=values,
@@ -147,11 +170,65 @@ def _flops(spec: ModelSpec, seq: int, recompute: str) -> Flops:
                            "attention scores and values over S positions, the output layer. Norms, biases, softmax "
                            "and rotary embeddings left out.")
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
+    if trained is None:
+        train_terms = fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
+                                     _ops(spec, recompute))
+    else:
+        train_terms = ft.train_terms(matmuls, (q_width, v_width if v_width is not None else q_width), output, extra,
+                                     trained, recompute, fl.F_fwd, _ops(spec, recompute))
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
-                    fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
-                                   _ops(spec, recompute)), source="project",
-                    name="F_tok", definitions={fl.F_fwd: forward}, example=values)
+                    train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
+
+
+def trained_of(model: ModelShape, regime: object) -> ft.Trained | None:
+    """What a plan's step trains, for its FLOPs: None for full training (``library.flops_trained.Trained``)."""
+    from . import finetune
+
+    if not finetune.active(regime):
+        return None
+    recompute = getattr(regime, "recompute", "none")
+    # a fused kernel (flash; sdpa under activations pytorch) computes the attention core's three gradients together
+    fused = getattr(regime, "attn", "sdpa") != "eager" if getattr(regime, "pytorch", False) else \
+        bool(getattr(regime, "flash", True))
+    if not getattr(regime, "lora_rank", 0):  # frozen embeddings: the head too when tied to them
+        return ft.Trained(frozen_head=model.head == 0, frozen_embeddings=True, fused_attention=fused)
+    try:
+        found = finetune.adapters(model, regime)
+    except UserError:  # no layout of adapters: the matrix path says so
+        return ft.Trained(rank=int(regime.lora_rank), frozen_head=True, fused_attention=fused)
+    keys = lora_keys(found.family)
+    adapters = tuple(ft.Adapter(m.name, m.d_in, m.d_out, m.count, keys[m.name]) for m in found.modules)
+    return ft.Trained(rank=found.rank, adapters=adapters, frozen_head=True, first_input_grad=recompute == "full",
+                      frozen_embeddings=True, fused_attention=fused)
+
+
+def lora_keys(family: str) -> dict[str, tuple[str, ...]]:
+    """The forward terms' keys each of peft's module names wraps (GPT-2's c_attn: Q, K and V in one matrix)."""
+    if family == "gpt2":
+        return {"attn.c_attn": ("attention.q", "attention.k", "attention.v"), "attn.c_proj": ("attention.o",),
+                "mlp.c_fc": ("mlp.up",), "mlp.c_proj": ("mlp.down",), "lm_head": (ft.HEAD,)}
+    return {"self_attn.q_proj": ("attention.q",), "self_attn.k_proj": ("attention.k",),
+            "self_attn.v_proj": ("attention.v",), "self_attn.o_proj": ("attention.o",),
+            "mlp.gate_proj": ("mlp.gate",), "mlp.up_proj": ("mlp.up",), "mlp.down_proj": ("mlp.down",),
+            "lm_head": (ft.HEAD,)}
+
+
+def plan_flops(memory: Plan, model: object) -> Flops:
+    """The FLOPs of a training plan: the network's own count, else ``flops`` of ``model`` with what the plan trains."""
+    r = memory.regime
+    trained = trained_of(memory.model, r)
+    own = _own_flops(memory)
+    if own is not None:
+        return own if trained is None else replace(own, notes=(OWN_TRAINED_NOTE,))
+    found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained)
+    if trained is not None and trained.lora and not trained.adapters:
+        return replace(found, notes=(MATRIX_LORA_NOTE,))
+    return found
+
+
+OWN_TRAINED_NOTE = ("FLOPs: the network's own count of a full-training step (counted without the adapters and frozen "
+                    "weights: its LoRA step's FLOPs are not counted apart)")
 
 
 def _ops(spec: ModelSpec, recompute: str) -> sympy.Expr | None:
@@ -367,7 +444,7 @@ def train_time(model: object, gpu: GPU | Budget | str, *, gpus: int | None = Non
     budget = to_budget(gpu)
     how, rate = _efficiency(mfu, achieved_tflops)
     memory, fl_, step, values = train_parts(model, budget.gpu, how, rate, compute, _layout_options(gpus, options))
-    return _finish("train", memory, budget, fl_.train, step, values, tokens, price, how, fl_.parts)
+    return _finish("train", memory, budget, fl_.train, step, values, tokens, price, how, fl_.parts, fl_.notes)
 
 
 def to_budget(gpu: GPU | Budget | str) -> Budget:
@@ -396,7 +473,7 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
     if r.recompute not in fl.RECOMPUTE:  # a recompute memory models whose recomputed FLOPs are not counted
         raise UserError(f"time does not model recompute {r.recompute}'s recomputed FLOPs; plan its memory with "
                         "'symbolic memory'")
-    fl_ = _own_flops(memory) or flops(spec if spec is not None else model, seq=r.seq, recompute=r.recompute)
+    fl_ = plan_flops(memory, spec if spec is not None else model)
     step = step_formula(memory, fl_, how)
     values = _train_values(memory, fl_, gpu, how, rate, compute)
     return memory, fl_, step, values
@@ -534,8 +611,8 @@ def _train_values(memory: Plan, fl_: Flops, gpu: GPU, how: str, rate: float, com
 
 
 def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: Formula, values: dict[str, object],
-            tokens: int | None, price: float | None, how: str, parts: tuple[dict[str, object], ...] = ()
-            ) -> TimePlan:
+            tokens: int | None, price: float | None, how: str, parts: tuple[dict[str, object], ...] = (),
+            flops_notes: tuple[str, ...] = ()) -> TimePlan:
     name = memory.model.name
     per_step = tm.step_flops_formula(f"flops.{name}.step", f"Training FLOPs per optimizer step of {name}", per_token)
     formulas = {"flops_per_token": per_token, "flops_per_step": per_step, "step_seconds": step,
@@ -568,7 +645,8 @@ def _finish(mode: str, memory: Plan, budget: Budget, per_token: Formula, step: F
     fits = memory.total <= budget.bytes
     if not fits:
         notes.append(f"the per-GPU memory ({memory.total:,} bytes) does not fit {budget.label}")
-    kept_notes = [n for n in memory.notes if not n.startswith("microbatches matter only")] + _cannot_count(memory)
+    kept_notes = ([n for n in memory.notes if not n.startswith("microbatches matter only")] + _cannot_count(memory)
+                  + list(flops_notes))
     if memory.model.sequence:
         notes.append(f"tokens per step = dp × batch × microbatches × seq = {figures['tokens_per_step']:,} "
                      "(microbatches: gradient-accumulation steps, and the pipeline's m)")
