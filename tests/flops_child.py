@@ -30,8 +30,11 @@ def _file(spec, args, inputs, loss, sizes=None):
     return files.file_source(str(DATA / spec), args, files.parse_inputs(inputs), loss, sizes)
 
 
-def _real(source, batch):
-    """FlopCounterMode around a real CPU step: forward and backward totals, and per module (its own names)."""
+def _real(source, batch, targets=None):
+    """FlopCounterMode around a real CPU step: forward and backward totals, and per module (its own names).
+
+    ``targets``: peft's own ``inject_adapter_in_model(LoraConfig(r=LORA_RANK, target_modules=targets))`` first (every
+    base weight frozen by peft)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -39,6 +42,10 @@ def _real(source, batch):
 
     torch.manual_seed(0)
     module = source.build(source.arguments).train()
+    if targets is not None:
+        from peft import LoraConfig, inject_adapter_in_model
+
+        module = inject_adapter_in_model(LoraConfig(r=LORA_RANK, target_modules=targets), module).train()
     x = make_inputs(source, batch, device="cpu")
     with FlopCounterMode(display=False) as forward:
         loss = loss_of(module(**x), source.loss)
@@ -67,6 +74,22 @@ def _fitted(source, batch, sizes):
             "fit_sizes": {n: source.sizes[n] for n in fit.names}}
 
 
+LORA_RANK = 4
+
+
+def _lora_case(source, batch, targets):
+    """The LoRA step's fit (``flop_fit`` with peft's adapters on the meta device) against a real peft step."""
+    from symbolic.networks.module import lora, resolve
+
+    fit = resolve.module_network(source).flop_fit("float32", lora.Spec(LORA_RANK, tuple(targets)))
+    point = (batch, *(source.sizes[n] for n in fit.names))
+    plain = resolve.module_network(source).flop_fit("float32")
+    return {"fitted": {"forward": fit.total("forward", point), "backward": fit.total("backward", point),
+                       "backward_modules": {m: int(p.at(point)) for m, p in fit.backward}},
+            "full": {"forward": plain.total("forward", point), "backward": plain.total("backward", point)},
+            "real": _real(source, batch, list(targets))}
+
+
 def _case(source, batch, sizes):
     from symbolic.networks.module import resolve
 
@@ -86,6 +109,8 @@ def cases():
                      {"H": 40, "W": 24}),
         "resnet18": _case(resnet, 4, {"H": 96, "W": 128}),  # fitted at 32-96, multiples of its stride 32
         "vit": _case(vit, 3, {"H": 40, "W": 56}),  # fitted at 48-144 (multiples of its patch size 8)
+        "mlp_lora": _lora_case(_file("mlp.py:MLP", {"d_in": 64, "d_h": 48, "n_out": 10}, ["x=B,64"], "cross-entropy"),
+                               7, ("up", "out")),
         "depthwise": _case(_file("nets.py:Depthwise", {"channels": 8}, ["x=B,8,H,W"], "mean", {"H": 8, "W": 8}), 3,
                            {"H": 12, "W": 20}),
     }
@@ -112,7 +137,8 @@ def cli():
            "--mfu", "0.4", "--loss", "cross-entropy", "--batch", "8"]
     from symbolic.networks.module import flops
 
-    out = {"time": _cli("time", *mlp), "json": _cli("time", *mlp, "--json")}
+    out = {"time": _cli("time", *mlp), "json": _cli("time", *mlp, "--json"),
+           "lora": _cli("time", *mlp, "--lora-rank", str(LORA_RANK), "--lora-targets", "up,out", "--json")}
     fit, flops.fit = flops.fit, None  # asked again: from the cache, or a TypeError (exit 1)
     try:
         out["again"] = _cli("time", *mlp, "--json")

@@ -50,6 +50,24 @@ def test_backward_is_charged_to_the_module_whose_forward_made_it(child: dict, na
     assert {m: v for m, v in backward.items() if m != first} == {m: 2 * v for m, v in forward.items() if m != first}
 
 
+def test_lora_step_counted_as_peft_runs_it(child: dict) -> None:
+    """``time`` with --lora-rank on a torch module counts the step with peft's adapters (rank 4 on up and out of
+    article A's MLP, 64 → 48 → 48 → 64 → 10, batch 7): equal to FlopCounterMode over a real peft step on the CPU.
+    Frozen gat, whose input needs no gradient, runs no backward at all, and neither does frozen up (its input, gat's
+    output, needs none) nor up's lora_A beyond its weight gradient; down and out, after up's adapter, only their
+    input gradient, 1 × forward (Narayanan et al. 2021 §5.1); the adapters add 2·r·(in + out) per sample forward and
+    their weight gradients, lora_B its input gradient."""
+    case = child["cases"]["mlp_lora"]
+    fitted, real, full = case["fitted"], case["real"], case["full"]
+    assert (fitted["forward"], fitted["backward"]) == (real["forward"], real["backward"])
+    adapters = 7 * 2 * 4 * ((48 + 48) + (64 + 10))
+    assert fitted["forward"] - full["forward"] == adapters
+    gat, up, down, out = (7 * 2 * i * o for i, o in ((64, 48), (48, 48), (48, 64), (64, 10)))
+    assert full["backward"] == gat + 2 * (up + down + out)  # full training: gat's input needs no gradient either
+    assert fitted["backward"] == down + out + 7 * 2 * 4 * ((48 + 2 * 48) + (2 * 64 + 2 * 10))
+    assert fitted["backward_modules"].get("gat", 0) == fitted["backward_modules"].get("up.base_layer", 0) == 0
+
+
 def test_grouped_convolution_weight_gradient_counted_once(child: dict) -> None:
     """torch 2.13's conv_backward_flop ignores groups in the weight gradient; the probe counts it once.
 
@@ -97,6 +115,18 @@ def test_time_of_a_file_module(child: dict) -> None:
     assert data["tokens_per_step"] == batch  # no token sequence: a token is one sample
     step = sum(row["forward"] + row["backward"] for row in rows.values())
     assert data["flops_per_step"] == step == data["flops_per_token"] * batch
+
+
+def test_time_of_a_lora_step_counts_the_adapters(child: dict) -> None:
+    """``time --lora-rank 4 --lora-targets up,out``: the step's FLOPs are the LoRA step's (``flop_fit`` with peft's
+    adapters, checked against a real peft step in ``test_lora_step_counted_as_peft_runs_it``), per module."""
+    done = child["cli"]["lora"]
+    assert done["code"] == 0, done["err"]
+    data = json.loads(done["out"])
+    rows = {row["module"]: row for row in data["flops_by_module"]}
+    assert {"up.lora_A.default", "out.lora_B.default"} <= set(rows) and rows["gat"]["backward"] == 0
+    full = json.loads(child["cli"]["json"]["out"])
+    assert data["flops_per_step"] < full["flops_per_step"] and not any("full-training" in n for n in data["notes"])
 
 
 def test_time_asked_again_reads_the_cache(child: dict) -> None:

@@ -328,7 +328,7 @@ class ModelShape:
         """The loss a network brings itself (a torch module's), which the planner's ``loss`` option then shows; None here."""
         return None
 
-    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> Any:
+    def own_flops(self, batch: int, precision: str, recompute: int = 0, lora: tuple[Any, ...] = ()) -> Any:
         """Its own FLOPs per sample at micro-batch ``batch`` (``module.flops.OwnFlops``: counted), or None: ``time``'s.
 
         ``recompute`` N > 0: every N-th of its ``checkpoint_blocks`` checkpointed (their forward counted again).

@@ -219,16 +219,16 @@ def plan_flops(memory: Plan, model: object) -> Flops:
     r = memory.regime
     trained = trained_of(memory.model, r)
     own = _own_flops(memory)
-    if own is not None:
-        return own if trained is None else replace(own, notes=(OWN_TRAINED_NOTE,))
+    if own is not None:  # counted on its own step: with LoRA, peft's adapters on the frozen module
+        return own if trained is None or trained.lora else replace(own, notes=(OWN_TRAINED_NOTE,))
     found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained)
     if trained is not None and trained.lora and not trained.adapters:
         return replace(found, notes=(MATRIX_LORA_NOTE,))
     return found
 
 
-OWN_TRAINED_NOTE = ("FLOPs: the network's own count of a full-training step (counted without the adapters and frozen "
-                    "weights: its LoRA step's FLOPs are not counted apart)")
+OWN_TRAINED_NOTE = ("FLOPs: the network's own count of a full-training step (the frozen embedding's weights are "
+                    "counted as trained)")
 
 
 def _ops(spec: ModelSpec, recompute: str) -> sympy.Expr | None:
@@ -482,7 +482,9 @@ def train_parts(model: object, gpu: GPU, how: str, rate: float, compute: str | N
 def _own_flops(memory: Plan) -> Flops | None:
     """The network's own FLOPs per sample at the plan's micro-batch (``Network.own_flops``), or None."""
     r = memory.regime
-    own = memory.model.own_flops(r.batch, r.precision, pytorch.own_recompute(memory.model, r))
+    lora = ((r.lora_rank, tuple(r.lora_targets), r.lora_dropout, r.adapter_dtype, r.qlora)
+            if getattr(r, "lora_rank", 0) else ())  # its step with peft's adapters, counted
+    own = memory.model.own_flops(r.batch, r.precision, pytorch.own_recompute(memory.model, r), lora)
     if own is None:
         return None
     return Flops(own.forward, own.train, dict(own.values), tuple(own.modules))

@@ -258,9 +258,13 @@ class ModuleNetwork(ModelShape):
         """The setup's LoRA settings (``planning.pytorch`` puts the regime's there), or None."""
         if not getattr(setup, "lora", ()):
             return None
-        rank, targets, dropout, dtype, nf4 = setup.lora
-        if nf4 and setup.precision not in QLORA_PRECISIONS:
-            raise UserError(f"qlora with precision {setup.precision}: {self.name}, a torch module, is measured with "
+        return self._lora_spec(setup.lora, setup.precision)
+
+    def _lora_spec(self, lora: tuple[Any, ...], precision: str) -> adapters.Spec:
+        """The Spec of a regime's (rank, targets, dropout, adapter dtype, qlora), its precision checked for QLoRA."""
+        rank, targets, dropout, dtype, nf4 = lora
+        if nf4 and precision not in QLORA_PRECISIONS:
+            raise UserError(f"qlora with precision {precision}: {self.name}, a torch module, is measured with "
                             "its linears in NF4 and the rest bf16 (as transformers loads it with torch_dtype bfloat16), "
                             "or fp32 under bf16 autocast (peft's prepare_model_for_kbit_training): use --precision bf16 "
                             "or bf16-mixed")
@@ -348,22 +352,29 @@ class ModuleNetwork(ModelShape):
                 "timm, diffusers and transformers checkpoint theirs: its inputs saved, its inside rebuilt in backward "
                 "(measured on the meta device)")
 
-    def flop_fit(self, dtype: str) -> flops.FlopFit:
-        """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes)."""
-        key = f"flops.{dtype}"
+    def flop_fit(self, dtype: str, lora: adapters.Spec | None = None) -> flops.FlopFit:
+        """One step's FLOPs per module in ``dtype`` (counted once, then cached on disk beside the step's bytes).
+
+        ``lora``: the step with peft's adapters on the frozen module (``lora.adapted``), as autograd runs it."""
+        key = f"flops.{dtype}" if lora is None else f"flops.{dtype}.{lora.key()!r}"
         if key not in self._fits:
-            source = self.module_source
+            source = self.module_source if lora is None else adapters.adapted(self.module_source, lora)
             name = cache.key("flops", _source_key(source), dict(source.sizes), dtype)
             data, _ = cache.cached(name, lambda: flops.to_data(flops.fit(source, dtype)))
             self._fits[key] = flops.from_data(data)
         return self._fits[key]
 
-    def own_flops(self, batch: int, precision: str, recompute: int = 0) -> flops.OwnFlops:
+    def own_flops(self, batch: int, precision: str, recompute: int = 0, lora: tuple[Any, ...] = ()) -> flops.OwnFlops:
         """FLOPs per sample, per module, counted on the meta device (``module.flops``); what ``time`` reads.
 
-        ``recompute`` N > 0: every N-th repeated block checkpointed, its forward counted again."""
+        ``recompute`` N > 0: every N-th repeated block checkpointed, its forward counted again. ``lora``: the
+        regime's (rank, targets, dropout, adapter dtype, qlora), the step with peft's adapters (none: full training;
+        QLoRA counted as LoRA: the same matmuls on the dequantized weights)."""
         dtype, mixed = step_dtypes(precision)  # under autocast the matmuls run in its 16-bit dtype
-        result = self.flop_fit(mixed or dtype)
+        spec = self._lora_spec(lora, precision) if lora else None
+        if spec is not None and spec.qlora:  # bitsandbytes' gemm_4bit, a custom op FlopCounterMode does not see,
+            spec = replace(spec, qlora=False)  # runs the 16-bit matmul's multiply-adds on the dequantized weight
+        result = self.flop_fit(mixed or dtype, spec)
         return flops.own_flops(self.name, result, self.sizes(), batch, self.checkpointed(recompute))
 
     def _at(self, poly: probe.Poly, names: Sequence[str]) -> sympy.Expr:
