@@ -173,7 +173,8 @@ def train_terms(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], core
             q, k, v = (qkv[key] for key in _LAYER_INPUT)
             return 2 * S * (q_width * (int(q) + int(k)) + v_width * (int(q or k) + int(v)))
         attention = L * eager(qkv1) + eager(qkv0) - eager(qkv1)
-    terms = [_t("forward", "forward pass (the adapters' matmuls included)", forward, "narayanan2021", "§5.1"),
+    terms = [_t("forward", "forward pass" + (" (the adapters' matmuls included)" if trained.adapters else ""), forward,
+                "narayanan2021", "§5.1"),
              _t("backward.input", "backward: input gradients of the weight matmuls, 1 × forward where the input "
                 "needs one", inputs, "narayanan2021", "§5.1",
                 "Layer 0's input needs none under LoRA without gradient checkpointing (the frozen embedding's output): "
