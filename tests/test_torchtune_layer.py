@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from helpers import torch_child
-from test_torchtune_loss import _plan, _tiny
+from test_torchtune_loss import _tiny
 
 from symbolic import planning
 from symbolic.core.symbols import B, H, S, a, a_kv, d_ff, d_head
