@@ -67,7 +67,8 @@ def _plan(tmp_path, **options: object) -> planning.Plan:
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_32_3B))
-    return planning.plan(str(config), "train", batch=2, seq=4096, precision="bf16", runtime=False, **options)
+    options = {"precision": "bf16", **options}
+    return planning.plan(str(config), "train", batch=2, seq=4096, runtime=False, **options)
 
 
 def test_upcast_changes_the_forward_not_the_eager_backward(tmp_path):
@@ -145,8 +146,9 @@ def test_packed_step_by_phase_within_one_percent(measured, tmp_path):
 
 
 @pytest.mark.parametrize(("options", "words"), [
-    ({"compile": True}, "without compile or recompute"),
-    ({"recompute": "full"}, "without compile or recompute"),
+    ({"recompute": "selective"}, "recompute none or full"),
+    ({"recompute": "full", "recompute_every": 2}, "not full every 2"),
+    ({"compile": True, "precision": "fp8"}, "not with float8 linears"),
     ({"activations": "pytorch"}, "activations korthikanti"),
     ({"tp": 2}, "one tensor-parallel rank"),
     ({"flash": False}, "fused attention kernel"),

@@ -5,7 +5,9 @@ Source: torchtune README "Optimization flags" (commit bd2a0fc; the table added i
 batch 2 packed to 4,096 tokens, bf16, one A100, "Peak Memory Active" (``active_bytes.all.peak``: the plan's
 tensors, ``runtime=False``). Each row adds to the one before, except LoRA and QLoRA, which "do not use
 optimizer_in_bwd or AdamW8bit" (README): compile, chunked CE, activation checkpointing and offloading, and
-torch.optim.AdamW (the README's command for the last row overrides the QLoRA config's optimizer component).
+torch.optim.AdamW (the README's command for the last row overrides the QLoRA config's optimizer component). Every
+row ran packed (the README: each technique added on top of "+ Packed Dataset"; its QLoRA command sets
+dataset.packed=True): torchtune's layer with packed positions, compiled, ``--layer-impl torchtune-packed``.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ SHARED = {"logits": "chunked", "recompute": "full", "offload_activations": True}
 OFFLOADING_ROW = {**SHARED, "optimizer_in_backward": True}
 # (row, published GiB, options, the plan's error as stated in docs/accuracy.md)
 ROWS = [
-    ("+ 8-bit AdamW", 17.6, {**OFFLOADING_ROW, "optimizer": "adam-8bit"}, -0.104),
-    ("LoRA", 8.5, {**SHARED, **LORA}, 0.028),
-    ("QLoRA", 4.6, {**SHARED, **LORA, "qlora": True}, 0.052),
+    ("+ 8-bit AdamW", 17.6, {**OFFLOADING_ROW, "optimizer": "adam-8bit"}, -0.096),
+    ("LoRA", 8.5, {**SHARED, **LORA}, 0.044),
+    ("QLoRA", 4.6, {**SHARED, **LORA, "qlora": True}, 0.083),
 ]
 
 
@@ -40,7 +42,7 @@ def _plan(tmp_path, **options: object) -> planning.Plan:
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_32_3B))
     return planning.plan(str(config), "train", batch=2, seq=4096, precision="bf16", runtime=False, compile=True,
-                         **options)
+                         layer_impl="torchtune-packed", **options)
 
 
 def _gib(plan: planning.Plan) -> float:
@@ -49,19 +51,20 @@ def _gib(plan: planning.Plan) -> float:
 
 @pytest.mark.parametrize(("row", "published", "options", "stated"), ROWS)
 def test_torchtune_rows(tmp_path, row, published, options, stated):
-    """Each row as it ran, against its published peak active; + 8-bit AdamW stays 0.4 % outside 10 %: the
-    published drop from the offloading row is 4.2 GiB, the plan's 5.9 (docs say why)."""
+    """Each row as it ran (packed: torchtune's layer with packed positions, compiled), against its published peak
+    active; + 8-bit AdamW is the furthest: the published drop from the offloading row is 4.2 GiB, the plan's 5.9
+    (docs say why)."""
     error = _gib(_plan(tmp_path, **options)) / published - 1
     assert abs(error - stated) < 0.005, (row, f"{error:+.3%}")
-    assert abs(error) < 0.10 or row == "+ 8-bit AdamW", (row, error)
+    assert abs(error) < 0.10, (row, error)
 
 
 def test_eight_bit_row_under_either_implementation(tmp_path):
     """The row's optimizer is not published (the config's PagedAdamW8bit, the tutorial's torchao AdamW8bit). With
     the optimizer in backward the tied 128,256 × 3,072 embedding is stepped last, after the layers' backward:
     torchao's step (its two fp32 states, measured on the CPU: test_adam_8bit_step.py) holds 2.95 GiB beside the
-    weights, 8-bit states and that gradient, 15.74 GiB, under the loss's backward moment (15.78): the row is the
-    same −10.4 % with either, so the 8-bit step's temporaries do not explain the smaller published drop."""
+    weights, 8-bit states and that gradient, 15.74 GiB, under the loss's backward moment (15.92): the row is the
+    same −9.5 % with either, so the 8-bit step's temporaries do not explain the smaller published drop."""
     options = {**OFFLOADING_ROW, "optimizer": "adam-8bit"}
     bnb, torchao = (_plan(tmp_path, **options, optimizer_impl=impl) for impl in ("bitsandbytes", "torchao"))
     step = torchao.as_dict()["terms"]["optimizer_temporaries"]
@@ -74,9 +77,10 @@ def test_eight_bit_row_under_either_implementation(tmp_path):
 
 def test_lora_and_qlora_share_one_excess(tmp_path):
     """LoRA and QLoRA differ only in the frozen base: the plans' excess over the published rows is the same
-    0.24 GiB, so it is not the NF4 layout (torchao's differs from bitsandbytes' by < 1 MiB here)."""
+    0.38 GiB, so it is not the NF4 layout (torchao's differs from bitsandbytes' by < 1 MiB here); 0.14 GiB of it is
+    the eager final norm's fp32 input and normalized copy (torchtune's layer, measured on the CPU)."""
     lora, qlora = (_gib(_plan(tmp_path, **options)) - published for _, published, options, _ in ROWS[1:])
-    assert abs(lora - qlora) < 0.01 and 0.2 < lora < 0.3, (lora, qlora)
+    assert abs(lora - qlora) < 0.01 and 0.3 < lora < 0.45, (lora, qlora)
 
 
 def test_lora_takes_activation_offloading(tmp_path):

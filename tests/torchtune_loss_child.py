@@ -46,11 +46,12 @@ def _torch() -> object:
     return child_main.inductor_modules("torch")[0]
 
 
-def _decoder(torch: object, upcast: bool, layers: int = 1, offloading: object = None) -> object:
+def _decoder(torch: object, upcast: bool, layers: int = 1, offloading: object = None, vocab: int = VOCAB) -> object:
     """torchtune's decoder, small: ``layers`` layers, tied output; ``upcast``: ``unembed`` returns
     ``self.output(h).float()``. Called with ``input_pos`` (packed positions), RoPE gathers its cache rows.
     ``offloading`` (a ``_Stash``): each layer checkpointed (non-reentrant) and the output head under no-op hooks,
-    as the recipe with activation checkpointing and offloading runs it."""
+    as the recipe with activation checkpointing and offloading runs it; ``checkpointed`` on the model switches the
+    layers' checkpoint alone (``CheckpointWrapper``'s non-reentrant checkpoint around each layer's call)."""
     import contextlib
 
     from torch.utils.checkpoint import checkpoint
@@ -112,19 +113,21 @@ def _decoder(torch: object, upcast: bool, layers: int = 1, offloading: object = 
     class Decoder(nn.Module):  # TransformerDecoder with a tied output (llama3_2's TiedLinear)
         def __init__(self) -> None:
             super().__init__()
-            self.tok_embeddings = nn.Embedding(VOCAB, HIDDEN)
+            self.tok_embeddings = nn.Embedding(vocab, HIDDEN)
             rope = RoPE()  # llama3_2's builder makes one and hands it to every layer
             self.layers = nn.ModuleList([Layer(rope) for _ in range(layers)])
             self.norm = RMSNorm()
+            self.checkpointed = offloading is not None  # torchtune's checkpoint_wrapper around each layer
 
         def forward(self, tokens, input_pos=None):  # noqa: ANN001, ANN202
             h = self.tok_embeddings(tokens)
             for layer in self.layers:
-                if offloading is None:
+                if not self.checkpointed:
                     h = layer(h, input_pos)
-                else:
+                    continue
+                if offloading is not None:
                     offloading.layer_inputs.add(h.untyped_storage().data_ptr())
-                    h = checkpoint(layer, h, input_pos, use_reentrant=False)
+                h = checkpoint(layer, h, input_pos, use_reentrant=False)
             h = self.norm(h)  # unembed: the last layer's output is released here
             # get_act_offloading_ctx_manager: the output head under a NoOpManager (nothing of it offloaded)
             head = contextlib.nullcontext() if offloading is None else torch.autograd.graph.saved_tensors_hooks(
@@ -146,10 +149,10 @@ def _loss_fn(torch: object, path: str, labels: object, compiled: object) -> obje
     shifted = torch.hstack((labels[..., 1:], torch.full((labels.shape[0], 1), IGNORE))).reshape(-1)
 
     def hugging_face(logits):  # noqa: ANN001, ANN202  (ForCausalLMLoss: the upcast inside the loss)
-        return functional.cross_entropy(logits.float().reshape(-1, VOCAB), shifted, ignore_index=IGNORE)
+        return functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), shifted, ignore_index=IGNORE)
 
     def torchtune(logits):  # noqa: ANN001, ANN202  (_loss_step: reshape, the loss module, del logits)
-        return compiled(logits.reshape(-1, VOCAB), shifted)
+        return compiled(logits.reshape(-1, logits.size(-1)), shifted)
 
     fn = hugging_face if path == "loss" else torchtune
     fn.held = (labels, shifted)

@@ -133,7 +133,7 @@ class LayerVariant:
     moe: bool = False
     act_bytes: int = 2
     compiled: bool = False  # issue 28: the layer compiled (torch.compile's min-cut partitioner decides what is saved)
-    impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's eager layer (torchtune_parts)
+    impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's layer (torchtune_parts; compiled)
     float8: str = ""  # issue 28: torchao's float8 recipe of the linear layers ("" in bf16); changes what compile saves
 
     @property
@@ -234,11 +234,21 @@ def compiled_parts(v: LayerVariant) -> list[Part]:
     is rebuilt from the layer input and the attention's output projection (kept instead: the
     same bytes). It keeps each norm's per-token statistics: 1/rms (RMSNorm) or mean and 1/std
     (LayerNorm), fp32.
+
+    torchtune's layer compiled (``impl`` torchtune or torchtune-packed, ``training.compile_model``: each layer
+    compiled; measured on the CPU with inductor, ``tests/test_torchtune_layer.py``): the same tensors with K and V
+    expanded to every query head, the copies SDPA's backward reads (``torchtune_kv``); the norms' fp32 upcasts and
+    normalized copies are recomputed from the saved 16-bit input and 1/rms, and with packed positions the RoPE rows
+    are gathered again from ``input_pos`` (a model input, saved once for every layer): nothing of their own.
     """
     if not v.flash or v.moe or v.dropout:
         raise UnknownNameError("compile is modelled (measured) for a dense layer with a fused attention kernel and no "
                                "dropout")
-    eager = layer_parts(replace(v, compiled=False))
+    if v.impl != "korthikanti" and (v.float8 or not v.gated):
+        raise UnknownNameError("torchtune's compiled layer is modelled (measured) for a dense gated bf16 layer")
+    eager = layer_parts(replace(v, compiled=False, impl="korthikanti"))
+    if v.impl != "korthikanti":
+        eager = [torchtune_kv(part) for part in eager]
     b, stats = v.act_bytes, 1 if v.gated else 2
     out = []
     for part in eager:
@@ -295,6 +305,15 @@ def final_norm_terms(b: int) -> list[Term]:
             for part in rms_norm_parts(b, "final_norm", "final norm")]
 
 
+def torchtune_kv(part: Part) -> Part:
+    """K or V as torchtune's ``MultiHeadAttention`` hands them to SDPA: expanded to every query head
+    (``expand(...).flatten(1, 2)``, a copy, a·d_head wide); any other part as it is."""
+    if part.key not in ("key", "value"):
+        return part
+    return Part(part.key, f"{part.key[0].upper()} expanded to every query head (a·d_head wide)",
+                part.expr / a_kv * a, "tp", source=TORCHTUNE_SRC)
+
+
 def torchtune_parts(v: LayerVariant) -> list[Part]:
     """What torchtune's eager ``TransformerSelfAttentionLayer`` keeps (1814feb; measured on the CPU).
 
@@ -315,10 +334,7 @@ def torchtune_parts(v: LayerVariant) -> list[Part]:
             first = part.key == "ln1_input"
             out += rms_norm_parts(b, "sa_norm" if first else "mlp_norm", "attention norm" if first else "MLP norm")
             continue
-        if part.key in ("key", "value"):
-            part = Part(part.key, f"{part.key[0].upper()} expanded to every query head (a·d_head wide)",
-                        b * S * B * a * d_head, "tp", source=TORCHTUNE_SRC)
-        out.append(part)
+        out.append(torchtune_kv(part))
     if v.impl == "torchtune-packed":
         out.append(Part("rope_rows", "RoPE cache rows gathered by packed positions, for Q and K (fp32)",
                         2 * 4 * S * B * d_head, "sp", source=TORCHTUNE_SRC))
@@ -527,4 +543,4 @@ MODELS = {
 
 __all__ = ["LAYER_IMPLS", "LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
            "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "ops_recomputed", "per_layer",
-           "final_norm_terms", "rms_norm_parts", "torchtune_parts"]
+           "final_norm_terms", "rms_norm_parts", "torchtune_kv", "torchtune_parts"]

@@ -179,7 +179,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("layer_impl", "train", "choice", "korthikanti", "with --activations korthikanti: whose layer's saved "
            "tensors (default korthikanti; torchtune: torchtune's eager layer, each RMSNorm keeping its fp32 upcast and "
            "normalized copy, K and V expanded to every query head, the final norm's too; torchtune-packed: also the "
-           "RoPE cache rows each call gathers by packed positions); eager, dense gated layers, flash, tp 1",
+           "RoPE cache rows each call gathers by packed positions; with --compile the compiled layer: K and V "
+           "expanded, the rest recomputed); dense gated layers, flash, tp 1, recompute none or full",
            _acts.LAYER_IMPLS, concern="training"),
     Option("logits_upcast", "train", "choice", "loss", "where the 16-bit logits become fp32 (default loss: inside "
            "the loss, Hugging Face's ForCausalLMLoss; model: the model's forward returns fp32 logits, as torchtune's "

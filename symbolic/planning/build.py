@@ -60,6 +60,7 @@ from ..library import peak_pytorch as pypeak
 from ..library import pipeline as pipe
 from ..library import precision as prec
 from ..math.algebra import Solution
+from ..math.extrema import maximum
 from ..math.formula import Evaluation, Formula, to_plain
 from ..math.userterms import CustomTerm, with_terms
 from ..networks import stored
@@ -580,6 +581,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
             compiled = r.compile and r.compile_loss
             during_loss = [upcast_logits.forward_term(act_bytes, compiled)]
             loss_grads = [upcast_logits.backward_term(act_bytes, compiled, _head_trained(model, r))]
+            if rebuilt and r.layer_impl != "korthikanti":  # torchtune's layers rebuilt after the head's backward
+                loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads[0], rebuilt)], []
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         forward += during_loss
@@ -625,6 +628,16 @@ def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: l
     saved_logits = sympy.Add(*(t.expr for t in kept if t.key == "logits"))
     return chunked_backward.backward_term(act_bytes, r.logit_chunks, saved_logits,
                                           sympy.Add(*(t.expr for t in rebuilt)), _head_trained(model, r), tp_s)
+
+
+def _rebuilt_after_loss(kept: list[Term], loss: Term, rebuilt: list[Term]) -> Term:
+    """The backward over what is saved, torchtune's layer checkpointed: the larger of the loss's moment and the last
+    layer's rebuild, when the loss and the head have freed what they saved (the ``logits`` term: the final norm's,
+    the head's input and the logits; measured on the CPU, ``tests/test_torchtune_layer.py``)."""
+    saved = sympy.Add(*(t.expr for t in kept if t.key == "logits"))
+    again = sympy.Add(*(t.expr for t in rebuilt))
+    return loss.replace(title=f"{loss.title}, or the last layer rebuilt once the loss and head freed theirs",
+                        expr=maximum(loss.expr, again - saved))
 
 
 def _head_trained(model: ModelShape, r: Regime) -> bool:

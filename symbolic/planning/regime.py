@@ -360,7 +360,8 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     layer_impl = str(_checked("layer_impl", pick("layer_impl", _default("layer_impl"))))
     if layer_impl != "korthikanti":
         _check_layer_impl(model, layer_impl, activations, tp, recompute=str(recompute), compiled=compiled,
-                          fused=bool(flash) and not dropout)
+                          fused=bool(flash) and not dropout, precision=str(precision),
+                          every=int(recompute_every))  # type: ignore[arg-type]
     compile_loss = bool(_checked("compile_loss", pick("compile_loss", _default("compile_loss"))))
     if "compile_loss" in given and not compiled:
         raise PlanOptionError("compile_loss applies with compile (the layers compiled); add --compile")
@@ -670,13 +671,17 @@ def _check_upcast(activations: str, logits: str, tp: int) -> None:
 
 
 def _check_layer_impl(model: ModelShape, impl: str, activations: str, tp: int, *, recompute: str,
-                      compiled: bool, fused: bool) -> None:
-    """--layer-impl torchtune: torchtune's eager dense gated layer on one tensor-parallel rank (measured so)."""
+                      compiled: bool, fused: bool, precision: str, every: int) -> None:
+    """--layer-impl torchtune: torchtune's dense gated layer on one tensor-parallel rank, eager or compiled, with full
+    checkpointing or none (measured so: tests/test_torchtune_loss.py, tests/test_torchtune_layer.py)."""
     if activations != "korthikanti":
         raise PlanOptionError(f"layer_impl {impl} is modelled with activations korthikanti, not {activations}")
-    if compiled or recompute != "none":
-        raise PlanOptionError(f"layer_impl {impl} is torchtune's eager layer, measured without compile or recompute "
-                              "(the partitioner and checkpointing decide what those keep)")
+    if recompute not in ("none", "full") or every > 1:
+        every_nth = f" every {every}" if every > 1 else ""
+        raise PlanOptionError(f"layer_impl {impl} is measured with recompute none or full (torchtune's "
+                              f"checkpoint_wrapper around every layer), not {recompute}{every_nth}")
+    if compiled and precision == "fp8":
+        raise PlanOptionError(f"layer_impl {impl} is measured compiled in bf16, not with float8 linears")
     if not fused:
         raise PlanOptionError(f"layer_impl {impl} is modelled with a fused attention kernel (flash) and no dropout")
     if tp > 1 or model.moe or not model.gated:
