@@ -149,23 +149,26 @@ def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.
     expr = block_moments(layers, grads, freed_block, gathered_block, rs_input, reshard)
     return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
                 "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
-                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce",
-                "Block k's backward (k blocks done before it) writes its unsharded gradients in param_dtype; when it "
-                "is done (its saved activations freed) post_backward reshards the block, drops the previous block's "
-                "reduce-scatter input (reduce_scatter_max_input_buffers 1), then foreach_reduce copies the unsharded "
-                "gradients into one flat reduce-scatter input in reduce_dtype and frees them, and reduce-scatters "
-                "into a new output that becomes the block's sharded param.grad (a view, kept until the optimizer's "
-                "zero_grad). Two moments per block: its backward's end, with all its unsharded gradients, the "
-                "previous block's input (k ≥ 1) and the block itself still gathered, and the copy-in after the "
-                "reshard (one block fewer held, its own input new); both with k + 1 blocks' activations freed and "
-                "k blocks' sharded gradients alive. The backward's other terms (every block's activations, the "
-                "running and prefetched blocks) hold for k ≤ L−2, the prefetched block is gone at k = L−1 and, "
-                "without resharding, each finished block's unsharded parameters are freed too: the largest excess "
-                "over k = 0 … L−1 (block_moments), zero where the blocks free more activations than this takes "
-                "(activation-heavy steps: full recompute at long sequences, vision models). The loss's gradients at "
-                "the start of backward are counted beside these moments (the table's backward has no moment inside "
-                "a block; a block's own backward transients are taken to be no larger). Measured on the CPU over "
-                "two gloo ranks (tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE + TABLE_NOTE)
+
+
+WRITTEN_NOTE = (
+    "Block k's backward (k blocks done before it) writes its unsharded gradients in param_dtype; when it is done (its "
+    "saved activations freed) post_backward reshards the block, drops the previous block's reduce-scatter input "
+    "(reduce_scatter_max_input_buffers 1), then foreach_reduce copies the unsharded gradients into one flat "
+    "reduce-scatter input in reduce_dtype and frees them, and reduce-scatters into a new output that becomes the "
+    "block's sharded param.grad (a view, kept until the optimizer's zero_grad). Two moments per block: its backward's "
+    "end, with all its unsharded gradients, the previous block's input (k ≥ 1) and the block itself still gathered, "
+    "and the copy-in after the reshard (one block fewer held, its own input new); both with k + 1 blocks' activations "
+    "freed and k blocks' sharded gradients alive. The backward's other terms (every block's activations, the running "
+    "and prefetched blocks) hold for k ≤ L−2, the prefetched block is gone at k = L−1 and, without resharding, each "
+    "finished block's unsharded parameters are freed too: the largest excess over k = 0 … L−1 (block_moments), zero "
+    "where the blocks free more activations than this takes (activation-heavy steps: full recompute at long "
+    "sequences, vision models). Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py, "
+    "tests/test_module_fsdp.py).")
+TABLE_NOTE = (" The loss's gradients at the start of backward are counted beside these moments: the table's backward "
+              "has no moment inside a block, and a block's own backward transients are taken to be no larger (the "
+              "CPU step's backward within 0.1 %).")
 
 
 def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,

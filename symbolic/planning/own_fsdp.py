@@ -160,7 +160,7 @@ def block_grads_term(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: s
     with the moments inside a block, beside that peak)."""
     term = fsdp.written_grads_term(layers, grads, freed, gathered, rs_input, reshard)
     expr = fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True)
-    return term.replace(expr=expr, note=term.note + BLOCK_NOTE)
+    return term.replace(expr=expr, note=fsdp.WRITTEN_NOTE + BLOCK_NOTE)
 
 
 BLOCK_NOTE = (" For a torch module the step's own backward peak lies inside a block's backward (its gradients in "
