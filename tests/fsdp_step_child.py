@@ -2,8 +2,9 @@
 
 ``fsdp_child.py``'s set-up (its Llama-shaped module, torchtitan's grouping: each block a ``fully_shard``
 unit, then the root; ``MixedPrecisionPolicy(bf16, fp32)``; AdamW), with and without resharding after
-forward. A first step creates AdamW's states; the second is measured on each rank with ``fsdp_live``
-(the local shards, FSDP2's in-place storage resizes, each operator's output), phase by phase. At each
+forward. A first step creates AdamW's states; three more are measured on each rank with ``fsdp_live`` (the local
+shards, FSDP2's in-place storage resizes, each operator's output), phase by phase, each phase's least reading
+(``fsdp_live.least_peaks``: gloo's thread releases a collective's tensors late at times, never early). At each
 phase's peak it also reads the sharded gradients alive then (``fsdp_live.sharded_grad_bytes``). Prints
 one JSON object on stdout (each rank's measurements, in rank order).
 """
@@ -24,7 +25,7 @@ import fsdp_live  # noqa: E402
 
 
 def _run(reshard: bool) -> dict:
-    """The measured second step of the sharded Llama-shaped module: each phase's peak and the grads then."""
+    """The measured steps of the sharded Llama-shaped module: each phase's least peak and the grads then."""
     import torch
     from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -43,8 +44,6 @@ def _run(reshard: bool) -> dict:
         return {"sharded_grads": fsdp_live.sharded_grad_bytes(groups),
                 "blocks_with_sharded_grads": sum(fsdp_live.sharded_grad_bytes([g]) > 0 for g in groups[:-1])}
 
-    live = fsdp_live.Live(snapshot)
-
     def step(enter: Any) -> None:
         enter("zero_grad")
         optimizer.zero_grad(set_to_none=True)
@@ -57,15 +56,9 @@ def _run(reshard: bool) -> dict:
         optimizer.step()
 
     step(lambda _: None)
-    optimizer.zero_grad(set_to_none=True)
-    for t in fsdp_live.state(model, optimizer, (ids,)):
-        live.track(t)
-    start = live.current
-    with fsdp_live.counting(live):
-        step(live.enter)
+    peaks, at_peak, start = fsdp_live.least_peaks(step, model, optimizer, (ids,), snapshot)
     block = sum(p.numel() for p in fsdp_child._llama().layers[0].parameters())
-    return {"start": start, "phases": {k: v for k, v in live.peaks.items() if k != "setup"},
-            "at_peak": live.at_peak, "block_params": block}
+    return {"start": start, "phases": peaks, "at_peak": at_peak, "block_params": block}
 
 
 def _worker(rank: int, world: int, port: int, queue: Any) -> None:

@@ -3,7 +3,8 @@
 The ViT and the residual CNN of ``tests/data/modules/blocks.py``, each block of its repeated stack
 (``Network.checkpoint_blocks``) a ``fully_shard`` unit and then the root, as the plan assumes; AdamW
 (the CPU's default, one parameter at a time, as ``--device cpu`` plans it), one warm step, then three measured
-ones on each rank (each phase's least reading: ``MEASURED``) with ``fsdp_live`` (the local shards, FSDP2's in-place storage resizes, every operator's output), phase by phase. Cases: fp32, reshard
+ones on each rank (each phase's least reading: ``fsdp_live.least_peaks``) with ``fsdp_live`` (the local shards,
+FSDP2's in-place storage resizes, every operator's output), phase by phase. Cases: fp32, reshard
 after forward on and off; bf16-mixed as torchtitan runs it (``MixedPrecisionPolicy(bf16, fp32)``, no
 autocast; the default ``--fsdp-param-dtype``) and with ``--fsdp-param-dtype fp32`` (fp32 units, the forward
 under CPU autocast). Beside each, ``memory``'s plan of the same module (``planning.plan``, ``--device cpu``).
@@ -19,10 +20,6 @@ import child_main  # this folder: sys.path[0] of a child script
 from modules_child import DATA
 
 BATCH, SIZES, WORLD = 3, {"H": 16, "W": 16}, 2
-# Each rank's phases are the least over three measured steps: a tensor handed to a gloo collective is released when
-# gloo's own thread drops it, at a moment that varies from run to run (one run in about five read up to 5 % more on
-# one rank, never less: a release can come late, never early), so the least reading is FSDP2's own lifetimes.
-MEASURED = 3
 MODELS = {"vit": ("blocks.py:ViT", {"dim": 32}), "rescnn": ("blocks.py:ResCNN", {"channels": 16})}
 # (model, precision, reshard, fsdp_param_dtype or None for the default), in two groups of about 15 s each (the
 # probes behind the plans take most of it): the group is the script's argument
@@ -52,7 +49,7 @@ def _plan(model: str, precision: str, reshard: bool, dtype: str | None) -> dict:
 
 
 def _measure(model: str, precision: str, reshard: bool, dtype: str | None, blocks: list[str]) -> dict:
-    """The measured second step of the sharded module on this rank: each phase's peak (``fsdp_live``)."""
+    """The measured steps of the sharded module on this rank: each phase's least peak (``fsdp_live``)."""
     import contextlib
 
     import fsdp_live
@@ -89,18 +86,7 @@ def _measure(model: str, precision: str, reshard: bool, dtype: str | None, block
         optimizer.step()
 
     step(lambda _: None)
-    found: dict[str, int] = {}
-    for _ in range(MEASURED):
-        optimizer.zero_grad(set_to_none=True)
-        live = fsdp_live.Live()
-        for t in fsdp_live.state(module, optimizer, x.values()):
-            live.track(t)
-        with fsdp_live.counting(live):
-            step(live.enter)
-        for phase, peak in live.peaks.items():
-            if phase != "setup":
-                found[phase] = min(found.get(phase, peak), peak)
-    return found
+    return fsdp_live.least_peaks(step, module, optimizer, x.values())[0]
 
 
 def _worker(rank: int, world: int, port: int, cases: list, queue: Any) -> None:

@@ -86,7 +86,8 @@ def test_compiled_forward_holds_the_saved_tensors_only():
     terms, where = plan.terms(), plan.layout.where()
     forward = [key for key, phases in where.items() if "forward" in phases]
     assert set(forward) == {"activations", "inputs", "logits"}  # no fp32 logits, padded labels or logits copy
-    resident = terms["weights"] + terms["optimizer_states"]
+    resident = terms["weights"] + terms["optimizer_states"] + terms["optimizer_steps"]  # AdamW's CPU step counters
+    assert terms["optimizer_steps"] == 4 * (32 * 9 + 3)  # every block's 9 tensors, the embedding, final norm, head
     assert plan.phase_bytes()["forward"] == resident + plan.activation_bytes
     sb, v, h = 4096, 128256, 4096
     loss, head = 2 * sb * v + 4 * sb, 2 * (v * h + sb * h) - 8 * sb

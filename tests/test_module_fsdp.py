@@ -34,7 +34,7 @@ def group(request: pytest.FixtureRequest) -> list[dict]:
 def test_each_phase_within_one_percent(group: list[dict]) -> None:
     """Phase by phase on each rank, within 1 % (the issue's bound for saved bytes; 2 % for a step's peak): fp32 with
     and without resharding, bf16-mixed gathered in bf16 (torchtitan's way), fp32 units under autocast, whose
-    backward peak lies inside a block's backward (``own_fsdp.block_moments``); a ViT and a residual CNN."""
+    backward peak lies inside a block's backward (``fsdp.block_moments``); a ViT and a residual CNN."""
     for case in group:
         planned = case["plan"]["phases"]
         for rank in case["ranks"]:

@@ -132,7 +132,7 @@ def test_chunked_loss_saved_bytes_and_peaks_are_measured(measured):
 # it): the 8-GPU row's gap is mostly FSDP2's sharded gradients (4 N/d, 3.7 GiB at d = 8): written during backward on
 # the reduce-scatter stream, whose own pool of max reserved is not modelled; in allocated bytes they replace the
 # activations their blocks freed (fsdp_backward_grads is zero here; test_fsdp.py states the same gap between the rows).
-TORCHTITAN_ROWS = [(8, 82.4, -0.079), (128, 67.0, -0.034)]
+TORCHTITAN_ROWS = [(8, 82.4, -0.083), (128, 67.0, -0.038)]
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_ROWS)

@@ -14,9 +14,10 @@ FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_ful
   so two blocks are unsharded at a time; with ``reshard_after_forward=False`` every block stays
   unsharded from its forward to its backward. The root is not resharded after forward
   (``FSDPState._lazy_init``: its parameters would be gathered again at once for backward);
-- in backward a block's unsharded gradients (param dtype) are copied into one flat reduce-scatter
-  input in ``reduce_dtype`` (``foreach_reduce``), which is kept until the next block's
-  reduce-scatter is issued (``reduce_scatter_max_input_buffers`` 1); the root's gradients (the
+- in backward, once a block's backward is done, ``post_backward`` reshards it, drops the previous
+  block's reduce-scatter input (``reduce_scatter_max_input_buffers`` 1), then copies the block's
+  unsharded gradients (param dtype) into one flat reduce-scatter input in ``reduce_dtype``
+  (``foreach_reduce``), kept until the next block's ``post_backward``; the root's gradients (the
   head's first) wait for the root's own reduce-scatter at the end of backward;
 - the reduce-scatter output (reduce_dtype, cast to the parameter's dtype) is viewed as the block's sharded
   gradients (``foreach_reduce``: ``torch.as_strided`` of it becomes ``sharded_param.grad``), the unsharded
@@ -145,34 +146,75 @@ def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.
                        gathered_block: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> Term:
     """Backward: a block's unsharded gradients, its reduce-scatter input and the finished blocks' sharded gradients,
     beyond the saved activations the finished blocks freed (``grads``: one block's unsharded, its sharded)."""
-    expr = _written(layers, grads, freed_block, gathered_block, rs_input, reshard)
+    expr = block_moments(layers, grads, freed_block, gathered_block, rs_input, reshard)
     return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
                 "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
-                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce",
-                "When block k's backward is done (its saved activations freed), post_backward copies its unsharded "
-                "gradients into one flat reduce-scatter input in reduce_dtype (kept until the next block's "
-                "post_backward) and frees them, then reduce-scatters into a new output that becomes its sharded "
-                "param.grad (a view, kept until the optimizer's zero_grad). At that copy-in k + 1 blocks' "
-                "activations are freed and k blocks' sharded gradients alive; the backward's other terms (every "
-                "block's activations, the running and prefetched blocks) hold for k ≤ L−2, the prefetched block is "
-                "gone at k = L−1 and, without resharding, each finished block's unsharded parameters are freed too: "
-                "the largest excess over k = 0 … L−1, zero where the blocks free more activations than this takes "
-                "(activation-heavy steps: full recompute at long sequences, vision models). Measured on the CPU "
-                "over two gloo ranks (tests/test_fsdp_step.py, tests/test_module_fsdp.py).")
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE + TABLE_NOTE)
 
 
-def _written(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
-             gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool) -> sympy.Expr:
-    """max(0, E(k)) over k = 0 … L−1 (linear in k: its ends, and L−2 where the prefetched block goes), with
-    E(k) = input + unsharded gradients + k·sharded − (k + 1)·freed, less what the held blocks no longer hold."""
+WRITTEN_NOTE = (
+    "Block k's backward (k blocks done before it) writes its unsharded gradients in param_dtype; when it is done (its "
+    "saved activations freed) post_backward reshards the block, drops the previous block's reduce-scatter input "
+    "(reduce_scatter_max_input_buffers 1), then foreach_reduce copies the unsharded gradients into one flat "
+    "reduce-scatter input in reduce_dtype and frees them, and reduce-scatters into a new output that becomes the "
+    "block's sharded param.grad (a view, kept until the optimizer's zero_grad). Two moments per block: its backward's "
+    "end, with all its unsharded gradients, the previous block's input (k ≥ 1) and the block itself still gathered, "
+    "and the copy-in after the reshard (one block fewer held, its own input new); both with k + 1 blocks' activations "
+    "freed and k blocks' sharded gradients alive. The backward's other terms (every block's activations, the running "
+    "and prefetched blocks) hold for k ≤ L−2, the prefetched block is gone at k = L−1 and, without resharding, each "
+    "finished block's unsharded parameters are freed too: the largest excess over k = 0 … L−1 (block_moments), zero "
+    "where the blocks free more activations than this takes (activation-heavy steps: full recompute at long "
+    "sequences, vision models). Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py, "
+    "tests/test_module_fsdp.py).")
+TABLE_NOTE = (" The loss's gradients at the start of backward are counted beside these moments: the table's backward "
+              "has no moment inside a block, and a block's own backward transients are taken to be no larger (the "
+              "CPU step's backward within 0.1 %).")
+
+
+def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
+                  gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr | int = 0,
+                  inside: bool = False) -> sympy.Expr:
+    """What FSDP2's gradient buffers add to the backward phase's other terms: max(0, …) over k = 0 … L−1 (each
+    moment linear in k between its ends, 1, L−2 where the prefetched block goes, and L−1) of
+
+    - end(k) = [k ≥ 1]·input + unsharded + k·sharded − (k + 1)·freed: block k's backward done, before
+      post_backward (the previous block's reduce-scatter input, the block still gathered);
+    - copy(k) = input + unsharded + k·sharded − (k + 1)·freed: its copy-in, after the reshard (one block fewer
+      held) and with its own input;
+    - with ``inside`` (a torch module, whose measured backward peak lies inside a block's backward), inner(k) =
+      [k ≥ 1]·input + k·(sharded − freed), beside that peak;
+
+    each less the gathered blocks no longer held (without resharding each finished block's parameters, and nothing
+    prefetched; with it the prefetched block at k = L−1), and end and copy less ``transients``: what the phase's
+    peak holds that neither moment does (a module's backward transients; 0 for the table families)."""
     unsharded, sharded = grads
+    last = layers - 1
 
-    def moment(k: sympy.Expr | int) -> sympy.Expr:
-        return rs_input + unsharded + k * sharded - (k + 1) * freed
+    def released(k: sympy.Expr | int, copied: bool) -> sympy.Expr:
+        """Gathered blocks the held term counts that are gone: finished (and, at the copy-in, the running) blocks
+        without resharding; with it the running block at its copy-in and the prefetched one at k = L−1."""
+        if not reshard:
+            return (k + int(copied)) * gathered
+        return (int(copied) + int(k == last)) * gathered
 
-    if not reshard:
-        return maximum(0, moment(0), moment(layers - 1) - (layers - 1) * gathered)
-    return maximum(0, moment(0), moment(layers - 2), moment(layers - 1) - gathered)
+    def started(k: sympy.Expr | int) -> int:
+        return int(k != 0)
+
+    def end(k: sympy.Expr | int) -> sympy.Expr:
+        return started(k) * rs_input + unsharded + k * sharded - (k + 1) * freed - released(k, False) - transients
+
+    def copy(k: sympy.Expr | int) -> sympy.Expr:
+        return rs_input + unsharded + k * sharded - (k + 1) * freed - released(k, True) - transients
+
+    def inner(k: sympy.Expr | int) -> sympy.Expr:
+        return rs_input + k * (sharded - freed) - released(k, False)
+
+    if isinstance(layers, int):
+        ends: list[sympy.Expr | int] = sorted({k for k in (0, 1, layers - 2, last) if 0 <= k <= last})
+    else:  # a symbolic L, taken to be at least 3
+        ends = [0, 1, layers - 2, last]
+    inners = [inner(k) for k in ends if k != 0] if inside else []
+    return maximum(0, *inners, *(end(k) for k in ends), *(copy(k) for k in ends))
 
 
 def forward_outputs(reshard: bool, block_bytes: sympy.Expr, freed_block: sympy.Expr,

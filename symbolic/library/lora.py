@@ -128,6 +128,10 @@ class Adapters:
         """Trainable parameters: Σ count · r · (in + out)."""
         return sympy.Add(*(m.count * sum(m.tensors(self.rank)) for m in self.modules))
 
+    def tensor_count(self) -> sympy.Expr:
+        """Trainable tensors: lora_A and lora_B of every adapted module."""
+        return sympy.Add(*(2 * m.count for m in self.modules))
+
     def layer_tensors(self) -> list[sympy.Expr]:
         """Elements of the trainable tensors of one block and the head, in ``named_parameters()`` order."""
         return [x for m in self.modules for x in m.tensors(self.rank)]

@@ -43,8 +43,9 @@ less the loss's, the head's, ln_f's and that layer's c_proj input and dropout ma
 head's V·H gradient, ln_f's and c_proj's gradients and four in-flight tensors (B·S·H + 3·B·S·d_ff).
 It leads when B·S is small beside H and the saved tensors exceed the weights (the tests' tiny
 GPT-2 at B = 1, S = 32: 1.8 % above the other two, measured to 8 bytes). Not modelled: the same
-moment for Llama and under autocast. Also not counted: tensors of a few bytes (AdamW's per-parameter step
-counters, which only a torch module's CPU step adds, ``adamw_step_counters``; the loss scalar), and on CUDA the allocator's rounding to 512-byte blocks and its
+moment for Llama and under autocast. AdamW's per-parameter step counters (4 bytes each) count on the CPU only
+(``step_counters_term``: without ``capturable`` or ``fused`` they are CPU tensors, host memory beside a GPU
+step). Not counted: the loss scalar, and on CUDA the allocator's rounding to 512-byte blocks and its
 workspaces (cuBLAS, attention kernels), which ``torch.cuda.max_memory_allocated`` includes
 (``library/runtime.py`` has them as terms of their own).
 
@@ -86,37 +87,59 @@ class PeakModel:
 
     def phases(self) -> dict[str, sympy.Expr]:
         """The two candidate peaks as whole-step totals: early backward and the optimizer step."""
-        base = self.formula.term("weights").expr + self.formula.term("optimizer_state").expr
+        base = sympy.Add(*(t.expr for t in self.formula.terms if t.key != "phase"))  # the resident terms
         return {"backward": base + self.backward, "optimizer": base + self.optimizer}
 
 
-def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> list[sympy.Expr]:
-    """Elements of each parameter tensor in ``named_parameters()`` order (one layer, as repeated).
-
-    ``bias``: the MLP's ``nn.Linear`` biases, or Llama-family q/k/v projection biases (Qwen2).
-    """
+def _tensor_groups(family: str, bias: bool, tied: bool) -> tuple[list[sympy.Expr], list[sympy.Expr], list[sympy.Expr]]:
+    """Elements of the parameter tensors before the repeated layers, of one layer, and after them."""
     if family == "mlp":
         weights = [d_in * d_h, d_h**2, d_h * d_in, d_in * n_out]
         biases = [d_h, d_h, d_in, n_out]
-        return [x for w, c in zip(weights, biases) for x in ((w, c) if bias else (w,))]
+        return [x for w, c in zip(weights, biases) for x in ((w, c) if bias else (w,))], [], []
     if family == "gpt2":
         layer = [H, H, 3 * H**2, 3 * H, H**2, H, H, H, H * d_ff, d_ff, d_ff * H, H]
-        return [V * H, n_pos * H, *layer, *layer, H, H]
+        return [V * H, n_pos * H], layer, [H, H]
     q, kv = a * d_head, a_kv * d_head
     attn = [q * H, q, kv * H, kv, kv * H, kv] if bias else [q * H, kv * H, kv * H]
-    layer = [*attn, H * q, H * d_ff, H * d_ff, d_ff * H, H, H]
-    return [V * H, *layer, *layer, H, *([] if tied else [V * H])]
+    return [V * H], [*attn, H * q, H * d_ff, H * d_ff, d_ff * H, H, H], [H, *([] if tied else [V * H])]
+
+
+def parameter_tensors(family: str, *, bias: bool = True, tied: bool = True) -> list[sympy.Expr]:
+    """Elements of each parameter tensor in ``named_parameters()`` order, one layer as repeated: the layer
+    listed twice (every pair of neighbours, which ``adamw_cpu_temporaries`` needs), not L times
+    (``parameter_tensor_count`` counts them all).
+
+    ``bias``: the MLP's ``nn.Linear`` biases, or Llama-family q/k/v projection biases (Qwen2).
+    """
+    before, layer, after = _tensor_groups(family, bias, tied)
+    return [*before, *layer, *layer, *after]
+
+
+def parameter_tensor_count(family: str, *, bias: bool = True, tied: bool = True) -> sympy.Expr:
+    """How many parameter tensors ``named_parameters()`` yields: every one of the L layers'."""
+    before, layer, after = _tensor_groups(family, bias, tied)
+    return len(before) + L * len(layer) + len(after)
 
 
 ADAMW_STEP_BYTES = 4  # torch/optim/adam.py _init_group: torch.tensor(0.0, dtype=_get_scalar_dtype()), float32 0-dim
 
 
-def adamw_step_counters(tensors: int) -> sympy.Expr:
+def adamw_step_counters(tensors: sympy.Expr | int) -> sympy.Expr:
     """Bytes of AdamW's per-parameter ``state["step"]``: one float32 0-dim tensor per trainable tensor.
 
     Without ``capturable`` or ``fused`` (torch 2.13's defaults) they live on the CPU whatever the
     parameters' device: host memory on a GPU, the step's own memory on the CPU."""
-    return sympy.Integer(ADAMW_STEP_BYTES * int(tensors))
+    return ADAMW_STEP_BYTES * sympy.sympify(tensors)
+
+
+def step_counters_term(tensors: sympy.Expr | int, where: str) -> Term:
+    """AdamW's step counters on the CPU (``adamw_step_counters``); a GPU step leaves them in host memory."""
+    return _term("optimizer_steps", "AdamW's step counters: a float32 0-dim tensor per trainable tensor",
+                 adamw_step_counters(tensors), where,
+                 "torch/optim/adam.py _init_group: torch.tensor(0.0) per parameter without capturable or fused "
+                 "(torch 2.13's defaults, foreach or not): on the CPU, so a CPU step holds them and a GPU step "
+                 "does not (its plan leaves them out: host memory).")
 
 
 def adamw_cpu_temporaries(sizes: Sequence[sympy.Expr]) -> sympy.Expr:
@@ -217,7 +240,8 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
          bias: bool | None = None, tied: bool | None = None, loss: str = "cross-entropy",
          trainable: Sequence[sympy.Expr] | None = None, frozen_bytes: sympy.Expr = 0,
          saved_override: act.SavedModel | None = None, trainable_count: sympy.Expr | None = None,
-         trainable_bytes: int | None = None, accumulate: int = 1, in_backward: bool = False) -> StepModel:
+         trainable_bytes: int | None = None, accumulate: int = 1, in_backward: bool = False,
+         trainable_tensors: sympy.Expr | int | None = None) -> StepModel:
     """What one steady-state training step of ``family`` keeps alive, by phase (contract S).
 
     ``optimizer``: adamw, sgd-momentum (momentum 0.9) or sgd. ``foreach``: PyTorch's
@@ -228,7 +252,9 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
     order, one layer as repeated (as ``parameter_tensors``; None: all of them);
     ``trainable_count``: their total (default N without ``trainable``, else its sum);
     ``trainable_bytes``: their element size (default the setup's parameter bytes, fp32 under
-    autocast). ``frozen_bytes``: bytes of frozen (no-gradient) weights. ``saved_override``: a
+    autocast); ``trainable_tensors``: how many (default every parameter tensor without ``trainable``; with
+    it and no count AdamW's CPU step counters are left out). ``frozen_bytes``: bytes of frozen (no-gradient)
+    weights. ``saved_override``: a
     saved model to use instead of ``pytorch.saved.<family>`` (LoRA's). ``accumulate`` K and
     ``in_backward``: the gradients' lifetime (``lifetime_phases``). N, the exact parameter count,
     stays a symbol.
@@ -256,6 +282,9 @@ def step(family: str, setup: act.Setup | None = None, *, optimizer: str = "adamw
     if optimizer == "adamw":
         resident.append(_term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * count, where,
                               "torch.zeros_like(param): the parameters' dtype."))
+        tensors = parameter_tensor_count(family, bias=bias, tied=tied) if trainable is None else trainable_tensors
+        if s.device == "cpu" and tensors is not None:
+            resident.append(step_counters_term(tensors, where))
     elif optimizer == "sgd-momentum":
         resident.append(_term("optimizer_state", "SGD momentum buffers", tb * count, where,
                               "torch.clone(grad) at the first step: the parameters' dtype."))

@@ -205,11 +205,13 @@ def step_arguments(model: ModelShape, regime: object, found: Any) -> dict[str, o
         tied = family == "gpt2" or bool(model.config.get("tie_word_embeddings", False))
         sizes = [x.xreplace(widths) for x in pypeak.parameter_tensors(family, bias=bias, tied=tied)]
         emb = embedding_params(model)
-        return {"trainable": sizes[1:], "trainable_count": N - emb,
+        tensors = pypeak.parameter_tensor_count(family, bias=bias, tied=tied) - 1  # the token embedding frozen
+        return {"trainable": sizes[1:], "trainable_count": N - emb, "trainable_tensors": tensors,
                 "frozen_bytes": saved.setup.param_bytes * emb, "saved_override": saved}
     ad = adapters(model, regime)
     return {"trainable": ad.layer_tensors(), "trainable_count": ad.params(), "trainable_bytes": ad.element_bytes,
-            "frozen_bytes": frozen_base_bytes(model, regime, N), "saved_override": saved}
+            "trainable_tensors": ad.tensor_count(), "frozen_bytes": frozen_base_bytes(model, regime, N),
+            "saved_override": saved}
 
 
 def extra_phases(model: ModelShape, regime: object, found: Any, step: object = None) -> dict[str, tuple[Term, ...]]:

@@ -15,8 +15,9 @@ backward without the whole model's gradients), and in its place:
 - backward: the root's unsharded gradients (all of them: an upper bound, the embedding's come last); the
   largest block's unsharded gradients, its reduce-scatter input in reduce_dtype and the finished blocks'
   sharded gradients, beyond the saved activations the finished blocks freed, with the largest unit's sizes
-  and the smallest block's saved bytes (``block_moments``: inside a block's backward beside the step's own
-  peak, at a block's copy-in beside the saved tensors only, without the peak's transients);
+  and the smallest block's saved bytes (``fsdp.block_moments``: inside a block's backward beside the step's own
+  peak, at the end of a block's backward and at its copy-in beside the saved tensors only, without the peak's
+  transients);
 - optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
 
 A pure fp32, bf16 or fp16 step gathers in its own dtype. Under bf16-mixed (fp16-mixed alike) two setups people
@@ -155,42 +156,15 @@ def backward_transients(step: StepModel) -> sympy.Expr:
 
 def block_grads_term(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr, gathered: sympy.Expr,
                      rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr) -> Term:
-    """Backward: what FSDP2's gradient buffers add to the module's measured backward peak (``block_moments``)."""
-    expr = block_moments(layers, grads, freed, gathered, rs_input, reshard, transients)
+    """Backward: what FSDP2's gradient buffers add to the module's measured backward peak (``fsdp.block_moments``
+    with the moments inside a block, beside that peak)."""
     term = fsdp.written_grads_term(layers, grads, freed, gathered, rs_input, reshard)
-    return term.replace(expr=expr, note=term.note + BLOCK_NOTE)
+    expr = fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True)
+    return term.replace(expr=expr, note=fsdp.WRITTEN_NOTE + BLOCK_NOTE)
 
 
 BLOCK_NOTE = (" For a torch module the step's own backward peak lies inside a block's backward (its gradients in "
-              "flight, its temporaries), so two kinds of moment are weighed against it: inside block k's backward "
+              "flight, its temporaries), so a third kind of moment is weighed against it: inside block k's backward "
               "(k blocks done: their sharded gradients, the last one's reduce-scatter input, less their activations "
-              "and, without resharding, their unsharded parameters), and post_backward's copy-in, which comes after "
-              "the block's reshard (one block fewer held) and holds none of the backward's transients. Measured "
-              "over two gloo ranks (tests/test_module_fsdp.py).")
-
-
-def block_moments(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr, gathered: sympy.Expr,
-                  rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr) -> sympy.Expr:
-    """max(0, inner(k), copy(k) − transients) over k = 0 … L−1, each linear in k (its ends, and L−2 where the
-    prefetched block goes): inner(k) = [k ≥ 1]·input + k·(sharded − freed) inside block k's backward, beside the
-    step's peak; copy(k) = input + unsharded + k·sharded − (k + 1)·freed at block k's copy-in, after its reshard
-    (less one block gathered, two at k = L−1 with nothing prefetched); without resharding each finished block's
-    parameters are freed too (k of them inside, k + 1 at the copy-in) and nothing is prefetched."""
-    unsharded, sharded = grads
-    last = layers - 1
-
-    def released(k: int, copied: bool) -> sympy.Expr:
-        """Gathered blocks the held term counts that are gone: finished (and, at the copy-in, the running) blocks
-        without resharding; with it the running block at its copy-in and the prefetched one at k = L−1."""
-        if not reshard:
-            return (k + int(copied)) * gathered
-        return (int(copied) + int(k == last)) * gathered
-
-    def inner(k: int) -> sympy.Expr:
-        return rs_input + k * (sharded - freed) - released(k, False)
-
-    def copy(k: int) -> sympy.Expr:
-        return rs_input + unsharded + k * sharded - (k + 1) * freed - released(k, True) - transients
-
-    ends = sorted({k for k in (0, 1, layers - 2, last) if 0 <= k <= last})
-    return maximum(0, *(inner(k) for k in ends if k >= 1), *(copy(k) for k in ends))
+              "and, without resharding, their unsharded parameters); the end of a block's backward and its copy-in "
+              "hold none of the peak's transients. Measured over two gloo ranks (tests/test_module_fsdp.py).")

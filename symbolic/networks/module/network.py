@@ -579,9 +579,8 @@ class ModuleNetwork(ModelShape):
             resident.append(term("buffers", "the module's buffers (running statistics)", sympy.Integer(buffers)))
         if optimizer == "adamw":
             resident.append(term("optimizer_state", "AdamW moments exp_avg and exp_avg_sq", 2 * tb * trained))
-            if setup.device == "cpu":  # on a GPU the counters stay in host memory (adamw_step_counters)
-                resident.append(term("optimizer_steps", "AdamW's step counters: a float32 0-dim tensor per trainable "
-                                     "tensor", pypeak.adamw_step_counters(len(tensors))))
+            if setup.device == "cpu":  # on a GPU the counters stay in host memory (step_counters_term)
+                resident.append(pypeak.step_counters_term(len(tensors), where))
         elif optimizer == "sgd-momentum":
             resident.append(term("optimizer_state", "SGD momentum buffers", tb * trained))
         inputs = self._at(fit.inputs, fit.names)
