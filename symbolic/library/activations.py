@@ -419,7 +419,9 @@ def ops_float8_parts(v: LayerVariant) -> list[Part]:
     scalars are left (measured; not an option here). Compiled (inductor, torch 2.13, with either list): tensorwise
     saves the compiled bf16 layer's tensors and scalars only; rowwise saves ``abs`` of every weight, of the inputs of
     wq, wo and w1 (wk, wv, w3 share them) and both norms' fp32 1/rms, which the compiled bf16 layer recomputes.
-    Weights all-gathered in float8 (``float8_gathered``) are cast before the layer: no abs or amax of a weight.
+    Weights all-gathered in float8 (``float8_gathered``) are cast in FSDP2's pre-all-gather hook, outside the
+    checkpointed layer (torchao 36027d8 ``fsdp_utils.py``; the linear skips a cast weight): no abs or amax of a
+    weight (read, not measured).
     """
     _refuse_ops(v)
     if v.compiled and v.float8 == "rowwise" and not v.gated:
