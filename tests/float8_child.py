@@ -10,7 +10,13 @@ torchao 0.18.0 (``convert_to_float8_training``; its ``torchao/float8`` files are
 - ``step``: the tiny two-layer Llama (``tiny_models.LLAMA``, bf16, sdpa), its linear layers converted with
   torchtitan's filter (9dec370 ``float8.py``: every ``nn.Linear`` but the output head; every dim here is
   a multiple of 16), against the same model in bf16: the bytes saved for backward and the phase peaks of
-  two SGD steps (``measure.saved_tensors``, ``measure.step_peak``).
+  two SGD steps (``measure.saved_tensors``, ``measure.step_peak``);
+- ``ops``: torchtitan's per-op selective checkpointing with float8 (``--recompute ops``): one bf16 Llama layer
+  converted (each recipe) under ``saved_for_backward_child``'s checkpointed measurement and policy, with
+  torchtitan 9dec370's save list (``aten.abs`` on it, what the benchmark ran) and with 88247277c's (without):
+  the bytes kept between forward and backward at two (B, S); and the two-layer model's SGD step with every
+  decoder layer wrapped as torchtitan's ``apply_ac`` wraps it (``checkpoint_wrapper``, ``context_fn``, no RNG
+  state), its phase peaks, in bf16 and with each recipe.
 
 Writes one JSON object on stdout; exits with 77 when torch, transformers or torchao cannot be imported.
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 SKIP = 77
@@ -89,24 +96,58 @@ def linears() -> list[dict]:
     return out
 
 
-def step() -> dict:
-    """The tiny Llama's saved bytes and phase peaks in bf16 and with each recipe."""
+def ops_wrapped(torch: object, model: object, abs_saved: bool = True) -> object:
+    """Each decoder layer wrapped as torchtitan's ``apply_ac`` wraps it under ``selective_ac_option = 'op'``
+    (9dec370: ``checkpoint_wrapper``, a fresh policy count per call, ``preserve_rng_state=False``)."""
+    from saved_for_backward_child import _policy
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils import checkpoint
+
+    def context() -> tuple:
+        return checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int), abs_saved))
+
+    layers = model.model.layers
+    for index, layer in enumerate(layers):
+        layers[index] = checkpoint_wrapper(layer, context_fn=context, preserve_rng_state=False)
+    return model
+
+
+def step(ops: bool = False) -> dict:
+    """The tiny Llama's saved bytes and phase peaks in bf16 and with each recipe (``ops``: its layers under the
+    per-op policy, 9dec370's list, and with each recipe 88247277c's too, ``<recipe>-no-abs``: phase peaks only)."""
     torch, _, _, config_class, model_class = _imports()
     batch, seq = STEP
     ids = torch.randint(0, LLAMA["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(0))
     inputs = {"input_ids": ids, "labels": ids}
     out = {}
-    for recipe in (None, *RECIPES):
+    runs = [(None, True), *((r, True) for r in RECIPES)] + ([(r, False) for r in RECIPES] if ops else [])
+    for recipe, abs_saved in runs:
         torch.manual_seed(0)
         cfg = config_class(**LLAMA, num_hidden_layers=2, attn_implementation="sdpa", use_cache=False)
         model = _converted(model_class(cfg).to(torch.bfloat16).train(), recipe)
         converted = sum(type(m).__name__ == "Float8Linear" for m in model.modules())
-        saved = saved_tensors(model, inputs, lambda o: o.loss).total_bytes
+        row = {"converted": converted}
+        if ops:
+            model = ops_wrapped(torch, model, abs_saved)
+        else:
+            row["saved"] = saved_tensors(model, inputs, lambda o: o.loss).total_bytes
         peak = step_peak(model, inputs, lambda o: o.loss, optimizer=lambda p: torch.optim.SGD(p, lr=1e-3))
-        out[recipe or "bf16"] = {"converted": converted, "saved": saved, "phases": peak.phases}
+        out[(recipe or "bf16") + ("" if abs_saved else "-no-abs")] = {**row, "phases": peak.phases}
     return out
+
+
+def ops() -> dict:
+    """The per-op policy with float8: one layer's kept bytes (each recipe, each list) and the step's phases."""
+    import saved_for_backward_child as sac_child
+
+    layer = {"bf16": sac_child.sac()}
+    for recipe in RECIPES:
+        for abs_saved in (True, False):
+            layer[recipe + ("" if abs_saved else "-no-abs")] = sac_child.sac(
+                lambda module, recipe=recipe: _converted(module, recipe), abs_saved)
+    return {"layer": layer, "step": step(ops=True)}
 
 
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
-    print(json.dumps({"linears": linears(), "step": step(), "llama": LLAMA, "step_size": STEP}))
+    print(json.dumps({"linears": linears(), "step": step(), "ops": ops(), "llama": LLAMA, "step_size": STEP}))

@@ -14,6 +14,13 @@ leave it out). The request on stdin names one measurement (``{"what": ...}``):
   backward (a pack hook, each storage once, parameters left out) at two (B, S), and at the first one SGD
   step's peaks by phase.
 
+- ``ops``: torchtitan's per-op selective checkpointing with float8 (``--recompute ops --compile``): one bf16
+  Llama layer, converted (each recipe), wrapped as torchtitan's ``apply_ac`` wraps it (``float8_child.ops_wrapped``:
+  ``checkpoint_wrapper``, 9dec370's policy, or 88247277c's list without ``aten.abs``) and compiled after with
+  ``fullgraph=True`` (``apply_compile``): the bytes its compiled graph saves (each storage once, dtype and shape
+  read) at two (B, S); and the two-layer model's SGD step with every layer so wrapped and compiled (9dec370's
+  list), its phase peaks (the loss eager), in bf16 and with each recipe.
+
 ``dynamic=True`` and no size of 1: one compilation per graph. Writes one JSON object on stdout; exits with 77
 when torch, transformers or torchao cannot be imported, or when inductor finds no C++ compiler.
 """
@@ -161,8 +168,88 @@ def saved() -> dict:
     return out
 
 
+def _ops_block(torch: object, transformers: object, recipe: str | None, abs_saved: bool) -> tuple:
+    """One converted Llama layer under the per-op policy, compiled after wrapping; its config and rotary module."""
+    from float8_child import ops_wrapped  # this folder: sys.path[0] of a child script
+    from transformers.models.llama import modeling_llama as modeling
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**LLAMA, attn_implementation="sdpa")
+    holder = torch.nn.Module()  # ops_wrapped wraps model.model.layers
+    holder.model = torch.nn.Module()
+    holder.model.layers = torch.nn.ModuleList([_converted(modeling.LlamaDecoderLayer(config, 0).to(torch.bfloat16),
+                                                          recipe)])
+    layer = holder.model.layers[0]
+    block = torch.compile(ops_wrapped(torch, holder, abs_saved).model.layers[0], fullgraph=True, backend="inductor",
+                          dynamic=True)
+    return block, layer, config, modeling.LlamaRotaryEmbedding(config)
+
+
+def _block_peaks(torch: object, block: object, x: object, cos: object, sin: object) -> dict[str, int]:
+    """The compiled block's forward peak and its backward's (a bf16 gradient of its output given), over their starts,
+    the parameters' gradients already allocated (accumulated into)."""
+    grad = torch.randn_like(x)
+    held: dict = {}
+
+    def forward() -> None:
+        y = block(x.clone(), None, position_embeddings=(cos, sin))
+        held["y"] = y[0] if isinstance(y, tuple) else y
+
+    peaks = {"forward_peak": _tensor_peak(torch, forward),
+             "backward_peak": _tensor_peak(torch, lambda: held.pop("y").backward(grad))}
+    x.grad = None
+    return peaks
+
+
+def ops() -> dict:
+    """The compiled per-op checkpointed layer's saved bytes by dtype and shape, and the compiled step's phases."""
+    torch, transformers, *_ = _imports()
+    layer_rows: dict = {}
+    for recipe, abs_saved in ((None, True), *((r, a) for r in RECIPES for a in (True, False))):
+        block, layer, config, rotary = _ops_block(torch, transformers, recipe, abs_saved)
+        params = {p.untyped_storage().data_ptr() for p in layer.parameters()}
+        rows = []
+        for batch, seq in POINTS:
+            x = torch.randn(batch, seq, config.hidden_size, dtype=torch.bfloat16, requires_grad=True)
+            cos, sin = rotary(x, torch.arange(seq)[None])
+            excluded = params | {cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()}
+            seen: dict[int, tuple[int, str, list[int]]] = {}
+
+            def pack(t: object) -> object:
+                storage = t.untyped_storage()
+                if storage.data_ptr() not in excluded:  # noqa: B023
+                    dtype = str(t.dtype).removeprefix("torch.")
+                    seen.setdefault(storage.data_ptr(), (storage.nbytes(), dtype, list(t.shape)))  # noqa: B023
+                return t
+
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                y = block(x.clone(), None, position_embeddings=(cos, sin))  # the input made here: only the block
+            (y[0] if isinstance(y, tuple) else y).float().sum().backward()
+            rows.append({"batch": batch, "seq": seq, "saved": sum(v[0] for v in seen.values()),
+                         "tensors": sorted(seen.values()), **_block_peaks(torch, block, x, cos, sin)})
+        layer_rows[(recipe or "bf16") + ("" if abs_saved else "-no-abs")] = rows
+    step: dict = {}
+    batch, seq = POINTS[0]
+    ids = torch.randint(0, LLAMA["vocab_size"], (batch, seq), generator=torch.Generator().manual_seed(0))
+    for recipe in (None, *RECIPES):
+        from float8_child import ops_wrapped  # this folder: sys.path[0] of a child script
+
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(**LLAMA, num_hidden_layers=LAYERS, attn_implementation="sdpa",
+                                          use_cache=False)
+        model = ops_wrapped(torch, _converted(transformers.LlamaForCausalLM(config).to(torch.bfloat16).train(),
+                                              recipe))
+        for block in model.model.layers:
+            block.compile(backend="inductor", dynamic=True, fullgraph=True)
+        model(input_ids=ids, labels=ids).loss.backward()  # compiles
+        model.zero_grad(set_to_none=True)
+        step[recipe or "bf16"] = _step_phases(torch, model, ids)
+    return {"layer": layer_rows, "step": step}
+
+
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
     child_main.lean_inductor()
     what = json.load(sys.stdin)["what"]
-    print(json.dumps({what: linears() if what == "linears" else saved(), "llama": LLAMA, "layers": LAYERS}))
+    produce = {"linears": linears, "saved": saved, "ops": ops}[what]
+    print(json.dumps({what: produce(), "llama": LLAMA, "layers": LAYERS}))

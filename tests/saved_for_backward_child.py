@@ -58,13 +58,16 @@ SAC_POINTS = ((2, 32), (1, 96))
 CE_POINTS = ((2, 64, 8), (1, 128, 4), (2, 96, 3))
 
 
-def _policy(torch: object, meta: dict) -> object:
-    """torchtitan's _custom_policy (9dec370, parallelize_llama.py), its _save_list plus the CPU flash kernel."""
+def _policy(torch: object, meta: dict, abs_saved: bool = True) -> object:
+    """torchtitan's _custom_policy (9dec370, parallelize_llama.py), its _save_list plus the CPU flash kernel;
+    ``abs_saved=False``: the list after torchtitan 88247277c (Feb 2025), which dropped ``aten.abs``."""
     aten = torch.ops.aten
     save_list = {aten.mm.default, aten._scaled_dot_product_efficient_attention.default,
                  aten._scaled_dot_product_flash_attention.default,
-                 torch.ops._c10d_functional.reduce_scatter_tensor.default, aten.abs.default, aten.max.default,
+                 torch.ops._c10d_functional.reduce_scatter_tensor.default, aten.max.default,
                  aten._scaled_dot_product_flash_attention_for_cpu.default}
+    if abs_saved:  # "for low precision training, it's useful to always save the result of max(abs(tensor))"
+        save_list.add(aten.abs.default)
     policy_kind = torch.utils.checkpoint.CheckpointPolicy
 
     def policy(ctx, func, *args, **kwargs):  # noqa: ANN001, ANN202
@@ -76,12 +79,15 @@ def _policy(torch: object, meta: dict) -> object:
     return policy
 
 
-def sac() -> list[dict]:
-    """Bytes one checkpointed layer keeps under the per-op policy, at each (B, S)."""
+def sac(prepare: object = None, abs_saved: bool = True) -> list[dict]:
+    """Bytes one checkpointed layer keeps under the per-op policy, at each (B, S); ``prepare(layer)`` converts the
+    bf16 layer first (``float8_child``: torchao's float8 linears)."""
     torch, _, checkpoint, config_class, modeling = _torch()
     torch.manual_seed(0)
     cfg = config_class(**LLAMA, attn_implementation="sdpa")
     layer = modeling.LlamaDecoderLayer(cfg, 0).to(torch.bfloat16)
+    if prepare is not None:
+        layer = prepare(layer)
     rotary = modeling.LlamaRotaryEmbedding(cfg)
     out = []
     for batch, seq in SAC_POINTS:
@@ -93,7 +99,8 @@ def sac() -> list[dict]:
         before = live.current
         with tracking_mode(live.track):
             h = x0.clone()
-            context = lambda: checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int)))  # noqa: E731
+            context = lambda: checkpoint.create_selective_checkpoint_contexts(  # noqa: E731
+                _policy(torch, defaultdict(int), abs_saved))
             y = checkpoint.checkpoint(layer, h, None, position_embeddings=(cos, sin), use_reentrant=False,
                                       preserve_rng_state=False, context_fn=context)
             y = y[0] if isinstance(y, tuple) else y

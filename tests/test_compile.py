@@ -200,11 +200,13 @@ def test_torchtitan_compile_rows(gpus, published, stated):
 
 
 # The same tables' row "FSDP + torch.compile + Float8": torchao float8 training (tensorwise scaling, the float8
-# all-gather at its default, off), --precision fp8 on the compile row's options. The planner's float8 change under
-# --compile: the compiled float8 layer (measured with inductor, test_float8_compile.py) rebuilds 0.7 GiB less in
-# the recompute buffer (both norms' outputs and SiLU(gate)·up are recomputed into the fused casts; before: -7.0 and
-# -2.5 %); the fused casts stay under the loss's transients. Measured, the row is 0.2 GiB under the compile row.
-TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.085), (128, 61.8, -0.043)]
+# all-gather at its default, off), --precision fp8 on the compile row's options. Under torchtitan's per-op policy
+# (9dec370's save list, abs on it) the compiled tensorwise layer saves the compiled bf16 layer's tensors, and its
+# backward holds more than the bf16 layer's, not less (both measured with inductor, test_float8_compile.py): the
+# plan is the compile row's (the fused casts stay under the loss's transients). Planned with the compiled float8
+# layer's smaller recompute buffer (not measured under ops), the rows were -8.5 and -4.3 %. Measured, the row is
+# 0.2 GiB under the compile row.
+TORCHTITAN_FLOAT8_ROWS = [(8, 76.8, -0.076), (128, 61.8, -0.031)]
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_FLOAT8_ROWS)

@@ -37,7 +37,8 @@ its fp32 log-sum-exp; with sequence parallelism also the reduce-scatter outputs 
 (sbh/t each). The row-parallel w2's output is a partial sum over the full sequence: not split by
 t. Everything else (norms, rotary, SiLU, the product, wk, wo, w3) is recomputed. A GeLU MLP has
 two matmuls (fc1 saved, fc2 recomputed: 6 in all). The projections are torchtitan's (separate,
-bias-free: ``aten.mm``); a model's own widths are used.
+bias-free: ``aten.mm``); a model's own widths are used. With torchao's float8 linears the list's ``abs``
+keeps every cast's ``|x|`` as well (``ops_float8_parts``).
 
 The generalisation replaces the assumptions by symbols:
 
@@ -135,6 +136,7 @@ class LayerVariant:
     compiled: bool = False  # issue 28: the layer compiled (torch.compile's min-cut partitioner decides what is saved)
     impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's layer (torchtune_parts; compiled)
     float8: str = ""  # issue 28: torchao's float8 recipe of the linear layers ("" in bf16); changes what compile saves
+    float8_gathered: bool = False  # issue 28: FSDP2 all-gathers the weights in float8 (cast before the layer runs)
 
     @property
     def name(self) -> str:
@@ -413,6 +415,51 @@ def ops_parts(v: LayerVariant, sp: bool = False) -> list[Part]:
     if sp:  # reduce_scatter_tensor is on the save list: the row-parallel outputs, split over the sequence
         parts += [Part(f"{key}_reduce_scatter", f"reduce-scatter of {key}'s output (sequence-split)", expr, "sp",
                        source=OPS_SRC) for key, _, expr, shard in layer_matmuls(v) if shard == "whole"]
+    return parts + (ops_float8_parts(v) if v.float8 else [])
+
+
+# the inputs the compiled rowwise layer keeps |x| of: wk and wv share wq's input, w3 w1's (one abs each after CSE)
+ROWWISE_ABS_INPUTS = ("wq", "wo", "w1")
+
+
+def ops_float8_parts(v: LayerVariant) -> list[Part]:
+    """What torchtitan's per-op policy (9dec370) keeps beyond the bf16 layer's when the linears are torchao's
+    Float8Linear (measured on the CPU: ``tests/test_float8.py``, ``tests/test_float8_compile.py``).
+
+    The policy's dispatch mode sees ``aten.mm`` on torchao's float8 tensors (their ``_scaled_mm`` runs below it), so
+    the same bf16 mm outputs are saved. Each cast computes its amax as ``max(abs(x))`` (tensorwise) or
+    ``amax(abs(x), dim)`` (rowwise; ``tensor_to_amax``, identical at torchao eab345c, the benchmark's, and 36027d8),
+    and 9dec370's list has ``aten.abs`` ("for low precision training"): eager, every cast's ``abs`` output is saved
+    whole, 2 bytes an element: each linear's input and its (FSDP-unsharded) weight; tensorwise also its two amax
+    (bf16 scalars, ``aten.max``). torchtitan 88247277c (Feb 2025) took ``abs`` off the list: eager, only the amax
+    scalars are left (measured; not an option here). Compiled (inductor, torch 2.13, with either list): tensorwise
+    saves the compiled bf16 layer's tensors and scalars only; rowwise saves ``abs`` of every weight, of the inputs of
+    wq, wo and w1 (wk, wv, w3 share them) and both norms' fp32 1/rms, which the compiled bf16 layer recomputes.
+    Weights all-gathered in float8 (``float8_gathered``) are cast in FSDP2's pre-all-gather hook, outside the
+    checkpointed layer (torchao 36027d8 ``fsdp_utils.py``; the linear skips a cast weight): no abs or amax of a
+    weight (read, not measured).
+    """
+    _refuse_ops(v)
+    if v.compiled and v.float8 == "rowwise" and not v.gated:
+        raise UnknownNameError("recompute ops --compile with rowwise float8 is measured for a gated (Llama) layer")
+    weights = not v.float8_gathered
+    parts: list[Part] = []
+    matmuls = _matmul_widths(v)
+    for key, _, inp, out, shard in matmuls:
+        x_shard = "tp" if shard == "whole" else "sp"  # row-parallel inputs are split by t; the others the norm's
+        if not v.compiled or (v.float8 == "rowwise" and key in ROWWISE_ABS_INPUTS):
+            parts.append(Part(f"{key}_abs_input", f"|input| of {key}'s float8 cast (bf16)", 2 * S * B * inp, x_shard,
+                              source=FLOAT8_SRC))
+        if weights and (not v.compiled or v.float8 == "rowwise"):
+            parts.append(Part(f"{key}_abs_weight", f"|weight| of {key}'s float8 cast (bf16, the unsharded weight)",
+                              2 * inp * out, "tp", source=FLOAT8_SRC))
+    if v.compiled and v.float8 == "rowwise":
+        parts.append(Part("norm_stats", "both norms' per-token 1/rms (fp32), kept by the compiled rowwise layer",
+                          2 * 4 * S * B, "sp", source=COMPILE_SRC))
+    if not v.compiled and v.float8 == "tensorwise":
+        casts = len(matmuls) * (1 if v.float8_gathered else 2)
+        parts.append(Part("fp8_amax", "each cast's amax, max(|x|), a bf16 scalar (input's and weight's)",
+                          sympy.Integer(2 * casts), "whole", source=FLOAT8_SRC))
     return parts
 
 
@@ -542,5 +589,5 @@ MODELS = {
 }
 
 __all__ = ["LAYER_IMPLS", "LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
-           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_parts", "ops_recomputed", "per_layer",
-           "final_norm_terms", "rms_norm_parts", "torchtune_kv", "torchtune_parts"]
+           "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_float8_parts", "ops_parts",
+           "ops_recomputed", "per_layer", "final_norm_terms", "rms_norm_parts", "torchtune_kv", "torchtune_parts"]
