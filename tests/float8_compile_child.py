@@ -239,7 +239,7 @@ def _checkpointed_step(torch: object, transformers: object, recipe: str | None, 
     model = _converted(transformers.LlamaForCausalLM(config).to(torch.bfloat16).train(), recipe)
     for index, block in enumerate(model.model.layers):
         model.model.layers.register_module(str(index), _wrapped(torch, block))
-    batch, seq = POINTS[0]
+    batch, seq = POINTS[1]  # B·S = 144 ≥ 1.5·H: the blocks' token-sized moment leads their backward
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
     model(input_ids=ids, labels=ids).loss.backward()  # compiles what these sizes need
     model.zero_grad(set_to_none=True)

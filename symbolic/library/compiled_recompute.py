@@ -24,9 +24,9 @@ each measured peak to the byte), the backward peaks in the MLP's backward:
   projection's e4m3 weight, which it orders by the widths (H 64: the first, H 96 and 128: the second): the larger
   is counted (``SCHEDULED``), 0.4 % over the measured peak at most.
 
-Below B·S ≈ 1.25·H moments that hold weight gradients lead (1.8 % and 2.8 % over the term at B·S = 64): not
-modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) holds 13-15 % less than the tensorwise
-buffer, which the plan counts for it as a bound.
+Below B·S ≈ 1.25·H moments that hold weight gradients lead (at B·S = 64 up to 16 % over the term, bf16 at
+H 128): not modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) holds 13-17 % less than the
+tensorwise buffer, which the plan counts for it as a bound.
 
 Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
 float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
