@@ -25,8 +25,8 @@ each measured peak to the byte), the backward peaks in the MLP's backward:
   is counted (``SCHEDULED``), 0.4 % over the measured peak at most.
 
 Below B·S ≈ 1.25·H moments that hold weight gradients lead (at B·S = 64 up to 16 % over the term, bf16 at
-H 128): not modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) holds 13-17 % less than the
-tensorwise buffer, which the plan counts for it as a bound.
+H 128): not modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) is planned with the tensorwise
+buffer, 13-17 % over its measured peak: a bound.
 
 Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
 float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
