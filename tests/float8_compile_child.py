@@ -13,6 +13,12 @@ leave it out). The request on stdin names one measurement (``{"what": ...}``):
   head), against the same compiled model in bf16: the bytes the compiled blocks and the eager head save for
   backward (a pack hook, each storage once, parameters left out) at two (B, S), and at the first one SGD
   step's peaks by phase.
+- ``checkpointed``: torchtitan's full checkpointing under compile (9dec370 ``apply_ac``: each block wrapped by
+  ``checkpoint_wrapper(block, preserve_rng_state=False)``, then ``apply_compile``: the wrapper compiled with
+  ``fullgraph=True``), in bf16 and with each recipe: one Llama decoder layer of the tiny Llama's widths and of two wider
+  ones (``WIDER``, ``WIDEST``), the bytes its forward leaves (over its start) and the live peak of its backward over its start,
+  at three (B, S); and the tiny two-layer Llama so wrapped, its first SGD step's peaks by phase, with its own
+  vocabulary and with 256 (where the blocks' backward, not the loss's, leads that phase).
 
 - ``ops``: torchtitan's per-op selective checkpointing with float8 (``--recompute ops --compile``): one bf16
   Llama layer, converted (each recipe), wrapped as torchtitan's ``apply_ac`` wraps it (``float8_child.ops_wrapped``:
@@ -42,6 +48,10 @@ RECIPES = ("tensorwise", "rowwise")
 TOKENS = (64, 96)  # B·S of the single linears
 POINTS = ((2, 32), (3, 48))  # (B, S) of the whole model's saved bytes
 LAYERS = 2
+BLOCK_POINTS = ((2, 32), (3, 48), (2, 80), (4, 64))  # (B, S) of one checkpointed block
+VOCABS = (LLAMA["vocab_size"], 256)  # the loss's moment leads the checkpointed step's backward; the blocks' does
+WIDER = {**LLAMA, "hidden_size": 96, "num_attention_heads": 6, "intermediate_size": 256}  # a second, independent size
+WIDEST = {**LLAMA, "hidden_size": 128, "num_attention_heads": 8, "intermediate_size": 352}  # a third
 
 
 def _imports() -> tuple:
@@ -61,6 +71,11 @@ def _converted(module: object, recipe: str | None) -> object:
 def _tensor_peak(torch: object, run: object) -> int:
     """Peak bytes the CPU allocator gave out while ``run()`` ran, over its start, each outermost ATen call's events
     folded into their sum at its end (its scratch left out; inductor's own buffers counted as they are)."""
+    return _tensor_bytes(torch, run)[0]
+
+
+def _tensor_bytes(torch: object, run: object) -> tuple[int, int]:
+    """(peak, net) bytes over the start of ``run()``, as ``_tensor_peak`` reads them."""
     from torch.profiler import ProfilerActivity, profile
 
     from symbolic.measured.measure import _folded, _outermost
@@ -75,7 +90,7 @@ def _tensor_peak(torch: object, run: object) -> int:
     for _, _, delta in _folded(memory, calls):
         current += delta
         peak = max(peak, current)
-    return peak
+    return peak, current
 
 
 def _linear_peaks(torch: object, module: object, k: int, n: int, tokens: int) -> dict[str, int]:
@@ -247,9 +262,82 @@ def ops() -> dict:
     return {"layer": layer_rows, "step": step}
 
 
+def _wrapped(torch: object, block: object) -> object:
+    """torchtitan's full checkpointing, then its compile: ``checkpoint_wrapper`` compiled whole (fullgraph). Every
+    wrapper shares one code object, so each model starts dynamo afresh (fullgraph fails past its recompile limit)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    wrapped = checkpoint_wrapper(block, preserve_rng_state=False)
+    wrapped.compile(backend="inductor", dynamic=True, fullgraph=True)
+    return wrapped
+
+
+def _block_rows(torch: object, transformers: object, widths: dict, recipe: str | None) -> list[dict]:
+    """One checkpointed compiled layer at each point: what its forward leaves, its backward's peak over its start."""
+    from transformers.models.llama import modeling_llama as modeling
+
+    torch._dynamo.reset()  # noqa: SLF001  (see _wrapped)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**widths, attn_implementation="sdpa")
+    layer = _converted(torch.nn.Sequential(modeling.LlamaDecoderLayer(config, 0)).to(torch.bfloat16), recipe)[0]
+    rotary, block = modeling.LlamaRotaryEmbedding(config), _wrapped(torch, layer)
+    rows = []
+    for batch, seq in BLOCK_POINTS:
+        x = torch.randn(batch, seq, config.hidden_size, dtype=torch.bfloat16, requires_grad=True)
+        cos, sin = rotary(x, torch.arange(seq)[None])
+        grad = torch.randn_like(x)
+        for _ in range(2):  # the first pass compiles anything these sizes need
+            held: dict = {}
+
+            def forward() -> None:
+                out = block(x.clone(), position_embeddings=(cos, sin))  # noqa: B023  (the block's own input)
+                held["y"] = out[0] if isinstance(out, tuple) else out  # noqa: B023
+
+            _, kept = _tensor_bytes(torch, forward)
+            peak, _ = _tensor_bytes(torch, lambda: held.pop("y").backward(grad))  # noqa: B023
+            x.grad = None
+            layer.zero_grad(set_to_none=True)
+        rows.append({"batch": batch, "seq": seq, "forward_kept": kept, "backward_peak": peak})
+    return rows
+
+
+def checkpointed() -> dict:
+    """Full checkpointing under compile: one block at two widths, and the tiny Llama's step, bf16 and each recipe."""
+    torch, transformers, *_ = _imports()
+    out: dict = {"rng_state": int(torch.get_rng_state().numel()), "widths": {"llama": LLAMA, "wider": WIDER,
+                 "widest": WIDEST}, "block": {}, "step": {}}
+    for recipe in (None, *RECIPES):
+        name = recipe or "bf16"
+        out["block"][name] = {key: _block_rows(torch, transformers, widths, recipe)
+                              for key, widths in out["widths"].items()}
+        if recipe == "rowwise":
+            continue  # the step: bf16 and torchtitan's recipe
+        out["step"][name] = {str(vocab): _checkpointed_step(torch, transformers, recipe, vocab) for vocab in VOCABS}
+    return out
+
+
+def _checkpointed_step(torch: object, transformers: object, recipe: str | None, vocab: int) -> dict:
+    """The tiny two-layer Llama (vocabulary ``vocab``), each block wrapped and compiled: its step's peaks by phase."""
+    torch._dynamo.reset()  # noqa: SLF001  (see _wrapped)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**{**LLAMA, "vocab_size": vocab}, num_hidden_layers=LAYERS,
+                                      attn_implementation="sdpa", use_cache=False)
+    model = _converted(transformers.LlamaForCausalLM(config).to(torch.bfloat16).train(), recipe)
+    for index, block in enumerate(model.model.layers):
+        model.model.layers.register_module(str(index), _wrapped(torch, block))
+    batch, seq = POINTS[1]  # B·S = 144 ≥ 1.5·H: the blocks' token-sized moment leads their backward
+    ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
+    model(input_ids=ids, labels=ids).loss.backward()  # compiles what these sizes need
+    model.zero_grad(set_to_none=True)
+    return {"batch": batch, "seq": seq, "phases": _step_phases(torch, model, ids)}
+
+
+MEASUREMENTS = {"linears": linears, "saved": saved, "checkpointed": checkpointed}
+
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
     child_main.lean_inductor()
     what = json.load(sys.stdin)["what"]
     produce = {"linears": linears, "saved": saved, "ops": ops}[what]
     print(json.dumps({what: produce(), "llama": LLAMA, "layers": LAYERS}))
+    print(json.dumps({what: MEASUREMENTS[what](), "llama": LLAMA, "layers": LAYERS}))

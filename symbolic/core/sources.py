@@ -226,6 +226,12 @@ register("torch-partitioner", "PyTorch 2.13.0, torch/_functorch/partitioners.py:
          "(the compiled forward saves what the min cut keeps: matmul and attention outputs and inputs; pointwise ops, "
          "norms and activations are recomputed in the compiled backward); measured with inductor on the CPU "
          "(tests/compile_child.py)", "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/_functorch/partitioners.py")
+register("torch-compile-checkpoint", "torchtitan 9dec370 parallelize_llama.py apply_ac (ptd_checkpoint_wrapper, "
+         "preserve_rng_state=False) then apply_compile (torch.compile(block, fullgraph=True)) under PyTorch 2.13.0's "
+         "inductor and torchao 0.18.0 (torchao/float8 as 36027d8): the compiled backward recomputes the block and "
+         "holds its buffers as inductor's generated code plans them; measured on the CPU "
+         "(tests/float8_compile_child.py)", "https://github.com/pytorch/torchtitan/blob/9dec370/torchtitan/"
+         "parallelisms/parallelize_llama.py")
 register("torchtune-chunked-backward", "torchtune CEWithChunkedOutputLoss with compile_loss (commit bd2a0fc) under "
          "PyTorch 2.13.0's autograd engine (torch/csrc/autograd/engine.h CompareNodeTaskTime: the highest sequence "
          "number first, so every chunk's loss before the head): each compiled loss frees its chunk's saved logits as "

@@ -52,7 +52,7 @@ from ..core.term import Term
 from ..core.units import format_bytes
 from ..library import activations as acts
 from ..library import adam_8bit_step as adam8
-from ..library import chunked_backward, fsdp, offload, registry, runtime, upcast_logits
+from ..library import chunked_backward, compiled_recompute, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
 from ..library import inference as infer
 from ..library import parallel as par
@@ -792,6 +792,9 @@ def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, during_loss
     if r.precision != "fp8":
         return [], []
     forward = fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
+    if r.compile and r.recompute == "full" and r.recompute_every == 1 and model.gated \
+            and r.layer_impl == "korthikanti":
+        return [fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))], []  # in the recompute buffer
     backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
     return ([fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))],
             [fsdp.beyond(backward, sympy.Add(*(t.expr for t in loss_grads)))])
@@ -871,7 +874,12 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
         kept = [pipe.stage_activations_term(stage.schedule, stage.rank, stage.peak, stage.own_layers, per,
                                             model.activations_label(variant), r.recompute)]
     rebuilt: list[Term] = []
-    if r.recompute == "full":
+    if r.recompute == "full" and variant.compiled and variant.gated and variant.impl == "korthikanti":
+        # torchtitan's order (checkpoint, then compile): the compiled block's backward (measured); torchtune
+        # compiles each layer first, whose checkpoint rebuilds the compiled layer's saved set (below)
+        term = compiled_recompute.buffer_term(variant, tp_s, sp)
+        rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
+    elif r.recompute == "full":
         again = model.layer_activations(variant, "none", tp_s, sp)
         rebuilt.append(Term("recompute_buffer", "one layer's activations, rebuilt during its backward", again, "bytes",
                             "project", "", "Full recompute stores only layer inputs, but the layer being "

@@ -1,0 +1,119 @@
+"""What a compiled block holds in its backward under full checkpointing: the recompute buffer of ``--recompute full
+--compile`` (issue 28), bf16 and float8.
+
+torchtitan 9dec370 wraps each TransformerBlock in ``ptd_checkpoint_wrapper(block, preserve_rng_state=False)``
+(``apply_ac``) and then compiles the wrapper, ``fullgraph=True`` (``apply_compile``). Dynamo turns the checkpoint
+into one ``tag_activation_checkpoint`` region, the partitioner saves the block's input only (and the generator's
+state for the recomputed attention, ``run_with_rng_state``: a seed and offset on a GPU, not a size), and the forward
+is recomputed inside the one compiled backward graph, whose buffers inductor plans (allocates at first write, frees
+at last read). Measured on the CPU with inductor (torch 2.13.0, torchao 0.18.0, ``tests/float8_compile_child.py``:
+one Llama layer at three widths and four (B, S) each; the generated code's buffer plan, read line by line, gives
+each measured peak to the byte), the backward peaks in the MLP's backward:
+
+- **bf16**: the recomputed tensors the rest of the backward still reads (the compiled layer's saved set,
+  ``activations.compiled_parts``, less the input, which the checkpoint keeps: the attention norm's output, Q, K,
+  V, the attention output and its log-sum-exp, the output projection's output, the MLP norm's output, gate, up,
+  SiLU(gate)·up, both 1/rms), with a second copy of the attention output laid out as the output projection's input,
+  and the three bf16 gradients one fused kernel writes (of the down projection's input, of gate and of up). No
+  weight gradient is written yet.
+- **float8** (torchao's ``Float8Linear``): the attention norm's output is not kept (recast from the input and its
+  1/rms when the weight gradients need it); the attention output's second copy is its e4m3 cast, beside the output
+  projection's e4m3 weight; the fused SiLU backward writes SiLU(gate)·up, an fp32 B·S·d_ff intermediate, the
+  product's e4m3 cast and two e5m2 gradient casts, beside the down projection's input gradient (bf16), and beside
+  them inductor holds either the block output gradient's e5m2 cast (the down weight's gradient) or the gate
+  projection's e4m3 weight, which it orders by the widths (H 64: the first, H 96 and 128: the second): the larger
+  is counted (``SCHEDULED``), 0.4 % over the measured peak at most.
+
+Below B·S ≈ 1.25·H moments that hold weight gradients lead (at B·S = 64 up to 16 % over the term, bf16 at
+H 128): not modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) is planned with the tensorwise
+buffer, 13-17 % over its measured peak: a bound.
+
+Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
+float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
+backward is not added beside them. Measured for the gated (Llama) layer on one rank; the shards under tensor
+parallelism follow ``activations.compiled_parts`` (not measured).
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..core.symbols import B, H, S, a, d_ff, d_head
+from ..core.term import Term
+from ..math.extrema import maximum
+from . import activations as acts
+from .activations import Part
+
+SRC = "torch-compile-checkpoint"
+SHARED = ("query", "key", "value", "attn_output", "softmax_stats", "attn_proj_output", "mlp_input", "gate_output",
+          "up_output", "product", "norm_stats")  # the compiled layer's parts both precisions hold at the peak
+
+
+def _shared(v: acts.LayerVariant, drop: tuple[str, ...] = ()) -> list[Part]:
+    """The compiled bf16 layer's saved parts (``compiled_parts``) that the checkpointed backward rebuilds and holds."""
+    bf16 = acts.compiled_parts(acts.LayerVariant(flash=v.flash, gated=v.gated, dropout=v.dropout, moe=v.moe,
+                                                 act_bytes=v.act_bytes, compiled=True))
+    return [part for part in bf16 if part.key in SHARED and part.key not in drop]
+
+
+def bf16_parts(v: acts.LayerVariant) -> list[Part]:
+    """The bf16 block's backward peak: the rebuilt layer (less its input), the attention output's second copy, and
+    the MLP backward's three gradients."""
+    b, tokens = v.act_bytes, S * B
+    qkv = [p for p in acts.compiled_parts(acts.LayerVariant(flash=v.flash, gated=v.gated, dropout=v.dropout,
+                                                            act_bytes=b, compiled=True)) if p.key == "qkv_input"]
+    return [*qkv, *_shared(v),
+            Part("attn_output_copy", "the attention output laid out as the output projection's input (a second copy)",
+                 b * tokens * a * d_head, "tp", source=SRC),
+            Part("mlp_grads", "the MLP backward's gradients of the down projection's input, gate and up (one fused "
+                 "kernel)", 3 * b * tokens * d_ff, "tp", source=SRC)]
+
+
+def float8_parts(v: acts.LayerVariant) -> list[Part]:
+    """The float8 block's backward peak (4·B·S ≥ 5·H): the rebuilt layer less the attention norm's output, the casts
+    the backward makes, the fused SiLU backward's outputs and the down projection's input gradient."""
+    b, tokens = v.act_bytes, S * B
+    return [*_shared(v),
+            Part("attn_output_cast", "the attention output's e4m3 cast (the output projection's weight gradient)",
+                 tokens * a * d_head, "tp", source=SRC),
+            Part("wo_weight_cast", "the output projection's e4m3 weight", H * a * d_head, "tp", source=SRC),
+            Part("down_input_grad", "the down projection's input gradient (bf16)", b * tokens * d_ff, "tp",
+                 source=SRC),
+            Part("silu_backward_fp32", "the fused SiLU backward's fp32 B·S·d_ff intermediate", 4 * tokens * d_ff,
+                 "tp", source=SRC),
+            Part("product_cast", "SiLU(gate)·up's e4m3 cast (the down projection's weight gradient)", tokens * d_ff,
+                 "tp", source=SRC),
+            Part("gate_up_grad_casts", "two e5m2 casts of the SiLU backward's gradients", 2 * tokens * d_ff, "tp",
+                 source=SRC)]
+
+
+def _sum(parts: list[Part], tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
+    """The parts' bytes on one rank (``activations.layer_terms``' sharding rule)."""
+    return sympy.Add(*(p.expr / tp if p.shard == "tp" or (p.shard == "sp" and sp) else p.expr for p in parts))
+
+
+SCHEDULED = (Part("output_grad_cast", "the block output's gradient, e5m2 (the down projection's weight gradient)",
+                  S * B * H, "sp", source=SRC),
+             Part("w1_weight_cast", "the gate projection's e4m3 weight", H * d_ff, "tp", source=SRC))
+
+
+def buffer(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False) -> sympy.Expr:
+    """Bytes the compiled checkpointed block holds at its backward's peak over its start (float8: beside the
+    fused SiLU backward's writes, the block output gradient's e5m2 cast or the gate weight's e4m3 cast, as inductor
+    orders them by the widths: the larger)."""
+    if not v.float8:
+        return _sum(bf16_parts(v), tp, sp)
+    held = _sum(float8_parts(v), tp, sp)
+    return maximum(*(held + _sum([part], tp, sp) for part in SCHEDULED))
+
+
+def buffer_term(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False) -> Term:
+    """``buffer`` as the plan's ``recompute_buffer`` term."""
+    what = f"float8 {v.float8}" if v.float8 else "bf16"
+    return Term("recompute_buffer", f"one compiled checkpointed layer's backward at its peak ({what}): the rebuilt "
+                "tensors it still reads and the buffers its backward writes", buffer(v, tp, sp), "bytes", SRC,
+                "apply_ac, apply_compile", "Under full checkpointing the compiled block recomputes its forward inside "
+                "its backward graph; at the MLP's backward it holds the rebuilt layer less its input, the attention "
+                "output's second copy (bf16) or e4m3 cast, and the MLP backward's gradients"
+                + (", its float8 casts and fp32 SiLU intermediate (the casts of this backward are these tensors: no "
+                   "fp8_casts term beside them)" if v.float8 else "") + "; measured with inductor on the CPU.")
