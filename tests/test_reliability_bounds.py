@@ -22,7 +22,8 @@ from symbolic.planning import search
 from symbolic.planning import time as ptime
 
 ROOT = Path(__file__).resolve().parent.parent
-FAST = 30  # seconds: what used to run without end must answer well within this
+FAST = 120  # seconds: what used to run without end must answer within this (15 s idle on two cores; its speed is
+# benchmarks/bench_plan.py's to watch, this only that it ends, so loaded CI machines leave it room)
 PLAN = ("--gpu", "h100-80gb", "--mfu", "0.4", "--seq", "2048")
 
 
