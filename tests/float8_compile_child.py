@@ -18,7 +18,8 @@ leave it out). The request on stdin names one measurement (``{"what": ...}``):
   ``fullgraph=True``), in bf16 and with each recipe: one Llama decoder layer of the tiny Llama's widths and of two wider
   ones (``WIDER``, ``WIDEST``), the bytes its forward leaves (over its start) and the live peak of its backward over its start,
   at three (B, S); and the tiny two-layer Llama so wrapped, its first SGD step's peaks by phase, with its own
-  vocabulary and with 256 (where the blocks' backward, not the loss's, leads that phase).
+  vocabulary and with 256 (where the blocks' backward, not the loss's, leads that phase); bf16 at B 8, S 128 with
+  vocabularies 512 and 128 (where the plan's rebuild, not its loss, leads).
 
 - ``ops``: torchtitan's per-op selective checkpointing with float8 (``--recompute ops --compile``): one bf16
   Llama layer, converted (each recipe), wrapped as torchtitan's ``apply_ac`` wraps it (``float8_child.ops_wrapped``:
@@ -50,6 +51,7 @@ POINTS = ((2, 32), (3, 48))  # (B, S) of the whole model's saved bytes
 LAYERS = 2
 BLOCK_POINTS = ((2, 32), (3, 48), (2, 80), (4, 64))  # (B, S) of one checkpointed block
 VOCABS = (LLAMA["vocab_size"], 256)  # the loss's moment leads the checkpointed step's backward; the blocks' does
+REBUILD = ((8, 128), (LLAMA["vocab_size"], 128))  # B·S = 16·H: the plan's rebuild leads at 128, the loss at 512
 WIDER = {**LLAMA, "hidden_size": 96, "num_attention_heads": 6, "intermediate_size": 256}  # a second, independent size
 WIDEST = {**LLAMA, "hidden_size": 128, "num_attention_heads": 8, "intermediate_size": 352}  # a third
 
@@ -313,11 +315,15 @@ def checkpointed() -> dict:
         if recipe == "rowwise":
             continue  # the step: bf16 and torchtitan's recipe
         out["step"][name] = {str(vocab): _checkpointed_step(torch, transformers, recipe, vocab) for vocab in VOCABS}
+    out["rebuild"] = {str(vocab): _checkpointed_step(torch, transformers, None, vocab, REBUILD[0])
+                      for vocab in REBUILD[1]}
     return out
 
 
-def _checkpointed_step(torch: object, transformers: object, recipe: str | None, vocab: int) -> dict:
-    """The tiny two-layer Llama (vocabulary ``vocab``), each block wrapped and compiled: its step's peaks by phase."""
+def _checkpointed_step(torch: object, transformers: object, recipe: str | None, vocab: int,
+                       point: tuple[int, int] = POINTS[1]) -> dict:
+    """The tiny two-layer Llama (vocabulary ``vocab``), each block wrapped and compiled: its step's peaks by phase
+    (by default at B·S = 144 ≥ 1.5·H, where the blocks' token-sized moment leads their backward)."""
     torch._dynamo.reset()  # noqa: SLF001  (see _wrapped)
     torch.manual_seed(0)
     config = transformers.LlamaConfig(**{**LLAMA, "vocab_size": vocab}, num_hidden_layers=LAYERS,
@@ -325,19 +331,17 @@ def _checkpointed_step(torch: object, transformers: object, recipe: str | None, 
     model = _converted(transformers.LlamaForCausalLM(config).to(torch.bfloat16).train(), recipe)
     for index, block in enumerate(model.model.layers):
         model.model.layers.register_module(str(index), _wrapped(torch, block))
-    batch, seq = POINTS[1]  # B·S = 144 ≥ 1.5·H: the blocks' token-sized moment leads their backward
+    batch, seq = point
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
     model(input_ids=ids, labels=ids).loss.backward()  # compiles what these sizes need
     model.zero_grad(set_to_none=True)
     return {"batch": batch, "seq": seq, "phases": _step_phases(torch, model, ids)}
 
 
-MEASUREMENTS = {"linears": linears, "saved": saved, "checkpointed": checkpointed}
+MEASUREMENTS = {"linears": linears, "saved": saved, "ops": ops, "checkpointed": checkpointed}
 
 if __name__ == "__main__":
     _imports()[0].set_num_threads(1)
     child_main.lean_inductor()
     what = json.load(sys.stdin)["what"]
-    produce = {"linears": linears, "saved": saved, "ops": ops}[what]
-    print(json.dumps({what: produce(), "llama": LLAMA, "layers": LAYERS}))
     print(json.dumps({what: MEASUREMENTS[what](), "llama": LLAMA, "layers": LAYERS}))

@@ -249,27 +249,62 @@ def _step_plans(checkpointed: dict, vocab: str, tmp_path) -> dict:
 def test_full_checkpointing_under_compile_adds_what_float8_adds_to_the_measured_step_by_phase(checkpointed, tmp_path):
     """With a vocabulary of 256 the blocks' backward leads the checkpointed step's backward at B 3, S 48 (the loss's
     leads its forward): the plan's float8 step less its bf16 step, phase by phase, added to the measured bf16 step,
-    within 1 % of the measured float8 step (forward: 0 and 0; backward: 63,744 planned, 61,750 measured, the larger of
-    inductor's two orderings counted): the float8 block's backward holds more, not less (−87,510 planned before)."""
+    within 3 % of the measured float8 step (forward: 0 and 0; backward: 39,552 planned, 61,750 measured): the float8
+    block's backward holds more, not less (−87,510 planned before). The plan's bf16 backward here is the loss's moment
+    and its float8 one the rebuild (the larger of inductor's two orderings counted); the measured step's are both the
+    blocks', beside the weight gradients written by then, which the plan does not count (B·S = 2.25·H: they weigh
+    here). With the buffer beside the loss's transients it was 63,744."""
     steps = checkpointed["checkpointed"]["step"]
     planned = _step_plans(checkpointed, "256", tmp_path)
     for phase in ("forward", "backward"):
         fp8, bf16 = (steps[recipe]["256"]["phases"][phase] for recipe in ("tensorwise", "bf16"))
         difference = planned["tensorwise"][phase] - planned["bf16"][phase]
-        assert abs(bf16 + difference - fp8) <= 0.01 * fp8, (phase, difference, fp8 - bf16)
+        assert abs(bf16 + difference - fp8) <= 0.03 * fp8, (phase, difference, fp8 - bf16)
         assert (difference > 0) == (fp8 > bf16)
 
 
 def test_the_loss_and_the_checkpointed_blocks_backward_never_coincide(checkpointed, tmp_path):
     """With the tiny Llama's own vocabulary (512) the loss's moment leads both phases: the float8 step's peaks are
-    the bf16 step's. The plan adds the recompute buffer to the loss's transients (``build``: every backward term
-    beside every other), so it is over the measured step by the buffers' difference: a bound, not the moment."""
+    the bf16 step's, and the plan's (``build._rebuilt_after_loss``: the larger of the loss's moment and the last
+    block's rebuild less the logits and head input the loss and head freed). Each plan's backward over its forward is
+    the measured step's, within 1 % of its backward (147,456 bytes both; the buffer beside the loss's transients put
+    the plan 436,608 over at bf16, 33 %). At 256, where the measured step's blocks lead, it is under by at most 7 %:
+    the weight gradients written by then (above), −4.1 % bf16, −6.3 % float8 (+47 and +44 % beside)."""
     steps = checkpointed["checkpointed"]["step"]
     vocab = str(checkpointed["llama"]["vocab_size"])
     assert steps["tensorwise"][vocab]["phases"] == steps["bf16"][vocab]["phases"]
     planned = _step_plans(checkpointed, vocab, tmp_path)
-    step = steps["bf16"][vocab]
-    buffers = [compiled_recompute.buffer(_variant(r)).subs(_of(checkpointed["llama"], step["batch"], step["seq"]))
-               for r in ("tensorwise", "bf16")]
     assert planned["tensorwise"]["forward"] == planned["bf16"]["forward"]
-    assert planned["tensorwise"]["backward"] - planned["bf16"]["backward"] == buffers[0] - buffers[1] > 0
+    assert planned["tensorwise"]["backward"] == planned["bf16"]["backward"]
+    for size, plans, tolerance in ((vocab, planned, 0.01), ("256", _step_plans(checkpointed, "256", tmp_path), 0.07)):
+        for recipe in ("tensorwise", "bf16"):
+            real = steps[recipe][size]["phases"]
+            rise = plans[recipe]["backward"] - plans[recipe]["forward"]
+            error = (rise - (real["backward"] - real["forward"])) / real["backward"]
+            assert -tolerance < error <= 0.01, (size, recipe, error)
+
+
+def test_where_the_rebuild_leads_the_plan_it_is_the_steps_backward(checkpointed, tmp_path):
+    """The bf16 step at B 8, S 128 (B·S = 16·H, the weight gradients small beside the block): with vocabulary 512
+    the loss's moment leads plan and step, the plan's backward over its forward the step's within 1 % of the phase
+    (to the byte); with 128 the last block's rebuild less the logits and head input leads the plan, over the step's
+    rise by 6.8 % of the phase: the step's forward holds tensors the plan does not count (423,864 bytes at both
+    vocabularies, the final norm's saved fp32 input among them), freed before the rebuild. With the buffer beside the
+    loss's transients the plan was 42 and 52 % over."""
+    c = checkpointed["checkpointed"]["rebuild"]
+    errors = {}
+    for vocab, step in c.items():
+        config = tmp_path / f"rebuild-{vocab}.json"
+        config.write_text(json.dumps(crosscheck._with_layers(  # noqa: SLF001 (the measured model's config)
+            crosscheck.load_target("llama-3-8b", {**checkpointed["llama"], "vocab_size": int(vocab)}).config,
+            checkpointed["layers"])))
+        plan = planning.plan(str(config), "train", precision="bf16-mixed", batch=step["batch"], seq=step["seq"],
+                             compile=True, compile_loss=False, runtime=False, recompute="full")
+        planned, real, terms = plan.phase_bytes(), step["phases"], plan.terms()
+        rebuilt = compiled_recompute.buffer(_variant("bf16")).subs(_of(checkpointed["llama"], step["batch"],
+                                                                       step["seq"]))
+        errors[vocab] = float((planned["backward"] - planned["forward"] - real["backward"] + real["forward"])
+                              / real["backward"])
+        leads = "rebuild" if terms["loss_gradients"] == rebuilt - terms["logits"] else "loss"
+        assert leads == ("rebuild" if vocab == "128" else "loss"), (vocab, terms)
+    assert abs(errors["512"]) < 0.01 and 0 < errors["128"] < 0.08, errors

@@ -574,6 +574,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     forward, backward = list(kept), list(kept)
     during_loss: list[Term] = []
     loss_grads: list[Term] = []
+    fp8_over: list[Term] = []  # the float8 casts are counted beyond the loss's own moment (``_fp8_terms``)
     if r.pp == 1 or (stage is not None and stage.head):
         during_loss, loss_grads = _loss_transients(r.logits, act_bytes, tp_s, r.logit_chunks,
                                                    r.compile and r.compile_loss, _head_trained(model, r))
@@ -582,9 +583,12 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
             during_loss = [upcast_logits.forward_term(act_bytes, compiled)]
             loss_grads = [upcast_logits.backward_term(act_bytes, compiled, _head_trained(model, r))]
             if rebuilt and r.layer_impl != "korthikanti":  # torchtune's layers rebuilt after the head's backward
-                loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads[0], rebuilt)], []
+                loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads, rebuilt)], []
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
+        fp8_over = loss_grads
+        if rebuilt and loss_grads and _rebuild_measured_after_loss(model, r):  # the last layer's, after them
+            loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads, rebuilt)], []
         forward += during_loss
         backward += loss_grads
     if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
@@ -595,7 +599,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
         definitions = {**definitions, N: model.params}
     for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage, kept, during_loss),
-                  _fp8_terms(model, r, tp_s, during_loss, loss_grads)):
+                  _fp8_terms(model, r, tp_s, during_loss, fp8_over)):
         forward += extra[0]
         backward += extra[1]
     if stage is not None:  # torch.distributed.pipelining's receive buffers, stage outputs and kept logits
@@ -630,14 +634,29 @@ def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: l
                                           sympy.Add(*(t.expr for t in rebuilt)), _head_trained(model, r), tp_s)
 
 
-def _rebuilt_after_loss(kept: list[Term], loss: Term, rebuilt: list[Term]) -> Term:
-    """The backward over what is saved, torchtune's layer checkpointed: the larger of the loss's moment and the last
-    layer's rebuild, when the loss and the head have freed what they saved (the ``logits`` term: the final norm's,
-    the head's input and the logits; measured on the CPU, ``tests/test_torchtune_layer.py``)."""
+def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
+    """Full recompute whose buffer is the compiled checkpointed block's measured backward peak (torchtitan's order,
+    ``compiled_recompute``), its float8 casts inside it: the loss's moment and the rebuild never coincide (measured,
+    ``tests/test_float8_compile.py``). The eager layer's buffer is its saved set, under the rebuilt layer's measured
+    backward peak: there every term stays beside every other (a bound where the loss leads)."""
+    compiled = r.compile and model.gated and r.layer_impl == "korthikanti"
+    casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
+    return r.recompute == "full" and compiled and not casts_apart
+
+
+def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term]) -> Term:
+    """The backward over what is saved, full recompute: the larger of the loss's moment (its backward transients)
+    and the last layer's rebuild, once the loss and the head have freed what they saved (the ``logits`` term: the
+    head's input and the logits, torchtune's final norm's). Measured on the CPU: torchtune's layer,
+    ``tests/test_torchtune_layer.py``; the compiled checkpointed block's steps where the loss leads and where the
+    rebuild does, ``tests/test_float8_compile.py``."""
     saved = sympy.Add(*(t.expr for t in kept if t.key == "logits"))
     again = sympy.Add(*(t.expr for t in rebuilt))
-    return loss.replace(title=f"{loss.title}, or the last layer rebuilt once the loss and head freed theirs",
-                        expr=maximum(loss.expr, again - saved))
+    moment = sympy.Add(*(t.expr for t in loss))
+    first = loss[0]
+    title = " + ".join(t.title for t in loss)
+    return first.replace(title=f"{title}, or the last layer rebuilt once the loss and head freed theirs",
+                         expr=maximum(moment, again - saved))
 
 
 def _head_trained(model: ModelShape, r: Regime) -> bool:
