@@ -38,6 +38,7 @@ import sympy
 from ..core import sources
 from ..core.symbols import L, S, V
 from ..core.term import Term
+from . import lora
 from .flops import _OPS_NOTE, RECOMPUTE
 
 if "hu2021" not in sources.SOURCES:
@@ -53,14 +54,27 @@ HEAD = "output"
 
 
 @dataclass(frozen=True)
-class Adapter:
-    """One LoRA adapter: lora_A (``d_in`` → r) and lora_B (r → ``d_out``) beside the base matmul(s) it wraps."""
+class Adapter(lora.Adapter):
+    """One LoRA adapter (``library.lora.Adapter``) and the forward terms of the base matmul(s) it wraps."""
 
-    name: str
-    d_in: sympy.Expr
-    d_out: sympy.Expr
-    count: sympy.Expr  # L (one per layer) or 1 (the output layer)
-    wraps: tuple[str, ...]  # forward term keys of the base matmul(s): "attention.q", ..., "output"
+    wraps: tuple[str, ...] = ()  # forward term keys: "attention.q", ..., "output"
+
+
+# peft's module names (library.lora.LAYER_MODULES, HEAD) by the forward terms each wraps (GPT-2's c_attn: Q, K, V)
+WRAPS: dict[str, dict[str, tuple[str, ...]]] = {
+    "gpt2": {"attn.c_attn": _LAYER_INPUT, "attn.c_proj": _AFTER_ATTENTION, "mlp.c_fc": ("mlp.up",),
+             "mlp.c_proj": _MLP_OUT, lora.HEAD[0]: (HEAD,)},
+    "llama": {"self_attn.q_proj": ("attention.q",), "self_attn.k_proj": ("attention.k",),
+              "self_attn.v_proj": ("attention.v",), "self_attn.o_proj": _AFTER_ATTENTION,
+              "mlp.gate_proj": ("mlp.gate",), "mlp.up_proj": ("mlp.up",), "mlp.down_proj": _MLP_OUT,
+              lora.HEAD[0]: (HEAD,)},
+}
+
+
+def adapters_of(found: lora.Adapters) -> tuple[Adapter, ...]:
+    """The planned adapters (``finetune.adapters``) with the forward terms each wraps."""
+    wraps = WRAPS[found.family]
+    return tuple(Adapter(m.name, m.d_in, m.d_out, m.count, wraps[m.name]) for m in found.modules)
 
 
 @dataclass(frozen=True)

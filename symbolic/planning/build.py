@@ -634,14 +634,20 @@ def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: l
                                           sympy.Add(*(t.expr for t in rebuilt)), _head_trained(model, r), tp_s)
 
 
+def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
+    """Full recompute of a compiled Korthikanti gated block in torchtitan's order (checkpoint, then compile): its
+    recompute buffer is the compiled block's measured backward (``compiled_recompute``). torchtune compiles each
+    layer first, whose checkpoint rebuilds the compiled layer's saved set."""
+    return r.recompute == "full" and r.compile and model.gated and r.layer_impl == "korthikanti"
+
+
 def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
-    """Full recompute whose buffer is the compiled checkpointed block's measured backward peak (torchtitan's order,
-    ``compiled_recompute``), its float8 casts inside it: the loss's moment and the rebuild never coincide (measured,
-    ``tests/test_float8_compile.py``). The eager layer's buffer is its saved set, under the rebuilt layer's measured
-    backward peak: there every term stays beside every other (a bound where the loss leads)."""
-    compiled = r.compile and model.gated and r.layer_impl == "korthikanti"
+    """The compiled checkpointed block's rebuild, its float8 casts inside it: the loss's moment and the rebuild never
+    coincide (measured, ``tests/test_float8_compile.py``). The eager layer's buffer is its saved set, under the
+    rebuilt layer's measured backward peak: there every term stays beside every other (a bound where the loss
+    leads)."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
-    return r.recompute == "full" and compiled and not casts_apart
+    return _compiled_block_rebuilt(model, r) and not casts_apart
 
 
 def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term]) -> Term:
@@ -811,8 +817,7 @@ def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, during_loss
     if r.precision != "fp8":
         return [], []
     forward = fsdp.fp8_forward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
-    if r.compile and r.recompute == "full" and r.recompute_every == 1 and model.gated \
-            and r.layer_impl == "korthikanti":
+    if _compiled_block_rebuilt(model, r) and r.recompute_every == 1:
         return [fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))], []  # in the recompute buffer
     backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
     return ([fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))],
@@ -893,9 +898,7 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
         kept = [pipe.stage_activations_term(stage.schedule, stage.rank, stage.peak, stage.own_layers, per,
                                             model.activations_label(variant), r.recompute)]
     rebuilt: list[Term] = []
-    if r.recompute == "full" and variant.compiled and variant.gated and variant.impl == "korthikanti":
-        # torchtitan's order (checkpoint, then compile): the compiled block's backward (measured); torchtune
-        # compiles each layer first, whose checkpoint rebuilds the compiled layer's saved set (below)
+    if _compiled_block_rebuilt(model, r):
         term = compiled_recompute.buffer_term(variant, tp_s, sp)
         rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
     elif r.recompute == "full":

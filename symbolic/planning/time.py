@@ -197,21 +197,8 @@ def trained_of(model: ModelShape, regime: object) -> ft.Trained | None:
         found = finetune.adapters(model, regime)
     except UserError:  # no layout of adapters: the matrix path says so
         return ft.Trained(rank=int(regime.lora_rank), frozen_head=True, fused_attention=fused)
-    keys = lora_keys(found.family)
-    adapters = tuple(ft.Adapter(m.name, m.d_in, m.d_out, m.count, keys[m.name]) for m in found.modules)
-    return ft.Trained(rank=found.rank, adapters=adapters, frozen_head=True, first_input_grad=recompute == "full",
-                      frozen_embeddings=True, fused_attention=fused)
-
-
-def lora_keys(family: str) -> dict[str, tuple[str, ...]]:
-    """The forward terms' keys each of peft's module names wraps (GPT-2's c_attn: Q, K and V in one matrix)."""
-    if family == "gpt2":
-        return {"attn.c_attn": ("attention.q", "attention.k", "attention.v"), "attn.c_proj": ("attention.o",),
-                "mlp.c_fc": ("mlp.up",), "mlp.c_proj": ("mlp.down",), "lm_head": (ft.HEAD,)}
-    return {"self_attn.q_proj": ("attention.q",), "self_attn.k_proj": ("attention.k",),
-            "self_attn.v_proj": ("attention.v",), "self_attn.o_proj": ("attention.o",),
-            "mlp.gate_proj": ("mlp.gate",), "mlp.up_proj": ("mlp.up",), "mlp.down_proj": ("mlp.down",),
-            "lm_head": (ft.HEAD,)}
+    return ft.Trained(rank=found.rank, adapters=ft.adapters_of(found), frozen_head=True,
+                      first_input_grad=recompute == "full", frozen_embeddings=True, fused_attention=fused)
 
 
 def plan_flops(memory: Plan, model: object) -> Flops:
