@@ -77,12 +77,32 @@ def test_lora_llama_3_8b_by_hand() -> None:
 def test_lora_recompute_full_reruns_the_adapters_and_layer_0() -> None:
     """Gradient checkpointing (recompute full) makes layer 0's input need a gradient (transformers'
     enable_input_require_grads): its Q, K, V input gradients and its lora_A input gradients come back, and every
-    layer's forward, the adapters included, runs again; the output layer does not."""
-    H, kv, r, V = 4096, 1024, 16, 128256
+    layer's forward, the adapters included, runs again but its down_proj (torch's non-reentrant checkpoint, which
+    transformers uses, stops early: measured in tests/test_time_torch.py); the output layer does not."""
+    H, kv, r, V, L, d_ff = 4096, 1024, 16, 128256, 32, 14336
     plain, full = _train_terms("llama-3-8b", lora_rank=r), _train_terms("llama-3-8b", lora_rank=r, recompute="full")
     assert full["backward.input"] - plain["backward.input"] == 2 * (H * H + 2 * H * kv)
     assert full["backward.adapters"] - plain["backward.adapters"] == 2 * r * (H + H)
-    assert full["recompute"] == full["forward"] - 2 * V * H
+    assert full["recompute"] == full["forward"] - 2 * V * H - L * 2 * H * d_ff
+
+
+def test_full_recompute_by_stack() -> None:
+    """Megatron's layer (the default; a reentrant checkpoint, Narayanan et al.'s count) reruns every layer's forward;
+    torchtune's layer and transformers' checkpointing (torch's non-reentrant checkpoint, early stop) all of it but
+    each layer's down projection, 2·H·d_ff per layer; a dropout mask after it (GPT-2's resid_pdrop) needs its output,
+    and a MoE layer's weighted sum saves the experts' outputs: the whole forward again."""
+    H, L, V, d_ff = 4096, 32, 128256, 14336
+    none, megatron = _train_terms("llama-3-8b"), _train_terms("llama-3-8b", recompute="full")
+    torchtune = _train_terms("llama-3-8b", recompute="full", layer_impl="torchtune")
+    assert megatron["recompute"] == none["forward"] - 2 * V * H
+    assert megatron["recompute"] - torchtune["recompute"] == L * 2 * H * d_ff == 3_758_096_384
+    assert {k: v for k, v in torchtune.items() if k != "recompute"} == none
+    gpt2 = _train_terms("gpt2", 1024, recompute="full", lora_rank=8)  # dropout on (the config's probabilities)
+    assert gpt2["recompute"] == gpt2["forward"] - 2 * 50257 * 768
+    off = _train_terms("gpt2", 1024, recompute="full", lora_rank=8, dropout=False)  # c_proj's base matmul not rerun
+    assert gpt2["recompute"] - off["recompute"] == 12 * 2 * 768 * 3072
+    mixtral = _train_terms("mixtral-8x7b", recompute="full", freeze_embeddings=True)
+    assert mixtral["recompute"] == mixtral["forward"] - 2 * 32000 * 4096
 
 
 def test_frozen_embeddings_drop_a_tied_heads_weight_gradient_only() -> None:

@@ -63,10 +63,11 @@ def test_training_flops_are_three_forwards_as_pytorch_counts() -> None:
 LORA_RANK = 4
 
 
-def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool = False, checkpoint: bool = False,
-                    batch: int = 2, seq: int = 16) -> dict[str, int]:
+def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool = False,
+                    checkpoint: bool | dict[str, bool] = False, batch: int = 2, seq: int = 16) -> dict[str, int]:
     """FlopCounterMode over one real step of the tiny Llama (eager attention): peft's LoRA on ``targets`` (None: full
-    training), the token embedding frozen (``freeze``), the head tied to it (``tie``), transformers' checkpointing."""
+    training), the token embedding frozen (``freeze``), the head tied to it (``tie``), transformers' checkpointing
+    (``checkpoint``: True, its default; or the keywords it passes to torch.utils.checkpoint)."""
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
@@ -80,8 +81,8 @@ def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool =
         model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_RANK, target_modules=targets))
     if freeze:
         model.get_input_embeddings().weight.requires_grad_(False)
-    if checkpoint:
-        model.gradient_checkpointing_enable()  # transformers 5: non-reentrant, and enable_input_require_grads
+    if checkpoint:  # transformers 5: non-reentrant unless told (modeling_utils.py 3158), enable_input_require_grads
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=None if checkpoint is True else checkpoint)
     model.train()
     ids = torch.randint(0, 100, (batch, seq))
     with FlopCounterMode(display=False) as counter:
@@ -137,11 +138,33 @@ def test_lora_with_flash_counts_layer0_key_gradient() -> None:
 @pytest.mark.parametrize("targets, last", [(["q_proj", "v_proj"], 2 * H_ * D_FF),  # down_proj's base matmul
                                            ("all-linear", 2 * LORA_RANK * H_)])  # down_proj's lora_B
 def test_lora_checkpointed_reruns_all_but_each_layers_last_matmul(targets, last) -> None:
-    """recompute full (transformers' gradient checkpointing, enable_input_require_grads: layer 0's input needs a
-    gradient) against the real step: the planner reruns every layer's forward, adapters included; torch's
-    non-reentrant checkpoint stops early, before each layer's last matmul (its inputs are packed before it runs, and
-    nothing after it is saved), so the count is the planner's less that matmul's forward in each layer, exactly
-    (full training alike: down_proj's forward, measured 35,487,744 against 36,929,536 planned)."""
+    """recompute full under LoRA (transformers' gradient checkpointing, non-reentrant, enable_input_require_grads:
+    layer 0's input needs a gradient) against the real step: torch's non-reentrant checkpoint stops early, before each
+    layer's last matmul (its inputs are packed before it runs, and nothing after it is saved), and the planner counts
+    so, to the FLOP; the whole rerun (what Megatron's reentrant checkpoint does) is that matmul's forward a layer more."""
     counted = _partly_counted(targets, checkpoint=True)["total"]
     options = {"lora_targets": targets} if targets == "all-linear" else {}
-    assert _planned(lora_rank=LORA_RANK, recompute="full", flash=False, **options) - counted == LAYERS * last * TOKENS
+    planned = _planned(lora_rank=LORA_RANK, recompute="full", flash=False, **options)
+    assert planned == counted
+    spec = architectures.spec_from_config({"model_type": "llama", **CASES["llama"][2]}, "tiny-llama")
+    trained = ptime.trained_of(ptime.load_shape(spec), ptime.train_time(
+        spec, "h100-80gb", mfu=0.4, batch=2, seq=16, lora_rank=LORA_RANK, recompute="full", flash=False,
+        **options).memory.regime)
+    whole = ptime.flops(spec, seq=SEQ, recompute="full", trained=trained).exact() * TOKENS
+    assert whole - counted == LAYERS * last * TOKENS
+
+
+@pytest.mark.parametrize("checkpoint, stops_early", [({"use_reentrant": False}, True),
+                                                     ({"use_reentrant": False, "early_stop": False}, False),
+                                                     ({"use_reentrant": True}, False)])
+def test_full_recompute_by_checkpoint(checkpoint, stops_early) -> None:
+    """Full training under recompute full, each checkpoint against FlopCounterMode, to the FLOP: torch's non-reentrant
+    checkpoint (transformers', torchtune's: early_stop True) does not run each layer's down_proj again, 35,487,744;
+    early_stop False (torchtitan's FullAC) and the reentrant one (Megatron's) rerun the whole forward, 36,929,536 =
+    Narayanan et al.'s count (forward + backward + the forward less the head), the default plan's."""
+    counted = _partly_counted(None, checkpoint=checkpoint)["total"]
+    assert counted == (35_487_744 if stops_early else 36_929_536)
+    assert 36_929_536 - 35_487_744 == LAYERS * 2 * H_ * D_FF * TOKENS  # down_proj's forward, each layer
+    torch_stack = {"layer_impl": "torchtune"}  # torchtune's layer: non-reentrant, early stop
+    assert _planned(recompute="full", **(torch_stack if stops_early else {})) == counted
+    assert _planned(recompute="full", activations="pytorch", precision="fp32") == 35_487_744  # transformers'

@@ -298,6 +298,10 @@ t_train = declare("t_train", r"t_{\mathrm{train}}", "seconds to train on T token
 c_gpu = declare("c_gpu", r"c_{\mathrm{gpu}}", "price of one GPU-hour (USD)", "usd", integer=False)
 P_gpu = declare("P_gpu", r"P_{\mathrm{gpu}}", "parameters one GPU computes with (N, or N_gpu under tensor and "
                 "pipeline parallelism; before ZeRO sharding; may be fractional)", "count", integer=False)
+P_tr = declare("P_tr", r"P_{\mathrm{tr}}", "parameters one GPU trains: what the optimizer steps and data parallelism "
+               "reduces (LoRA: the adapters; frozen embeddings: P_gpu less the embedding)", "count", integer=False)
+M_tr = declare("M_tr", r"M_{\mathrm{tr}}", "model-state bytes of the trained parameters (weights, gradients, optimizer "
+               "state) before ZeRO sharding", "bytes", integer=False)
 M_w = declare("M_w", r"M_{\mathrm{w}}", "weight bytes one GPU reads per decode step", "bytes", integer=False)
 M_kv = declare("M_kv", r"M_{\mathrm{kv}}", "KV-cache bytes one GPU reads per decode step", "bytes", integer=False)
 t_dec = declare("t_dec", r"t_{\mathrm{dec}}", "seconds per decode step of B sequences", "seconds", integer=False)

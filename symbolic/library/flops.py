@@ -20,6 +20,11 @@ embeddings (O(H) per token per layer, well under 1 % for any model larger than G
 the causal mask is not exploited (the scores are counted for all S positions, as the papers
 above and MFU conventions do; FlashAttention's causal kernels do about half that work);
 sliding-window layers are counted as full attention.
+
+Full recompute reruns every layer's forward (a reentrant checkpoint: Megatron's, Narayanan's
+count), or all of it but each layer's last matmul under torch's non-reentrant checkpoint, which
+stops early (``last_matmuls``, ``EARLY_STOP_NOTE``; ``planning.time.early_stop_of`` says which a
+plan's stack uses).
 """
 
 from __future__ import annotations
@@ -42,11 +47,23 @@ for _id, _citation, _url in (
     ("chowdhery2022", "A. Chowdhery et al., \"PaLM: Scaling Language Modeling with Pathways\", 2022, Appendix B",
      "https://arxiv.org/abs/2204.02311"),
     ("dubey2024", "A. Dubey et al., \"The Llama 3 Herd of Models\", 2024", "https://arxiv.org/abs/2407.21783"),
+    ("pytorch-checkpoint", "PyTorch 2.13.0, torch/utils/checkpoint.py: non-reentrant checkpoint's early_stop "
+     "(default True, lines 477-481; _recomputation_hook.pack_hook raises _StopRecomputationError once every saved "
+     "tensor is rebuilt, lines 1128-1131); the reentrant variant \"always recomputes function in its entirety\" "
+     "(lines 402-406)", "https://github.com/pytorch/pytorch/blob/main/torch/utils/checkpoint.py"),
 ):
     if _id not in sources.SOURCES:
         sources.register(_id, _citation, _url)
 
 RECOMPUTE = ("none", "selective", "full", "ops")
+# The matmul key of a dense layer's last matmul (the MLP's down projection): its output only enters the residual sum
+LAST_MATMUL = "mlp.down"
+EARLY_STOP_NOTE = ("torch.utils.checkpoint(use_reentrant=False) stops recomputing once every tensor the backward "
+                   "saved is rebuilt (early_stop, default True; torch 2.13.0 torch/utils/checkpoint.py lines 402-406 "
+                   "and 1128-1131): an op's inputs are saved before it runs, and the layer's last matmul (its MLP down "
+                   "projection) saves its input and weight, then only feeds the residual sum, so it is not run again. "
+                   "Measured with FlopCounterMode on a tiny Llama (tests/test_time_torch.py). Megatron's reentrant "
+                   "checkpoint and torchtitan's FullAC (early_stop=False since 25413d2) rerun the whole forward.")
 _MATMUL = "2 FLOPs per weight per token (one multiply-add)"
 _OPS_NOTE = ("torchtitan's save list keeps every odd-counted mm output of a layer and SDPA's outputs, so the even-counted "
              "matmuls run again (gated: wk, wo, w3) and the attention core does not; the layer's last matmul is not "
@@ -98,22 +115,38 @@ def ops_recompute(gated: bool, moe: bool = False) -> sympy.Expr:
     return L * 2 * sympy.Add(*(weights for _, weights in activations.ops_recomputed(variant)))
 
 
+def last_matmuls(matmuls: Iterable[tuple[str, str, sympy.Expr, sympy.Expr]]) -> sympy.Expr:
+    """Forward FLOPs per token of every dense layer's last matmul (``LAST_MATMUL``, on the layers that have it).
+
+    What torch's non-reentrant checkpoint with early stop does not run again (``EARLY_STOP_NOTE``); a layer without
+    one (MoE: the experts' outputs are saved by the weighted sum that combines them) has none.
+    """
+    return sympy.Add(*(n * 2 * w for key, _, w, n in matmuls if key == LAST_MATMUL))
+
+
 def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str,
-                ops: sympy.Expr | None = None) -> list[Term]:
+                ops: sympy.Expr | None = None, last: sympy.Expr | None = None) -> list[Term]:
     """Training FLOPs per token: forward, backward (twice the forward), and the recomputed forward share.
 
     ``forward`` is the forward count (or F_fwd), ``output`` its output-layer part (never
     recomputed), ``core`` the attention core (``attention_core``), ``ops`` what the per-op policy runs
-    again (``ops_recompute``; needed for recompute ops).
+    again (``ops_recompute``; needed for recompute ops). ``last``: under full recompute, what torch's
+    non-reentrant checkpoint with early stop does not run again (``last_matmuls``); None: the whole
+    forward again (Megatron's reentrant checkpoint, Narayanan et al.'s count).
     """
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
     terms = [_t("forward", "forward pass", forward, "narayanan2021", "§5.1"),
              _t("backward", "backward pass: gradients of inputs and of weights, 2 × forward", 2 * forward,
                 "narayanan2021", "§5.1", "Each matmul's backward is two matmuls of the same size.")]
-    if recompute == "full":
+    if recompute == "full" and last is not None and last != 0:
+        terms.append(_t("recompute", "full recompute, torch's non-reentrant checkpoint: every layer's forward again "
+                        "but its last matmul (not the output layer)", forward - output - last, "pytorch-checkpoint",
+                        "early_stop", EARLY_STOP_NOTE))
+    elif recompute == "full":
         terms.append(_t("recompute", "full recompute: every layer's forward again (not the output layer)",
-                        forward - output, "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1."))
+                        forward - output, "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1 (a reentrant "
+                        "checkpoint: Megatron's; torchtitan's FullAC with early_stop=False alike)."))
     elif recompute == "selective":
         terms.append(_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again", core,
                         "korthikanti2022", "§5", "Korthikanti et al. recompute the softmax, dropout and attention "

@@ -39,7 +39,7 @@ from ..core import sources
 from ..core.symbols import L, S, V
 from ..core.term import Term
 from . import lora
-from .flops import _OPS_NOTE, RECOMPUTE
+from .flops import _OPS_NOTE, EARLY_STOP_NOTE, LAST_MATMUL, RECOMPUTE, last_matmuls
 
 if "hu2021" not in sources.SOURCES:
     sources.register("hu2021", "E. J. Hu et al., \"LoRA: Low-Rank Adaptation of Large Language Models\", 2021",
@@ -91,6 +91,10 @@ class Trained:
     @property
     def lora(self) -> bool:
         return self.rank > 0
+
+    def params(self) -> sympy.Expr:
+        """Parameters of the adapters: Σ count · r · (in + out) (``library.lora.Adapters.params``)."""
+        return sympy.Add(*(m.count * self.rank * (m.d_in + m.d_out) for m in self.adapters))
 
 
 def _layer_grads(keys: Sequence[str], adapted: set[str], needs: bool, base: bool
@@ -148,7 +152,8 @@ def adapter_forward(trained: Trained) -> list[Term]:
 
 def train_terms(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], core: tuple[sympy.Expr, sympy.Expr],
                 output_width: sympy.Expr | None, extra: Sequence[tuple[str, str, sympy.Expr]], trained: Trained,
-                recompute: str, forward: sympy.Expr, ops: sympy.Expr | None = None) -> list[Term]:
+                recompute: str, forward: sympy.Expr, ops: sympy.Expr | None = None, early_stop: bool = False
+                ) -> list[Term]:
     """Training FLOPs per token of a partly trained step: forward, backward split by gradient, recompute.
 
     ``matmuls`` as ``flops.forward_terms`` takes them (key, title, weights per layer, layers); ``core``
@@ -203,7 +208,8 @@ def train_terms(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], core
                 "Eager attention: each bmm computes only the gradients wanted (layer 0 under LoRA).")]
     if trained.adapters:
         terms.append(_adapter_backward(trained, grads0, grads1, last))
-    recomputed = _recompute(recompute, forward, head, core, trained, ops)
+    recomputed = _recompute(recompute, forward, head, core, trained, ops, last_run(matmuls, trained) if early_stop
+                            else None)
     return [t for t in terms if t.expr != 0] + recomputed
 
 
@@ -225,13 +231,26 @@ def _adapter_backward(trained: Trained, grads0: dict[str, bool], grads1: dict[st
               "no gradient.")
 
 
+def last_run(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], trained: Trained) -> sympy.Expr:
+    """Forward FLOPs per token of each layer's last matmul: the down projection's lora_B where an adapter wraps it
+    (peft adds it after the base matmul), else the base down projection (``flops.last_matmuls``)."""
+    wrapped = [m for m in trained.adapters if LAST_MATMUL in m.wraps]
+    if wrapped:
+        return sympy.Add(*(m.count * 2 * trained.rank * m.d_out for m in wrapped))
+    return last_matmuls(matmuls)
+
+
 def _recompute(recompute: str, forward: sympy.Expr, head: sympy.Expr, core: tuple[sympy.Expr, sympy.Expr],
-               trained: Trained, ops: sympy.Expr | None) -> list[Term]:
+               trained: Trained, ops: sympy.Expr | None, last: sympy.Expr | None = None) -> list[Term]:
     if recompute == "none":
         return []
     if recompute == "full":
         head_adapters = sympy.Add(*(m.count * 2 * trained.rank * (m.d_in + m.d_out) for m in trained.adapters
                                     if HEAD in m.wraps))
+        if last is not None and last != 0:
+            return [_t("recompute", "full recompute, torch's non-reentrant checkpoint: every layer's forward again, "
+                       "adapters included, but its last matmul (not the output layer)",
+                       forward - head - head_adapters - last, "pytorch-checkpoint", "early_stop", EARLY_STOP_NOTE)]
         return [_t("recompute", "full recompute: every layer's forward again, adapters included (not the output "
                    "layer)", forward - head - head_adapters, "narayanan2021", "§5.1")]
     if recompute == "selective":

@@ -38,11 +38,19 @@ as torchtitan splits it runs at its slowest rank's pace: ``slowest``, with that 
 memory traffic counts the weights read by every pass and the model states read and written once
 by the optimizer (activations' traffic is left out).
 
+When only part of the model trains (``trained``: LoRA or QLoRA adapters, frozen embeddings) the optimizer
+reads and writes the trained parameters' states only (M_tr bytes) and data parallelism reduces only their
+gradients (P_tr parameters; ZeRO 1/2 all-gather only their updated weights): a frozen weight has no gradient
+and no optimizer state (peft sets requires_grad False on the base; DDP and FSDP reduce only the gradients
+that exist). The weights read by every pass and ZeRO-3's gathers stay every parameter's.
+
 With ``--achieved-tflops X`` instead (``time.train.achieved``): time = FLOPs / (n_gpu · X), X an
 end-to-end rate with every overhead inside, as papers report it; nothing is modelled on top.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import sympy
 
@@ -53,9 +61,11 @@ from ..core.symbols import (
     H,
     L,
     M_kv,
+    M_tr,
     M_w,
     N,
     P_gpu,
+    P_tr,
     S,
     W_cp,
     W_dp,
@@ -103,11 +113,22 @@ def _s(key: str, title: str, expr: sympy.Expr, source: str, where: str = "", not
     return Term(key, title, expr, "seconds", source, where, note)
 
 
+@dataclass(frozen=True)
+class Trained:
+    """What a partly trained step's optimizer steps and data parallelism reduces (``step_terms``'s ``trained``)."""
+
+    grad_bytes: sympy.Expr  # bytes of one trained parameter's gradient (LoRA: the adapter dtype's)
+    weight_bytes: sympy.Expr  # bytes of one updated trained weight (ZeRO 1/2's all-gather)
+    what: str = "the adapters"  # what trains, for the terms' notes
+    params: sympy.Expr = P_tr  # P_tr, which the planner defines
+    states: sympy.Expr = M_tr  # M_tr, the trained parameters' model-state bytes
+
+
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
                schedule: str | None = None, slowest: sympy.Expr | int = 1,
-               stage_layers: sympy.Expr | int | None = None) -> list[Term]:
+               stage_layers: sympy.Expr | int | None = None, trained: Trained | None = None) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
@@ -117,18 +138,21 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     ``schedule``: the pipeline schedule (``--pp-schedule``); ``zbv`` takes the zero-bubble V schedule's bubble.
     ``slowest``: p × the slowest pipeline rank's share of F_tok (1 when the stages split the FLOPs evenly); the
     pipeline runs at that rank's pace, and its bubble is on that rank's compute. ``stage_layers``: that rank's
-    transformer layers, whose tp and ring traffic it moves (None: L/p, an even split).
+    transformer layers, whose tp and ring traffic it moves (None: L/p, an even split). ``trained``: what the optimizer
+    steps and data parallelism reduces when not every parameter trains (None: all ``params``, ``state_bytes`` each).
     """
     layers = L / p if stage_layers is None else stage_layers
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
     flop_time = slowest * flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
     passes = 3 if recompute == "full" else 2
     shard = n_d if zero else 1
-    traffic = (passes * n_mb * weight_bytes * params + 2 * state_bytes * params / shard) / W_hbm
+    states = state_bytes * params if trained is None else trained.states
+    traffic = (passes * n_mb * weight_bytes * params + 2 * states / shard) / W_hbm
     compute = sympy.Max(flop_time, traffic, evaluate=False)  # unevaluated: SymPy's Max simplification is slow
+    stepped = "model states" if trained is None else f"the model states of {trained.what} (M_tr)"
     terms = [_s("compute", "roofline: max(FLOPs / (F_peak·η), bytes moved / HBM bandwidth)", compute, "williams2009",
                 "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: weights read {passes}× per "
-                    "micro-batch, model states read and written once.")]
+                    f"micro-batch, {stepped} read and written once.")]
     terms.append(_bubble(compute, schedule))
     per_layer = {"full": 6, "ops": 5}.get(recompute, 4)
     ring = 2 * (t - 1) / t
@@ -139,15 +163,20 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                     "parallelism replaces each by a reduce-scatter and an all-gather of the same volume."))
     ranks = n_d if cp_width is None else n_d * c_p  # FSDP reduces the gradients over dp × cp ranks
     frac = (ranks - 1) / ranks
+    grads = grad_bytes * params if trained is None else trained.grad_bytes * trained.params
+    updated = weight_bytes * params if trained is None else trained.weight_bytes * trained.params
     if zero == 0:
-        dp_bytes, how = 2 * frac * grad_bytes * params, "gradient all-reduce 2·(n_d − 1)/n_d"
+        dp_bytes, how = 2 * frac * grads, "gradient all-reduce 2·(n_d − 1)/n_d"
     elif zero in (1, 2):
-        dp_bytes, how = frac * (grad_bytes + weight_bytes) * params, "reduce-scatter of gradients + all-gather of weights"
+        dp_bytes, how = frac * (grads + updated), "reduce-scatter of gradients + all-gather of weights"
     else:
-        dp_bytes = frac * (grad_bytes + 2 * n_mb * weight_bytes) * params
+        dp_bytes = frac * (grads + 2 * n_mb * weight_bytes * params)
         how = "ZeRO-3: reduce-scatter of gradients + weights gathered in every forward and backward"
+    reduced = "" if trained is None else (f" Only the gradients of {trained.what} (P_tr parameters) are reduced"
+                                          + (" and their weights gathered" if zero in (1, 2) else "")
+                                          + ": the frozen weights have none.")
     terms.append(_s("dp_comm", f"data parallel: {how}", dp_bytes / W_dp, "zero2020", "§7",
-                    "Not overlapped with the backward pass (an upper bound)."))
+                    "Not overlapped with the backward pass (an upper bound)." + reduced))
     sent = act_bytes * B * tokens * H / (t if sequence_parallel else 1)
     terms.append(_s("pp_comm", "pipeline: one activation and one gradient of B·S·H per micro-batch and stage",
                     sympy.Min(p - 1, 1, evaluate=False) * 2 * n_mb * v_pp * sent / W_pp, "narayanan2021", "§2.2",

@@ -36,6 +36,7 @@ from .. import formats
 from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
 from ..core.symbols import B, F_step, L, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
+from ..core.term import Term
 from ..library import flops as fl
 from ..library import flops_trained as ft
 from ..library import pipeline as pipe
@@ -102,19 +103,49 @@ def _spec(model: object) -> ModelSpec | ModelShape:
     raise TypeError(f"expected a model name, a config path or a ModelSpec, not {type(model).__name__}")
 
 
-def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: ft.Trained | None = None) -> Flops:
+def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: ft.Trained | None = None,
+          early_stop: bool = False) -> Flops:
     """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``).
 
     ``trained``: what the step trains when not every weight (LoRA, frozen embeddings: ``library.flops_trained``,
-    ``trained_of`` builds it from a plan); None: full training.
+    ``trained_of`` builds it from a plan); None: full training. ``early_stop``: full recompute under torch's
+    non-reentrant checkpoint, which does not run each layer's last matmul again (``early_stop_of`` says it of a
+    plan); False: the whole forward again (Megatron's reentrant checkpoint, Narayanan et al. 2021).
     """
     source = _spec(model)
+    early_stop = early_stop and recompute == "full"
     if isinstance(source, ModelShape):  # no layer formulas: the matrices the network shows
-        return _matrix_flops(source, seq, recompute, trained)
-    return _flops(source, seq, recompute, trained)
+        return _matrix_flops(source, seq, recompute, trained, early_stop)
+    return _flops(source, seq, recompute, trained, early_stop)
 
 
-def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Trained | None = None) -> Flops:
+def early_stop_of(regime: object) -> bool:
+    """Whether a plan's full recompute is torch's non-reentrant checkpoint with early stop (``library.flops``).
+
+    torchtune's layers (``--layer-impl torchtune``: ptd_checkpoint_wrapper(use_reentrant=False), torchtune/training/
+    activations.py at bd2a0fc) and transformers' gradient checkpointing (``--activations pytorch`` and the fine-tuning
+    regimes, peft's: use_reentrant False, transformers 5.24.0 modeling_utils.py line 3158) stop early. The default
+    layer is Megatron's (a reentrant checkpoint) and torchtitan's FullAC passes early_stop=False (since 25413d2,
+    2025-08-29; torchtitan/distributed/activation_checkpoint.py at b5bcd76): the whole forward again.
+    """
+    from . import finetune
+
+    if getattr(regime, "recompute", "none") != "full":
+        return False
+    return bool(getattr(regime, "layer_impl", "korthikanti") != "korthikanti" or getattr(regime, "pytorch", False)
+                or finetune.active(regime))
+
+
+EARLY_STOP_PLAN_NOTE = ("full recompute as torch's non-reentrant checkpoint (transformers', peft's, torchtune's): "
+                        "early stop, each layer's last matmul (its MLP down projection) not run again")
+REENTRANT_PLAN_NOTE = ("full recompute as a reentrant checkpoint (Megatron's; torchtitan's FullAC, early_stop=False): "
+                       "every layer's whole forward again, Narayanan et al. 2021's count")
+MATRIX_EARLY_STOP_NOTE = ("full recompute counted as the whole forward again (this network's matrices do not say which "
+                          "matmul ends a layer, which torch's non-reentrant checkpoint does not run again)")
+
+
+def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Trained | None = None,
+                  early_stop: bool = False) -> Flops:
     """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
     if recompute == "ops":  # as its memory: the order of its matmuls, which the policy alternates over, is unknown
         raise UserError(f"recompute ops: {network.name} has no family table (the order of its matmuls, which "
@@ -125,6 +156,8 @@ def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Tra
     values = {**network.numbers, "S": seq}
     name = network.name
     notes = [network.cannot_say.get("flops", "")]
+    if early_stop:
+        notes.append(MATRIX_EARLY_STOP_NOTE)
     if trained is not None and trained.lora:  # its matrices do not say where the adapters sit in a layer's dataflow
         notes.append(MATRIX_LORA_NOTE)
         trained = None
@@ -150,7 +183,8 @@ MATRIX_LORA_NOTE = ("FLOPs with LoRA: counted as full training (this network's m
 
 
 @lru_cache(maxsize=128)
-def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None = None) -> Flops:
+def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None = None,
+           early_stop: bool = False) -> Flops:
     shape = load_shape(spec)
     matmuls, q_width, v_width = _layers(spec, shape)
     emb = _emb(spec)
@@ -172,10 +206,10 @@ def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
     if trained is None:
         train_terms = fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
-                                     _ops(spec, recompute))
+                                     _ops(spec, recompute), fl.last_matmuls(matmuls) if early_stop else None)
     else:
         train_terms = ft.train_terms(matmuls, (q_width, v_width if v_width is not None else q_width), output, extra,
-                                     trained, recompute, fl.F_fwd, _ops(spec, recompute))
+                                     trained, recompute, fl.F_fwd, _ops(spec, recompute), early_stop)
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
                     train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
@@ -208,10 +242,24 @@ def plan_flops(memory: Plan, model: object) -> Flops:
     own = _own_flops(memory)
     if own is not None:  # counted on its own step: with LoRA, peft's adapters on the frozen module
         return own if trained is None or trained.lora else replace(own, notes=(OWN_TRAINED_NOTE,))
-    found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained)
+    early = early_stop_of(r) and not getattr(r, "dropout", False)  # a dropout mask after it needs its output
+    found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained, early_stop=early)
     if trained is not None and trained.lora and not trained.adapters:
         return replace(found, notes=(MATRIX_LORA_NOTE,))
+    if r.recompute == "full" and not found.notes:
+        return replace(found, notes=(_rerun_note(found, early_stop_of(r)),))
     return found
+
+
+def _rerun_note(found: Flops, torch_checkpoint: bool) -> str:
+    """The plan's line on what its full recompute runs again (``early_stop_of``)."""
+    if any(term.key == "recompute" and term.source == "pytorch-checkpoint" for term in found.train.terms):
+        return EARLY_STOP_PLAN_NOTE
+    if torch_checkpoint:
+        return ("full recompute: every layer's whole forward again, torch's non-reentrant checkpoint included (a "
+                "dropout mask, or a MoE layer's weighted sum of experts, saves what follows the last matmul; or the "
+                "network does not say which matmul is last)")
+    return REENTRANT_PLAN_NOTE
 
 
 OWN_TRAINED_NOTE = ("FLOPs: the network's own count of a full-training step (the frozen embedding's weights are "
@@ -509,6 +557,9 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
     held = N_gpu if N_gpu in memory.formula.definitions else N
     defs[tm.P_gpu] = memory.formula.definitions[held]
     pr = prec.get(r.precision)
+    trained = trained_states(memory, defs[tm.P_gpu])
+    if trained is not None:
+        trained, defs[tm.P_tr], defs[tm.M_tr] = trained
     states = prec.bytes_per_param(r.precision, r.optimizer, r.grads)
     terms = tm.step_terms(params=tm.P_gpu, zero=r.zero, recompute=r.recompute, sequence_parallel=r.sequence_parallel,
                           act_bytes=pr.activation_bytes, weight_bytes=pr.weight_bytes,
@@ -516,13 +567,85 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           state_bytes=states if states is not None else sympy.Integer(16),
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
                           schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_),
-                          stage_layers=slowest_layers(memory, fl_))
+                          stage_layers=slowest_layers(memory, fl_), trained=trained)
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
                                 "catalogue's per-direction bandwidth.")
+
+
+def trained_states(memory: Plan, held: Formula) -> tuple[tm.Trained, Formula, Formula] | None:
+    """What a fine-tuning plan's optimizer steps and data parallelism reduces: (``timing.Trained``, the Formulas of
+    P_tr and M_tr); None for full training.
+
+    LoRA: the adapters (``flops_trained.Trained.params``, Σ count·r·(in + out); a torch module: the tensors peft
+    adds to it), their weights, gradients and optimizer state in the adapter dtype (``finetune.state_terms``, the
+    memory plan's own); frozen embeddings alone: P_gpu (``held`` defines it) less the token embedding, at the
+    precision's bytes.
+    """
+    from . import finetune
+
+    params = tm.P_gpu
+    model, r = memory.model, memory.regime
+    trained = trained_of(model, r)
+    if trained is None:
+        return None
+    name = model.name
+    defs = None
+    if trained.lora:
+        found = _adapter_states(model, r, trained)
+        if found is None:
+            return None
+        count, element, kept, title = found
+        how = tm.Trained(grad_bytes=element, weight_bytes=element, what="the adapters")
+        counted = Term("adapters", f"LoRA adapters ({title})", count, "params", "hu2021", "§4.1",
+                       "lora_A (r × in) and lora_B (out × r) per adapted matrix; every base weight is frozen.")
+    else:
+        emb = finetune.embedding_params(model)
+        pr = prec.get(r.precision)
+        how = tm.Trained(grad_bytes=pr.grad_bytes(r.grads), weight_bytes=pr.weight_bytes,
+                         what="every weight but the frozen token embedding")
+        counted = Term("trained", "every parameter but the frozen token embedding (the head too when tied to it)",
+                       params - emb, "params", "project")
+        kept = [t for t in finetune.state_terms(model, r, params) if t.key != "weights"]  # weights: the table too
+        kept.append(Term("weights", f"{pr.dtype} weights of the trained parameters", pr.weight_bytes * (params - emb),
+                         "bytes", "project"))
+        defs = {params: held}
+    p_tr = Formula(f"time.{name}.trained_params", f"Parameters {name}'s step trains", (counted,), source="project",
+                   name="P_tr", definitions=defs)
+    m_tr = Formula(f"time.{name}.trained_states", f"Model-state bytes of the parameters {name}'s step trains",
+                   tuple(kept), source="project", name="M_tr", definitions=defs)
+    return how, p_tr, m_tr
+
+
+def _adapter_states(model: ModelShape, r: object, trained: ft.Trained
+                    ) -> tuple[sympy.Expr, int, list[Term], str] | None:
+    """(adapter parameters, bytes per element, their state terms, a title) of a LoRA plan; None where no layout of
+    adapters is known (a network's matrices alone: the step then counts every parameter, as its FLOPs do)."""
+    from ..library import optimizers as optim
+    from . import finetune
+
+    opt = optim.get(str(r.optimizer))  # type: ignore[attr-defined]
+    if trained.adapters:  # a family table's layers: the memory plan's own adapter states
+        ad = finetune.adapters(model, r)
+        kept = [t for t in finetune.state_terms(model, r, tm.P_gpu) if t.key != "weights"]  # not the frozen base
+        return trained.params(), ad.element_bytes, kept, f"{ad.describe()}: Σ count·r·(in + out)"
+    own = getattr(model, "lora_adapters", None)
+    if own is None:
+        return None
+    from ..networks.module import lora as module_lora
+
+    spec = module_lora.Spec(int(r.lora_rank), tuple(r.lora_targets), float(r.lora_dropout),  # type: ignore[attr-defined]
+                            str(r.adapter_dtype), bool(r.qlora))  # type: ignore[attr-defined]
+    found = own(spec)
+    count, element = sympy.Integer(found.total), spec.element_bytes
+    kept = [Term("adapter_weights", "the adapters' weights", element * count, "bytes", "peft"),
+            Term("gradients", "the adapters' gradients", element * count, "bytes", "pytorch"),
+            Term("optimizer_states", f"{opt.title} states of the adapters", opt.state_expr(count, element), "bytes",
+                 opt.source, opt.where)]
+    return count, element, kept, f"peft's tensors on {', '.join(found.modules)}"
 
 
 def slowest_stage(memory: Plan, fl_: Flops) -> sympy.Rational | int:
