@@ -25,7 +25,12 @@ FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_ful
   accumulate block by block over the backward while each finished block's saved activations are freed
   (measured on the CPU over two gloo ranks: ``tests/test_fsdp_step.py``);
 - HSDP (a 2-D mesh, R replicas of a shard group): shards over ``n_s = dp/R`` ranks, then
-  all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``).
+  all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``);
+- streams: the flat all-gather outputs and their copy-ins are allocated on the all-gather copy-in stream, the
+  reduce-scatter output (the sharded gradients) on the reduce-scatter stream, the rest on the compute stream; the
+  caching allocator serves a stream only from its own cached blocks, so max reserved holds those side streams'
+  blocks beside the compute stream's peak (``stream_pools_term``, a runtime term; measured with a CPU step's
+  stream-tagged allocations replayed per stream: ``tests/test_fsdp_streams.py``).
 
 torchao float8 training (``torchao/float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``)
 casts a linear layer's input and weight to float8 for each matmul (``hp_tensor_to_float8_dynamic``:
