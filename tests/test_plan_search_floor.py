@@ -117,10 +117,10 @@ def test_train_layout_is_the_plans_own(options: dict) -> None:
     plan = planning.plan("llama-3-8b", "train", batch=2, seq=4096, **options)
     layout, _, _ = train_layout(plan.model, plan.regime)
     assert plan.layout.resident[:len(layout.resident)] == layout.resident
-    assert [t.key for t in plan.layout.resident[len(layout.resident):]] == ["cuda_context", "cublas_workspace",
-                                                                              "allocator", "nccl"][:len(
-                                                                                  plan.layout.resident) - len(
-                                                                                  layout.resident)]
+    runtime = ["cuda_context", "cublas_workspace", "allocator", "nccl", *(["fsdp_stream_pools"] if plan.layout.pools
+                                                                           else [])]
+    assert [t.key for t in plan.layout.resident[len(layout.resident):]] == runtime[:len(
+        plan.layout.resident) - len(layout.resident)]
     assert plan.layout.phases == layout.phases
 
 

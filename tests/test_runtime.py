@@ -176,6 +176,29 @@ def test_out_of_memory_releases_free_segments_and_retries() -> None:
     assert min_capacity(split) == 20 * MIB + 14 * MIB
 
 
+def test_a_block_freed_by_one_stream_serves_only_its_own_stream() -> None:
+    """CUDACachingAllocator.cpp: free blocks ordered by stream first, get_free_block refuses another stream's."""
+    a = CachingAllocator()
+    a.malloc("grad", 40 * MIB, stream="rs")  # the reduce-scatter stream's output
+    a.free("grad")  # freed (zero_grad runs on the compute stream): back to the reduce-scatter stream's blocks
+    a.malloc("act", 40 * MIB)  # the compute stream cannot take it: a new segment
+    assert (a.reserved, a.segments) == (80 * MIB, 2)
+    assert a.stream_reserved == {"rs": 40 * MIB, 0: 40 * MIB}
+    a.malloc("grad2", 30 * MIB, stream="rs")  # the reduce-scatter stream reuses its own (best fit, split)
+    assert a.reserved == 80 * MIB
+
+
+def test_one_stream_replays_as_before_and_streams_add_their_pools() -> None:
+    """A trace without streams replays unchanged; the same trace on two streams reserves both streams' peaks."""
+    one = [("alloc", 1, 64 * MIB), ("free", 1, 0), ("alloc", 2, 64 * MIB), ("free", 2, 0)]
+    assert replay(one).reserved == 64 * MIB
+    two = [("alloc", 1, 64 * MIB, "rs"), ("free", 1, 0), ("alloc", 2, 64 * MIB, 0), ("free", 2, 0)]
+    assert replay(two).reserved == 128 * MIB
+    # under pressure the wholly free segment of the other stream is released and the request retried
+    assert replay(two, capacity=64 * MIB).reserved == 64 * MIB
+    assert min_capacity(two) == 64 * MIB
+
+
 # --- the fragmentation allowance against replays of real steps ----------------------------------
 
 def _trace(model, vocab: int, batch: int, seq: int, optimizer=None):

@@ -25,7 +25,12 @@ FSDP2 is not ZeRO-3 byte for byte (PyTorch 2.13.0, ``torch/distributed/fsdp/_ful
   accumulate block by block over the backward while each finished block's saved activations are freed
   (measured on the CPU over two gloo ranks: ``tests/test_fsdp_step.py``);
 - HSDP (a 2-D mesh, R replicas of a shard group): shards over ``n_s = dp/R`` ranks, then
-  all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``).
+  all-reduces over the R replicas (``foreach_reduce``'s ``all_reduce_group``);
+- streams: the flat all-gather outputs and their copy-ins are allocated on the all-gather copy-in stream, the
+  reduce-scatter output (the sharded gradients) on the reduce-scatter stream, the rest on the compute stream; the
+  caching allocator serves a stream only from its own cached blocks, so max reserved holds those side streams'
+  blocks beside the compute stream's peak (``stream_pools_term``, a runtime term; measured with a CPU step's
+  stream-tagged allocations replayed per stream: ``tests/test_fsdp_streams.py``).
 
 torchao float8 training (``torchao/float8/float8_linear.py``, ``matmul_with_hp_or_float8_args``)
 casts a linear layer's input and weight to float8 for each matmul (``hp_tensor_to_float8_dynamic``:
@@ -350,3 +355,40 @@ def accumulated_grads_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:
                 "PyTorch's pipeline stage turns gradient sync off for every micro-batch but the last, so FSDP2 "
                 "keeps each block unsharded (reshard_after_backward False) and its gradient unsharded, cast to "
                 "reduce_dtype and accumulated, until the last micro-batch's backward reduce-scatters it.")
+
+
+STREAMS_NOTE = (
+    "The caching allocator keeps every block on the stream it was allocated on and hands a free block only to a "
+    "request of that stream (c10/cuda/CUDACachingAllocator.cpp: BlockComparatorSize orders free blocks by stream "
+    "first; get_free_block returns none when the candidate's stream differs; segments go back to CUDA only on an "
+    "out-of-memory retry or empty_cache). FSDP2 allocates on two side streams (PyTorch 2.13.0 _fsdp_collectives.py): "
+    "foreach_reduce allocates the reduce-scatter output on the reduce-scatter stream and, with reduce_dtype the "
+    "parameters' dtype (torchtitan: fp32), views it as the block's sharded gradients, which the optimizer's "
+    "zero_grad frees at the next step's start: back to that stream's blocks, so from the second step the "
+    "reduce-scatter stream keeps all the sharded gradients reserved through the forward and backward; "
+    "foreach_all_gather allocates each group's flat all-gather output and its copy-in (the shard cast to "
+    "param_dtype) on the all-gather copy-in stream, the root's first, kept in all_gather_state until the first "
+    "block's copy-out, so that stream keeps the root's output and a block's reserved. The unsharded parameters "
+    "(copy-out), the reduce-scatter input and the activations are the compute stream's. What a phase already counts "
+    "of the side streams' tensors is not counted again.")
+
+
+def copy_in_pool(root_bytes: sympy.Expr | int, block_bytes: sympy.Expr, shards: sympy.Expr | int,
+                 blocks: int = 2) -> sympy.Expr:
+    """The most the all-gather copy-in stream holds at once: the root's flat output and its copy-in, or the root's
+    output kept beside the first block's copy-in and output, or (``blocks`` ≥ 2) one block's kept beside the next's
+    (``foreach_all_gather``, ``FSDPParamGroup.wait_for_unshard``)."""
+    moments = [root_bytes * (1 + sympy.Integer(1) / shards), root_bytes + block_bytes * (1 + sympy.Integer(1) / shards)]
+    if blocks >= 2:
+        moments.append(block_bytes * (2 + sympy.Integer(1) / shards))
+    return maximum(*moments)
+
+
+def stream_pools_term(extras: dict[str, sympy.Expr], pools: dict[str, sympy.Expr]) -> Term:
+    """What max reserved holds beyond the plan's peak tensors: each phase's tensors plus what FSDP2's side streams keep
+    reserved beyond the side-stream tensors that phase counts (``pools``), the largest, less the largest phase."""
+    with_pools = maximum(*(extras[p] + pools.get(p, 0) for p in extras))
+    return Term("fsdp_stream_pools", "FSDP2 side streams' cached blocks (reduce-scatter: the sharded gradients; "
+                "all-gather copy-in: the root's and a block's flat outputs), beyond the peak's tensors",
+                with_pools - maximum(*extras.values()), "bytes", SRC,
+                "get_free_block (stream match), foreach_reduce, foreach_all_gather", STREAMS_NOTE)

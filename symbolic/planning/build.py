@@ -504,11 +504,13 @@ def _with_runtime(layout: Layout, r: Regime, notes: list[str]) -> Layout:
     tensors = sympy.Add(*(t.expr for t in layout.resident), layout.peak_term().expr)
     terms = runtime.terms(gpus_in_job=r.gpus, dp=r.dp, tp=r.tp, pp=r.pp, ep=r.ep, tensors=tensors,
                           mode="train" if r.train else "serve", loading=r.cuda_module_loading)
+    if layout.pools:  # FSDP2's side streams (allocated there, reserved beside the compute stream's peak)
+        terms.append(fsdp.stream_pools_term({p: layout.extra(p) for p in layout.phases}, dict(layout.pools)))
     notes.append(runtime.RUNTIME_NOTE)
     return layout.with_resident(terms)
 
 
-RUNTIME_KEYS = ("cuda_context", "cublas_workspace", "allocator", "nccl")
+RUNTIME_KEYS = ("cuda_context", "cublas_workspace", "allocator", "nccl", "fsdp_stream_pools")
 
 
 def _params(model: ModelShape, regime: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
@@ -612,8 +614,10 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         ring = _ring_terms(model, r, tp_s, values)
         forward += ring[0]
         backward += ring[1]
-    return Layout(tuple(resident), {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
-                                    "optimizer": tuple(optimizer)}), definitions, host
+    phases = {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
+              "optimizer": tuple(optimizer)}
+    pools = _fsdp_pools(model, r, tp_s, kept, phases) if r.fsdp else {}
+    return Layout(tuple(resident), phases, pools), definitions, host
 
 
 def _stage_buffers(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, act_bytes: int,
@@ -756,16 +760,42 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
 
 
 def _written_grads(r: Regime, layer: sympy.Expr, param_bytes: int, layer_bytes: sympy.Expr, reduce_bytes: int,
-                   freed: sympy.Expr) -> list[Term]:
+                   freed: sympy.Expr, sharded: sympy.Expr | None = None) -> list[Term]:
     """A block's gradients and reduce-scatter input and the sharded gradients FSDP2 writes block by block over one
     micro-batch's backward, against the activations the finished blocks freed (with accumulation the gradients are
     whole from the forward on; the optimizer in backward steps and frees each one: the buffers count whole then)."""
     if r.microbatches > 1 or r.optimizer_in_backward:
         return []
-    regime_prec = prec.get(r.precision)
-    sharded = int(formats.nbytes(regime_prec.master or regime_prec.dtype)) * layer / n_s
+    if sharded is None:  # ``sharded`` 0: the compute stream's share (``_fsdp_pools``)
+        regime_prec = prec.get(r.precision)
+        sharded = int(formats.nbytes(regime_prec.master or regime_prec.dtype)) * layer / n_s
     return [fsdp.written_grads_term(L, (param_bytes * layer, sharded), freed, layer_bytes, reduce_bytes * layer,
                                     r.reshard_after_forward)]
+
+
+def _fsdp_pools(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, kept: list[Term],
+                phases: Mapping[str, tuple[Term, ...]]) -> dict[str, sympy.Expr]:
+    """Per phase, what FSDP2's side streams keep reserved beyond the side-stream tensors the phase counts
+    (``fsdp.stream_pools_term``): the reduce-scatter stream's sharded gradients, the copy-in stream's flat
+    all-gather outputs (the root's, a block's)."""
+    def of(phase: str, key: str) -> sympy.Expr:
+        return sympy.Add(*(t.expr for t in phases[phase] if t.key == key))
+
+    grads = 0 if r.optimizer_in_backward else of("optimizer", "gradients")
+    layer = (N - model.first_stage - model.head) / (L * tp_s)
+    block = _fsdp_block_bytes(model, r, tp_s, layer)[0]
+    copy_in = fsdp.copy_in_pool(of("forward", "fsdp_root_unsharded"), block, n_s)
+    prefetched = fsdp.PREFETCH * block if r.pp == 1 and r.reshard_after_forward else 0  # a flat output, copy-in's
+    written = of("backward", "fsdp_backward_grads")
+    if written != 0:  # its sharded gradients are the reduce-scatter stream's: the moments without them
+        compute = _written_grads(r, layer, int(formats.nbytes(r.fsdp_param_dtype)), block,
+                                 int(formats.nbytes(r.fsdp_reduce_dtype)), kept[0].expr / L, sharded=0)[0].expr
+        written -= cpar.per_rank(compute) if r.cp > 1 else compute
+    on_copy_in = {"forward": prefetched + of("forward", "fsdp_all_gather_outputs"), "backward": prefetched}
+    on_reduce_scatter = {p: of(p, "gradients") for p in phases}
+    if on_reduce_scatter.get("backward", 0) == 0:
+        on_reduce_scatter["backward"] = written
+    return {p: copy_in - on_copy_in.get(p, 0) + grads - on_reduce_scatter[p] for p in phases}
 
 
 def _fsdp_block_bytes(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,

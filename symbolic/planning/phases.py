@@ -18,7 +18,7 @@ dominates), so a plan's formula still evaluates, differentiates where smooth, so
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 
@@ -36,6 +36,7 @@ class Layout:
 
     resident: tuple[Term, ...]
     phases: Mapping[str, tuple[Term, ...]]
+    pools: Mapping[str, sympy.Expr] = field(default_factory=dict)  # per phase: side-stream pools beyond its tensors
 
     def components(self) -> list[Term]:
         """Every distinct term once (resident first, then each phase's in order of first appearance)."""
@@ -69,7 +70,7 @@ class Layout:
 
     def with_resident(self, terms: Sequence[Term]) -> Layout:
         """This layout with ``terms`` added to the resident ones (runtime terms, custom terms)."""
-        return Layout((*self.resident, *terms), dict(self.phases))
+        return Layout((*self.resident, *terms), dict(self.phases), dict(self.pools))
 
 
 def lead(phase_bytes: Mapping[str, int]) -> tuple[str, int]:
