@@ -55,6 +55,11 @@ from ..core.term import Term
 from ..math.extrema import maximum
 
 SRC = "pytorch-fsdp2"
+TITAN_SRC = "torchtitan-fsdp"
+LAST_BLOCK_NOTE = ("torchtitan's apply_fsdp (parallelize_llama.py at 9dec370) leaves the last block unsharded after "
+                   "forward (reshard_after_forward = layer_id < L − 1: FSDP2 would prefetch it at once for backward), "
+                   "so it is gathered at the loss's moment (measured: tests/test_fsdp_step.py, one block more there "
+                   "than with every block resharded).")
 FP8_SRC = "torchao-float8"
 RECIPES = {"tensorwise": "one fp32 scale per tensor (cuBLAS tensorwise kernel); the default recipe",
            "rowwise": "one fp32 scale per row (CUTLASS rowwise kernel), scales rounded down to powers of two"}
@@ -93,6 +98,13 @@ def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, res
                 "All-gathered in MixedPrecisionPolicy.param_dtype just before a block runs and freed after it "
                 "(reshard_after_forward=True) or after its backward; one all-gather is prefetched ahead in the "
                 "forward and backward passes.")
+
+
+def last_block_term(block_bytes: sympy.Expr, what: str) -> Term:
+    """Backward, with resharding: the last block, which torchtitan does not reshard after forward, at the loss's
+    moment (the prefetched block comes in the head's backward: ``backward_term``)."""
+    return Term("fsdp_last_block", f"FSDP2 unsharded last block ({what}): not resharded after forward (torchtitan)",
+                block_bytes, "bytes", TITAN_SRC, "apply_fsdp", LAST_BLOCK_NOTE)
 
 
 def all_gather_outputs_term(reshard: bool, block_bytes: sympy.Expr, what: str, freed_block: sympy.Expr,
@@ -149,7 +161,7 @@ def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.
     expr = block_moments(layers, grads, freed_block, gathered_block, rs_input, reshard)
     return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
                 "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
-                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE + TABLE_NOTE)
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE)
 
 
 WRITTEN_NOTE = (
@@ -166,9 +178,46 @@ WRITTEN_NOTE = (
     "where the blocks free more activations than this takes (activation-heavy steps: full recompute at long "
     "sequences, vision models). Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py, "
     "tests/test_module_fsdp.py).")
-TABLE_NOTE = (" The loss's gradients at the start of backward are counted beside these moments: the table's backward "
-              "has no moment inside a block, and a block's own backward transients are taken to be no larger (the "
-              "CPU step's backward within 0.1 %).")
+def root_end_moment(layers: sympy.Expr | int, sharded_block: sympy.Expr, root: sympy.Expr, last: sympy.Expr,
+                    grad_bytes: int, reduce_bytes: int) -> sympy.Expr:
+    """The root's ``post_backward`` at the end of backward (every block's sharded gradients alive, every activation
+    and gathered parameter freed): the larger of its copy-in and the moment after it."""
+    copied = (grad_bytes + reduce_bytes) * root
+    cleared = grad_bytes * last + reduce_bytes * root * (1 + 1 / n_s)
+    return layers * sharded_block + maximum(copied, cleared)
+
+
+def backward_term(blocks: sympy.Expr, head: sympy.Expr, gathered: sympy.Expr, loss: sympy.Expr,
+                  root_end: sympy.Expr, held: sympy.Expr, reduce: str) -> Term:
+    """Backward: FSDP2's gradient buffers beyond the loss's moment (``LOSS_APART``), the larger of the blocks' moments
+    and the root's reduce-scatter at the end.
+
+    ``blocks``: ``block_moments`` (over the activations and gathered blocks held); ``head``: the head's unsharded
+    gradients; ``gathered``: the blocks gathered in the blocks' backward but not at the loss's moment; ``loss``: what
+    the loss's moment holds that the blocks' do not (its gradients, the head's and loss's saved tensors);
+    ``root_end``: ``root_end_moment``; ``held``: what the phase's other terms count, all freed by then."""
+    expr = maximum(0, head + gathered + blocks - loss, root_end - held)
+    return Term("fsdp_backward_grads", "FSDP2 backward beyond the loss's moment: the head's unsharded gradients, the "
+                "gathered blocks, a block's gradients and reduce-scatter input and the finished blocks' sharded "
+                f"gradients ({reduce}) less the activations they freed, once the loss's gradients are freed; or the "
+                "root's reduce-scatter at the end", expr, "bytes", SRC,
+                "FSDPParamGroup.pre_backward, post_backward, foreach_reduce", WRITTEN_NOTE + LOSS_APART)
+
+
+LOSS_APART = (
+    " The loss's moment (its fp32 gradients at the start of backward, beside every activation, the head's input and "
+    "the log-softmax output) comes before the root's pre_backward: no head gradient exists yet and, with resharding, "
+    "only the block torchtitan leaves unsharded after forward (the last) is gathered; the prefetch is issued in the "
+    "head's backward. By the end of the last "
+    "block's backward the loss's gradients, the head's input and the log-softmax output are freed, and the blocks' "
+    "moments hold the head's unsharded gradients instead (bounded by the loss's moment or the blocks' start: the "
+    "head's own backward, with the logits' gradient in param_dtype, is not counted apart). At the end of backward "
+    "the root's post_backward reshards the root, then copies its unsharded gradients into its reduce-scatter input "
+    "(reduce_dtype) and clears them; foreach_reduce's loop variable keeps the last one (the head's) until it returns, "
+    "beside the new reduce-scatter output (÷ N_s) and every block's sharded gradients. So the phase is the largest "
+    "of the three moments, never their sum. Measured on the CPU over two gloo ranks, by part of the backward (the "
+    "loss's and the head's, then the blocks' and the root's), where the loss leads, where the blocks do and where "
+    "the root does (tests/test_fsdp_step.py).")
 
 
 def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,

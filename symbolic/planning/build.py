@@ -598,7 +598,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         optimizer = _step_in_backward(model, r, tp_s)
     if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
         definitions = {**definitions, N: model.params}
-    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage, kept, during_loss),
+    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage, kept, during_loss, (loss_grads, rebuilt)),
                   _fp8_terms(model, r, tp_s, during_loss, fp8_over)):
         forward += extra[0]
         backward += extra[1]
@@ -731,9 +731,10 @@ def _fsdp_states(r: Regime, states: list[Term], params: sympy.Expr) -> list[Term
 
 
 def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                      params: sympy.Expr, stage: Stage | None, kept: list[Term],
-                      during_loss: list[Term]) -> tuple[list[Term], list[Term]]:
-    """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers."""
+                      params: sympy.Expr, stage: Stage | None, kept: list[Term], during_loss: list[Term],
+                      after: tuple[list[Term], list[Term]] = ([], [])) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers (``after``: the
+    loss's backward terms and the recompute buffer, which the backward's FSDP2 moments are weighed against)."""
     if not r.fsdp:
         return [], []
     if r.pp > 1:
@@ -747,25 +748,23 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
     head_grads = (model.head if model.head != 0 else model.first_stage) / tp_s
     reduce_bytes = int(formats.nbytes(r.fsdp_reduce_dtype))
     freed = kept[0].expr / L if kept else sympy.Integer(0)  # a block's saved activations (offloaded: its GPU share)
-    written = _written_grads(r, layer, param_bytes, layer_bytes, reduce_bytes, freed)
-    buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype,
-                                         with_block=not written)
     outputs = fsdp.all_gather_outputs_term(r.reshard_after_forward, layer_bytes, what, freed,
                                            sympy.Add(*(t.expr for t in during_loss)))
-    return [blocks, root, outputs], [blocks, root, buffers, *written]
-
-
-def _written_grads(r: Regime, layer: sympy.Expr, param_bytes: int, layer_bytes: sympy.Expr, reduce_bytes: int,
-                   freed: sympy.Expr) -> list[Term]:
-    """A block's gradients and reduce-scatter input and the sharded gradients FSDP2 writes block by block over one
-    micro-batch's backward, against the activations the finished blocks freed (with accumulation the gradients are
-    whole from the forward on; the optimizer in backward steps and frees each one: the buffers count whole then)."""
-    if r.microbatches > 1 or r.optimizer_in_backward:
-        return []
-    regime_prec = prec.get(r.precision)
-    sharded = int(formats.nbytes(regime_prec.master or regime_prec.dtype)) * layer / n_s
-    return [fsdp.written_grads_term(L, (param_bytes * layer, sharded), freed, layer_bytes, reduce_bytes * layer,
-                                    r.reshard_after_forward)]
+    if r.microbatches > 1 or r.optimizer_in_backward:  # accumulated or stepped in backward: the buffers whole
+        buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype)
+        return [blocks, root, outputs], [blocks, root, buffers]
+    sharded = int(formats.nbytes(prec.get(r.precision).master or prec.get(r.precision).dtype)) * layer / n_s
+    moments = fsdp.block_moments(L, (param_bytes * layer, sharded), freed, layer_bytes, reduce_bytes * layer,
+                                 r.reshard_after_forward)
+    loss_grads, rebuilt = after
+    loss = sympy.Add(*(t.expr for t in (*kept, *loss_grads) if t.key != "activations" and t.key != "inputs"))
+    held_blocks = fsdp.last_block_term(layer_bytes, what) if r.reshard_after_forward else blocks
+    held = sympy.Add(*(t.expr for t in (*kept, *loss_grads, *rebuilt, root, held_blocks)))
+    root_end = fsdp.root_end_moment(L, sharded, root.expr / param_bytes, model.head / tp_s, param_bytes,
+                                    reduce_bytes)
+    term = fsdp.backward_term(moments, param_bytes * head_grads, blocks.expr - held_blocks.expr, loss, root_end, held,
+                              r.fsdp_reduce_dtype)
+    return [blocks, root, outputs], [held_blocks, root, term]
 
 
 def _fsdp_block_bytes(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
