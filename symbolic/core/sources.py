@@ -242,6 +242,10 @@ register("torchtitan-compile", "torchtitan, torchtitan/parallelisms/parallelize_
          "apply_compile (torch.compile per TransformerBlock, after apply_ac, before FSDP); train.py leaves the loss "
          "uncompiled at that commit", "https://github.com/pytorch/torchtitan/blob/9dec370ad26b5f8e9a7333a0e36165018262644b/"
          "torchtitan/parallelisms/parallelize_llama.py")
+register("torchtitan-fsdp", "torchtitan, torchtitan/parallelisms/parallelize_llama.py at commit 9dec370: apply_fsdp "
+         "(each TransformerBlock a fully_shard unit with reshard_after_forward = layer_id < L − 1: the last block "
+         "stays unsharded after forward), then the root", "https://github.com/pytorch/torchtitan/blob/"
+         "9dec370ad26b5f8e9a7333a0e36165018262644b/torchtitan/parallelisms/parallelize_llama.py")
 register("adam-8bit-step", "The 8-bit AdamW step: torchao 0.18.0, torchao/optim/adam.py (single_param_adam compiled per "
          "parameter) and subclass_8bit.py (OptimState8bit: lerp dequantizes, copy_ re-quantizes per 256-element "
          "block), measured with inductor on the CPU (tests/adam_8bit_step_child.py); bitsandbytes 0.50.2, "

@@ -60,6 +60,11 @@ from ..core.term import Term
 from ..math.extrema import maximum
 
 SRC = "pytorch-fsdp2"
+TITAN_SRC = "torchtitan-fsdp"
+LAST_BLOCK_NOTE = ("torchtitan's apply_fsdp (parallelize_llama.py at 9dec370) leaves the last block unsharded after "
+                   "forward (reshard_after_forward = layer_id < L − 1: FSDP2 would prefetch it at once for backward), "
+                   "so it is gathered at the loss's moment (measured: tests/test_fsdp_step.py, one block more there "
+                   "than with every block resharded).")
 FP8_SRC = "torchao-float8"
 RECIPES = {"tensorwise": "one fp32 scale per tensor (cuBLAS tensorwise kernel); the default recipe",
            "rowwise": "one fp32 scale per row (CUTLASS rowwise kernel), scales rounded down to powers of two"}
@@ -98,6 +103,13 @@ def unsharded_layers_term(layers: sympy.Expr | int, layer_bytes: sympy.Expr, res
                 "All-gathered in MixedPrecisionPolicy.param_dtype just before a block runs and freed after it "
                 "(reshard_after_forward=True) or after its backward; one all-gather is prefetched ahead in the "
                 "forward and backward passes.")
+
+
+def last_block_term(block_bytes: sympy.Expr, what: str) -> Term:
+    """Backward, with resharding: the last block, which torchtitan does not reshard after forward, at the loss's
+    moment (the prefetched block comes in the head's backward: ``backward_term``)."""
+    return Term("fsdp_last_block", f"FSDP2 unsharded last block ({what}): not resharded after forward (torchtitan)",
+                block_bytes, "bytes", TITAN_SRC, "apply_fsdp", LAST_BLOCK_NOTE)
 
 
 def all_gather_outputs_term(reshard: bool, block_bytes: sympy.Expr, what: str, freed_block: sympy.Expr,
@@ -154,7 +166,7 @@ def written_grads_term(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.
     expr = block_moments(layers, grads, freed_block, gathered_block, rs_input, reshard)
     return Term("fsdp_backward_grads", "FSDP2 gradients in backward: a block's unsharded gradients and reduce-scatter "
                 "input, the finished blocks' sharded gradients, beyond the activations those blocks freed", expr,
-                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE + TABLE_NOTE)
+                "bytes", SRC, "FSDPParamGroup.post_backward, foreach_reduce", WRITTEN_NOTE)
 
 
 WRITTEN_NOTE = (
@@ -171,14 +183,55 @@ WRITTEN_NOTE = (
     "where the blocks free more activations than this takes (activation-heavy steps: full recompute at long "
     "sequences, vision models). Measured on the CPU over two gloo ranks (tests/test_fsdp_step.py, "
     "tests/test_module_fsdp.py).")
-TABLE_NOTE = (" The loss's gradients at the start of backward are counted beside these moments: the table's backward "
-              "has no moment inside a block, and a block's own backward transients are taken to be no larger (the "
-              "CPU step's backward within 0.1 %).")
+
+
+def root_end_moment(layers: sympy.Expr | int, sharded_block: sympy.Expr, root: sympy.Expr, last: sympy.Expr,
+                    grad_bytes: int, reduce_bytes: int, side_streams: bool = True) -> sympy.Expr:
+    """The root's ``post_backward`` at the end of backward (every block's sharded gradients alive, every activation
+    and gathered parameter freed): the larger of its copy-in and the moment after it (``side_streams`` False: the
+    compute stream's tensors only, without the sharded gradients and the root's reduce-scatter output)."""
+    copied = (grad_bytes + reduce_bytes) * root
+    cleared = grad_bytes * last + reduce_bytes * root * (1 + (1 / n_s if side_streams else 0))
+    return (layers * sharded_block if side_streams else 0) + maximum(copied, cleared)
+
+
+def backward_term(blocks: sympy.Expr, head: sympy.Expr, gathered: sympy.Expr, loss: sympy.Expr,
+                  root_end: sympy.Expr, held: sympy.Expr, reduce: str) -> Term:
+    """Backward: FSDP2's gradient buffers beyond the loss's moment (``LOSS_APART``), the larger of the blocks' moments
+    and the root's reduce-scatter at the end.
+
+    ``blocks``: ``block_moments`` (over the activations and gathered blocks held); ``head``: the head's unsharded
+    gradients; ``gathered``: the blocks gathered in the blocks' backward but not at the loss's moment; ``loss``: what
+    the loss's moment holds that the blocks' do not (its gradients, the head's and loss's saved tensors);
+    ``root_end``: ``root_end_moment``; ``held``: what the phase's other terms count, all freed by then."""
+    expr = maximum(0, head + gathered + blocks - loss, root_end - held)
+    return Term("fsdp_backward_grads", "FSDP2 backward beyond the loss's moment: the head's unsharded gradients, the "
+                "gathered blocks, a block's gradients and reduce-scatter input and the finished blocks' sharded "
+                f"gradients ({reduce}) less the activations they freed, once the loss's gradients are freed; or the "
+                "root's reduce-scatter at the end", expr, "bytes", SRC,
+                "FSDPParamGroup.pre_backward, post_backward, foreach_reduce", WRITTEN_NOTE + LOSS_APART)
+
+
+LOSS_APART = (
+    " The loss's moment (its fp32 gradients at the start of backward, beside every activation, the head's input and "
+    "the log-softmax output) comes before the root's pre_backward: no head gradient exists yet and, with resharding, "
+    "only the block torchtitan leaves unsharded after forward (the last) is gathered; the prefetch is issued in the "
+    "head's backward. By the end of the last "
+    "block's backward the loss's gradients, the head's input and the log-softmax output are freed, and the blocks' "
+    "moments hold the head's unsharded gradients instead (the head's own backward between the two, the logits' "
+    "gradient in param_dtype beside the head's new gradients and the prefetch, is not counted apart: it read below "
+    "the larger of the two in every measured step). At the end of backward "
+    "the root's post_backward reshards the root, then copies its unsharded gradients into its reduce-scatter input "
+    "(reduce_dtype) and clears them; foreach_reduce's loop variable keeps the last one (the head's) until it returns, "
+    "beside the new reduce-scatter output (÷ N_s) and every block's sharded gradients. So the phase is the largest "
+    "of the three moments, never their sum. Measured on the CPU over two gloo ranks, by part of the backward (the "
+    "loss's and the head's, then the blocks' and the root's), where the loss leads, where the blocks do and where "
+    "the root does (tests/test_fsdp_step.py).")
 
 
 def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
                   gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr | int = 0,
-                  inside: bool = False) -> sympy.Expr:
+                  inside: bool = False, prefetch_held: bool = True) -> sympy.Expr:
     """What FSDP2's gradient buffers add to the backward phase's other terms: max(0, …) over k = 0 … L−1 (each
     moment linear in k between its ends, 1, L−2 where the prefetched block goes, and L−1) of
 
@@ -191,7 +244,9 @@ def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr]
 
     each less the gathered blocks no longer held (without resharding each finished block's parameters, and nothing
     prefetched; with it the prefetched block at k = L−1), and end and copy less ``transients``: what the phase's
-    peak holds that neither moment does (a module's backward transients; 0 for the table families)."""
+    peak holds that neither moment does (a module's backward transients; 0 for the table families).
+    ``prefetch_held`` False: the held blocks leave the prefetched one out (the compute stream's share: it is the
+    copy-in stream's flat output until its copy-out), so it is not released at k = L−1."""
     unsharded, sharded = grads
     last = layers - 1
 
@@ -200,7 +255,7 @@ def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr]
         without resharding; with it the running block at its copy-in and the prefetched one at k = L−1."""
         if not reshard:
             return (k + int(copied)) * gathered
-        return (int(copied) + int(k == last)) * gathered
+        return (int(copied) + int(k == last and prefetch_held)) * gathered
 
     def started(k: sympy.Expr | int) -> int:
         return int(k != 0)
@@ -370,7 +425,9 @@ STREAMS_NOTE = (
     "param_dtype) on the all-gather copy-in stream, the root's first, kept in all_gather_state until the first "
     "block's copy-out, so that stream keeps the root's output and a block's reserved. The unsharded parameters "
     "(copy-out), the reduce-scatter input and the activations are the compute stream's. What a phase already counts "
-    "of the side streams' tensors is not counted again.")
+    "of the side streams' tensors is not counted again; in the backward, moment by moment (backward_term): the "
+    "blocks' moments count the prefetched block (a flat output until its copy-out) and the finished blocks' sharded "
+    "gradients, the root's end every sharded gradient, the loss's moment none of them.")
 
 
 def copy_in_pool(root_bytes: sympy.Expr | int, block_bytes: sympy.Expr, shards: sympy.Expr | int,

@@ -39,7 +39,7 @@ the same logits.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -600,8 +600,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         optimizer = _step_in_backward(model, r, tp_s)
     if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
         definitions = {**definitions, N: model.params}
-    for extra in (_fsdp_phase_terms(model, r, tp_s, pp_s, params, stage, kept, during_loss),
-                  _fp8_terms(model, r, tp_s, during_loss, fp8_over)):
+    fsdp_args = (model, r, tp_s, pp_s, params, stage, kept, during_loss, (loss_grads, rebuilt))
+    for extra in (_fsdp_phase_terms(*fsdp_args), _fp8_terms(model, r, tp_s, during_loss, fp8_over)):
         forward += extra[0]
         backward += extra[1]
     if stage is not None:  # torch.distributed.pipelining's receive buffers, stage outputs and kept logits
@@ -616,7 +616,8 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         backward += ring[1]
     phases = {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
               "optimizer": tuple(optimizer)}
-    pools = _fsdp_pools(model, r, tp_s, kept, phases) if r.fsdp else {}
+    compute = _fsdp_phase_terms(*fsdp_args, side_streams=False)[1] if r.fsdp else []
+    pools = _fsdp_pools(model, r, tp_s, phases, _per_rank(compute) if r.cp > 1 else compute) if r.fsdp else {}
     return Layout(tuple(resident), phases, pools), definitions, host
 
 
@@ -735,9 +736,12 @@ def _fsdp_states(r: Regime, states: list[Term], params: sympy.Expr) -> list[Term
 
 
 def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sympy.Expr | int,
-                      params: sympy.Expr, stage: Stage | None, kept: list[Term],
-                      during_loss: list[Term]) -> tuple[list[Term], list[Term]]:
-    """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers."""
+                      params: sympy.Expr, stage: Stage | None, kept: list[Term], during_loss: list[Term],
+                      after: tuple[list[Term], list[Term]] = ([], []),
+                      side_streams: bool = True) -> tuple[list[Term], list[Term]]:
+    """(forward, backward) terms of FSDP2: the unsharded blocks and root, the backward's buffers (``after``: the
+    loss's backward terms and the recompute buffer, which the backward's FSDP2 moments are weighed against;
+    ``side_streams`` False: the backward's moments without the side streams' tensors, for ``_fsdp_pools``)."""
     if not r.fsdp:
         return [], []
     if r.pp > 1:
@@ -751,51 +755,50 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
     head_grads = (model.head if model.head != 0 else model.first_stage) / tp_s
     reduce_bytes = int(formats.nbytes(r.fsdp_reduce_dtype))
     freed = kept[0].expr / L if kept else sympy.Integer(0)  # a block's saved activations (offloaded: its GPU share)
-    written = _written_grads(r, layer, param_bytes, layer_bytes, reduce_bytes, freed)
-    buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype,
-                                         with_block=not written)
     outputs = fsdp.all_gather_outputs_term(r.reshard_after_forward, layer_bytes, what, freed,
                                            sympy.Add(*(t.expr for t in during_loss)))
-    return [blocks, root, outputs], [blocks, root, buffers, *written]
+    if r.microbatches > 1 or r.optimizer_in_backward:  # accumulated or stepped in backward: the buffers whole
+        buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype)
+        return [blocks, root, outputs], [blocks, root, buffers]
+    sharded = int(formats.nbytes(prec.get(r.precision).master or prec.get(r.precision).dtype)) * layer / n_s
+    moments = fsdp.block_moments(L, (param_bytes * layer, sharded if side_streams else 0), freed, layer_bytes,
+                                 reduce_bytes * layer, r.reshard_after_forward, prefetch_held=side_streams)
+    loss_grads, rebuilt = after
+    loss = sympy.Add(*(t.expr for t in (*kept, *loss_grads) if t.key != "activations" and t.key != "inputs"))
+    held_blocks = fsdp.last_block_term(layer_bytes, what) if r.reshard_after_forward else blocks
+    held = sympy.Add(*(t.expr for t in (*kept, *loss_grads, *rebuilt, root, held_blocks)))
+    root_end = fsdp.root_end_moment(L, sharded, root.expr / param_bytes, model.head / tp_s, param_bytes,
+                                    reduce_bytes, side_streams)
+    gathered = blocks.expr - held_blocks.expr if side_streams else 0  # the prefetched block: the copy-in stream's
+    term = fsdp.backward_term(moments, param_bytes * head_grads, gathered, loss, root_end, held, r.fsdp_reduce_dtype)
+    return [blocks, root, outputs], [held_blocks, root, term]
 
 
-def _written_grads(r: Regime, layer: sympy.Expr, param_bytes: int, layer_bytes: sympy.Expr, reduce_bytes: int,
-                   freed: sympy.Expr, sharded: sympy.Expr | None = None) -> list[Term]:
-    """A block's gradients and reduce-scatter input and the sharded gradients FSDP2 writes block by block over one
-    micro-batch's backward, against the activations the finished blocks freed (with accumulation the gradients are
-    whole from the forward on; the optimizer in backward steps and frees each one: the buffers count whole then)."""
-    if r.microbatches > 1 or r.optimizer_in_backward:
-        return []
-    if sharded is None:  # ``sharded`` 0: the compute stream's share (``_fsdp_pools``)
-        regime_prec = prec.get(r.precision)
-        sharded = int(formats.nbytes(regime_prec.master or regime_prec.dtype)) * layer / n_s
-    return [fsdp.written_grads_term(L, (param_bytes * layer, sharded), freed, layer_bytes, reduce_bytes * layer,
-                                    r.reshard_after_forward)]
-
-
-def _fsdp_pools(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, kept: list[Term],
-                phases: Mapping[str, tuple[Term, ...]]) -> dict[str, sympy.Expr]:
+def _fsdp_pools(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, phases: Mapping[str, tuple[Term, ...]],
+                compute: Sequence[Term]) -> dict[str, sympy.Expr]:
     """Per phase, what FSDP2's side streams keep reserved beyond the side-stream tensors the phase counts
     (``fsdp.stream_pools_term``): the reduce-scatter stream's sharded gradients, the copy-in stream's flat
-    all-gather outputs (the root's, a block's)."""
-    def of(phase: str, key: str) -> sympy.Expr:
-        return sympy.Add(*(t.expr for t in phases[phase] if t.key == key))
+    all-gather outputs (the root's, a block's). ``compute``: the backward's FSDP2 terms without the side streams'
+    tensors (the sharded gradients and the prefetched block in its moments)."""
+    def of(terms: Sequence[Term], key: str) -> sympy.Expr:
+        return sympy.Add(*(t.expr for t in terms if t.key == key))
 
-    grads = 0 if r.optimizer_in_backward else of("optimizer", "gradients")
+    grads = 0 if r.optimizer_in_backward else of(phases["optimizer"], "gradients")
     layer = (N - model.first_stage - model.head) / (L * tp_s)
     block = _fsdp_block_bytes(model, r, tp_s, layer)[0]
-    copy_in = fsdp.copy_in_pool(of("forward", "fsdp_root_unsharded"), block, n_s)
+    copy_in = fsdp.copy_in_pool(of(phases["forward"], "fsdp_root_unsharded"), block, n_s)
     prefetched = fsdp.PREFETCH * block if r.pp == 1 and r.reshard_after_forward else 0  # a flat output, copy-in's
-    written = of("backward", "fsdp_backward_grads")
-    if written != 0:  # its sharded gradients are the reduce-scatter stream's: the moments without them
-        compute = _written_grads(r, layer, int(formats.nbytes(r.fsdp_param_dtype)), block,
-                                 int(formats.nbytes(r.fsdp_reduce_dtype)), kept[0].expr / L, sharded=0)[0].expr
-        written -= cpar.per_rank(compute) if r.cp > 1 else compute
-    on_copy_in = {"forward": prefetched + of("forward", "fsdp_all_gather_outputs"), "backward": prefetched}
-    on_reduce_scatter = {p: of(p, "gradients") for p in phases}
-    if on_reduce_scatter.get("backward", 0) == 0:
-        on_reduce_scatter["backward"] = written
-    return {p: copy_in - on_copy_in.get(p, 0) + grads - on_reduce_scatter[p] for p in phases}
+
+    def counted(phase: str) -> sympy.Expr:
+        """The side streams' tensors the phase counts."""
+        terms = phases[phase]
+        held = prefetched if any(t.key == "fsdp_unsharded_layers" for t in terms) else 0  # the running and next
+        rs = of(terms, "gradients")  # the optimizer's, or accumulated over micro-batches
+        if rs == 0 and phase == "backward":  # the moments' sharded gradients and prefetched block: by the moments
+            rs = of(terms, "fsdp_backward_grads") - of(compute, "fsdp_backward_grads")  # without them
+        return held + of(terms, "fsdp_all_gather_outputs") + rs
+
+    return {p: copy_in + grads - counted(p) for p in phases}
 
 
 def _fsdp_block_bytes(model: ModelShape, r: Regime, tp_s: sympy.Expr | int,
