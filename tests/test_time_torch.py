@@ -8,6 +8,8 @@ mixture-of-experts models are checked by the parameter-based tests instead.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from symbolic.networks import transformer as architectures
@@ -64,10 +66,13 @@ LORA_RANK = 4
 
 
 def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool = False,
-                    checkpoint: bool | dict[str, bool] = False, batch: int = 2, seq: int = 16) -> dict[str, int]:
+                    checkpoint: bool | dict[str, bool] = False, batch: int = 2, seq: int = 16, layers: int = 2,
+                    every: int = 0) -> dict[str, int]:
     """FlopCounterMode over one real step of the tiny Llama (eager attention): peft's LoRA on ``targets`` (None: full
     training), the token embedding frozen (``freeze``), the head tied to it (``tie``), transformers' checkpointing
-    (``checkpoint``: True, its default; or the keywords it passes to torch.utils.checkpoint)."""
+    (``checkpoint``: True, its default; or the keywords it passes to torch.utils.checkpoint); ``every`` N: instead
+    torchtitan's layer-frequency rule, blocks counted from 1 wrapped in torch's checkpoint_wrapper (non-reentrant,
+    ``checkpoint`` its keywords) when the count % N == 0."""
     import torch
     import transformers
     from peft import LoraConfig, get_peft_model
@@ -75,28 +80,41 @@ def _partly_counted(targets: object = None, *, freeze: bool = False, tie: bool =
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    cfg = {**CASES["llama"][2], "tie_word_embeddings": tie}
+    cfg = {**CASES["llama"][2], "tie_word_embeddings": tie, "num_hidden_layers": layers}
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="eager"))
     if targets is not None:
         model = get_peft_model(model, LoraConfig(r=LORA_RANK, lora_alpha=LORA_RANK, target_modules=targets))
     if freeze:
         model.get_input_embeddings().weight.requires_grad_(False)
-    if checkpoint:  # transformers 5: non-reentrant unless told (modeling_utils.py 3158), enable_input_require_grads
+    if every:  # torchtitan's _apply_layer_sac (1f02964 lines 37-40; 9dec370 parallelize_llama.py 279-283)
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+        blocks = model.model.layers
+        for count, block in enumerate(list(blocks), start=1):
+            if count % every == 0:
+                blocks[count - 1] = checkpoint_wrapper(block, preserve_rng_state=False, **dict(checkpoint or {}))
+    elif checkpoint:  # transformers 5: non-reentrant unless told (modeling_utils.py 3158), enable_input_require_grads
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=None if checkpoint is True else checkpoint)
     model.train()
     ids = torch.randint(0, 100, (batch, seq))
     with FlopCounterMode(display=False) as counter:
-        model(input_ids=ids, labels=ids).loss.backward()
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()  # a rerun layer would extend a cache
     counts = {str(op).removeprefix("aten."): n for op, n in counter.get_flop_counts()["Global"].items()}
     return {"total": counter.get_total_flops(), **counts}
 
 
-def _planned(tie: bool = False, **options: object) -> int:
+def _planned(tie: bool = False, layers: int = 2, **options: object) -> int:
     """The planner's training FLOPs of the same step (batch 2 × seq 16 tokens)."""
-    spec = architectures.spec_from_config({"model_type": "llama", **CASES["llama"][2], "tie_word_embeddings": tie},
-                                          "tiny-llama-tied" if tie else "tiny-llama")
+    spec = _tiny(tie, layers)
     plan = ptime.train_time(spec, "h100-80gb", mfu=0.4, batch=2, seq=16, **options)
     return int(plan.evaluate("flops_per_token") * 2 * 16)
+
+
+def _tiny(tie: bool = False, layers: int = 2) -> architectures.ModelSpec:
+    """The tiny Llama's ModelSpec (``layers`` decoder layers)."""
+    return architectures.spec_from_config({"model_type": "llama", **CASES["llama"][2], "tie_word_embeddings": tie,
+                                           "num_hidden_layers": layers},
+                                          f"tiny-llama{'-tied' if tie else ''}{'' if layers == 2 else f'-{layers}'}")
 
 
 H_, D_FF, HEADS, D_HEAD = 64, 176, 4, 16  # CASES["llama"]: hidden, MLP width, heads, head width (64 / 4)
@@ -168,3 +186,42 @@ def test_full_recompute_by_checkpoint(checkpoint, stops_early) -> None:
     torch_stack = {"layer_impl": "torchtune"}  # torchtune's layer: non-reentrant, early stop
     assert _planned(recompute="full", **(torch_stack if stops_early else {})) == counted
     assert _planned(recompute="full", activations="pytorch", precision="fp32") == 35_487_744  # transformers'
+
+
+@pytest.mark.parametrize("layers, every", [(3, 2), (4, 2), (4, 3), (5, 2)])
+def test_every_nth_layer_recompute_equals_pytorchs_count(layers, every) -> None:
+    """recompute full --recompute-every N against FlopCounterMode, to the FLOP: blocks counted from 1 are checkpointed
+    when the count % N == 0 (torchtitan's layer-frequency rule), so ⌊L/N⌋ layers run their forward again and the last
+    L mod N never (3 layers, N 2: layer 2 only). torchtitan's config passed early_stop=False at 1f02964 (the whole
+    forward of those layers again: the default plan's count, and so plan's search's); 9dec370 left torch's default,
+    early stop, which skips each checkpointed layer's down_proj (``flops(..., early_stop=True, every=N)``)."""
+    whole = _partly_counted(None, layers=layers, every=every, checkpoint={"early_stop": False})["total"]
+    none = _planned(layers=layers)
+    assert none == _partly_counted(None, layers=layers)["total"]  # the control: no checkpoint
+    assert _planned(layers=layers, recompute="full", recompute_every=every) == whole
+    full = _planned(layers=layers, recompute="full")  # every layer checkpointed: the L-layer rerun, the head excepted
+    assert (whole - none) * layers == (full - none) * (layers // every)
+    early = _partly_counted(None, layers=layers, every=every)["total"]
+    spec = _tiny(layers=layers)
+    assert ptime.flops(spec, seq=SEQ, recompute="full", early_stop=True, every=every).exact() * TOKENS == early
+    assert whole - early == (layers // every) * 2 * H_ * D_FF * TOKENS  # each checkpointed layer's down_proj forward
+
+
+def test_every_nth_layer_plan_search_times_as_time(tmp_path) -> None:
+    """plan's search with --recompute full --recompute-every 2 times each layout as ``time`` does (3 layers: ⌊3/2⌋ = 1
+    rerun; tp 2 among them, whose recomputed all-reduces are the checkpointed layers' only), and below recompute full
+    of every layer."""
+    from symbolic.planning import search
+    from tests.helpers import layout_flags
+
+    config = tmp_path / "config.json"  # the search loads a model by name or file
+    config.write_text(json.dumps({"model_type": "llama", **CASES["llama"][2], "num_hidden_layers": 3}))
+    spec = str(config)
+    every = {"recompute": "full", "recompute_every": 2}
+    found = search.search(spec, "h100-80gb", seq=SEQ, gpus=2, global_batch=4, mfu=0.4, top=None, **every)
+    assert {lay["tp"] for lay in found.layouts} == {1, 2}
+    for lay in found.layouts:
+        timed = ptime.train_time(spec, "h100-80gb", mfu=0.4, **{**layout_flags(lay, SEQ), **every})
+        assert lay["step_seconds"] == pytest.approx(timed.figures["step_seconds"], rel=1e-12)
+        whole = ptime.train_time(spec, "h100-80gb", mfu=0.4, **layout_flags(lay, SEQ))
+        assert timed.figures["step_seconds"] < whole.figures["step_seconds"]

@@ -24,7 +24,8 @@ sliding-window layers are counted as full attention.
 Full recompute reruns every layer's forward (a reentrant checkpoint: Megatron's, Narayanan's
 count), or all of it but each layer's last matmul under torch's non-reentrant checkpoint, which
 stops early (``last_matmuls``, ``EARLY_STOP_NOTE``; ``planning.time.early_stop_of`` says which a
-plan's stack uses).
+plan's stack uses). With torchtitan's every-N-th-layer checkpointing only ⌊L/N⌋ of the L layers
+are checkpointed, and only they run again (``checkpointed_share``, ``EVERY_NOTE``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,12 @@ EARLY_STOP_NOTE = ("torch.utils.checkpoint(use_reentrant=False) stops recomputin
                    "projection) saves its input and weight, then only feeds the residual sum, so it is not run again. "
                    "Measured with FlopCounterMode on a tiny Llama (tests/test_time_torch.py). Megatron's reentrant "
                    "checkpoint and torchtitan's FullAC (early_stop=False since 25413d2) rerun the whole forward.")
+EVERY_NOTE = ("torchtitan's layer-frequency checkpointing (selective_ac_option N) counts the blocks it wraps from 1 "
+              "and checkpoints block k when k % N == 0 (parallelize_llama.py lines 279-283 at 9dec370, a counter on "
+              "ptd_checkpoint_wrapper; _layer_sac_count, activation_checkpoint.py lines 24 and 37-40 at 1f02964; "
+              "apply_ac passes model.layers in order): layers N, 2N, ..., ⌊L/N⌋ of them, the last L mod N never. "
+              "Only those run their forward again: ⌊L/N⌋/L of the average layer's (exact when the layers are alike). "
+              "torchtitan removed the option in 114151ad4 (2026-03); b5bcd76 has FullAC and per-op SAC only.")
 _MATMUL = "2 FLOPs per weight per token (one multiply-add)"
 _OPS_NOTE = ("torchtitan's save list keeps every odd-counted mm output of a layer and SDPA's outputs, so the even-counted "
              "matmuls run again (gated: wk, wo, w3) and the attention core does not; the layer's last matmul is not "
@@ -124,15 +131,32 @@ def last_matmuls(matmuls: Iterable[tuple[str, str, sympy.Expr, sympy.Expr]]) -> 
     return sympy.Add(*(n * 2 * w for key, _, w, n in matmuls if key == LAST_MATMUL))
 
 
+def checkpointed_share(every: int = 1) -> sympy.Expr:
+    """The share of the L layers full recompute runs again: 1, or ⌊L/N⌋/L checkpointing every N-th (``EVERY_NOTE``)."""
+    if every < 1:
+        raise ValueError(f"recompute every must be at least 1, got {every}")
+    return sympy.Integer(1) if every == 1 else sympy.floor(L / every) / L
+
+
+def full_recompute(rerun: sympy.Expr, every: int, title: str, source: str, where: str, note: str) -> Term:
+    """The full recompute term: ``rerun`` (every layer's forward again, as its checkpoint reruns it) × the share of
+    layers checkpointed (``checkpointed_share``)."""
+    if every == 1:
+        return _t("recompute", title, rerun, source, where, note)
+    return _t("recompute", f"{title}; only the ⌊L/{every}⌋ checkpointed layers (every {every}-th)",
+              checkpointed_share(every) * rerun, source, where, f"{note} {EVERY_NOTE}".strip())
+
+
 def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str,
-                ops: sympy.Expr | None = None, last: sympy.Expr | None = None) -> list[Term]:
+                ops: sympy.Expr | None = None, last: sympy.Expr | None = None, every: int = 1) -> list[Term]:
     """Training FLOPs per token: forward, backward (twice the forward), and the recomputed forward share.
 
     ``forward`` is the forward count (or F_fwd), ``output`` its output-layer part (never
     recomputed), ``core`` the attention core (``attention_core``), ``ops`` what the per-op policy runs
     again (``ops_recompute``; needed for recompute ops). ``last``: under full recompute, what torch's
     non-reentrant checkpoint with early stop does not run again (``last_matmuls``); None: the whole
-    forward again (Megatron's reentrant checkpoint, Narayanan et al.'s count).
+    forward again (Megatron's reentrant checkpoint, Narayanan et al.'s count). ``every``: full recompute
+    checkpoints every N-th layer only (torchtitan's ``selective_ac_option N``): ⌊L/N⌋/L of that rerun.
     """
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
@@ -140,13 +164,14 @@ def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recom
              _t("backward", "backward pass: gradients of inputs and of weights, 2 × forward", 2 * forward,
                 "narayanan2021", "§5.1", "Each matmul's backward is two matmuls of the same size.")]
     if recompute == "full" and last is not None and last != 0:
-        terms.append(_t("recompute", "full recompute, torch's non-reentrant checkpoint: every layer's forward again "
-                        "but its last matmul (not the output layer)", forward - output - last, "pytorch-checkpoint",
-                        "early_stop", EARLY_STOP_NOTE))
+        terms.append(full_recompute(forward - output - last, every, "full recompute, torch's non-reentrant checkpoint: "
+                                    "every layer's forward again but its last matmul (not the output layer)",
+                                    "pytorch-checkpoint", "early_stop", EARLY_STOP_NOTE))
     elif recompute == "full":
-        terms.append(_t("recompute", "full recompute: every layer's forward again (not the output layer)",
-                        forward - output, "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1 (a reentrant "
-                        "checkpoint: Megatron's; torchtitan's FullAC with early_stop=False alike)."))
+        terms.append(full_recompute(forward - output, every, "full recompute: every layer's forward again (not the "
+                                    "output layer)", "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1 (a "
+                                    "reentrant checkpoint: Megatron's; torchtitan's FullAC with early_stop=False "
+                                    "alike)."))
     elif recompute == "selective":
         terms.append(_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again", core,
                         "korthikanti2022", "§5", "Korthikanti et al. recompute the softmax, dropout and attention "

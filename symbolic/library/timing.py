@@ -13,7 +13,8 @@ A training step (``step_terms``) is the sum of
   backward (two more with full recompute, one more with torchtitan's per-op ``ops``: its save list has the
   reduce-scatter but not the all-gathers, so the recomputed wk and w3 gather their inputs again, two
   all-gathers of (t − 1)/t each; without sequence parallelism the all-reduce after the recomputed wo),
-  each moving 2·(t − 1)/t of the buffer per GPU
+  each moving 2·(t − 1)/t of the buffer per GPU (checkpointing every N-th layer, the recomputed forward's
+  all-reduces, weight reads and ring gathers are of the ⌊L/N⌋ checkpointed layers: ``checkpointed``)
   (ring all-reduce, Patarasuk & Yuan 2009) over the tensor-parallel group's link;
 - ``dp_comm``: the gradient all-reduce over the data-parallel ranks (2·(n_d − 1)/n_d of the
   gradients), with ZeRO 1/2 a reduce-scatter of the gradients and an all-gather of the updated
@@ -128,7 +129,8 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
                schedule: str | None = None, slowest: sympy.Expr | int = 1,
-               stage_layers: sympy.Expr | int | None = None, trained: Trained | None = None) -> list[Term]:
+               stage_layers: sympy.Expr | int | None = None, trained: Trained | None = None,
+               checkpointed: sympy.Expr | int = 1) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
@@ -140,11 +142,14 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     pipeline runs at that rank's pace, and its bubble is on that rank's compute. ``stage_layers``: that rank's
     transformer layers, whose tp and ring traffic it moves (None: L/p, an even split). ``trained``: what the optimizer
     steps and data parallelism reduces when not every parameter trains (None: all ``params``, ``state_bytes`` each).
+    ``checkpointed``: the share of layers full recompute runs again (``flops.checkpointed_share``: 1, or ⌊L/N⌋/L
+    checkpointing every N-th layer), whose weight reads, all-reduces and ring gathers repeat.
     """
     layers = L / p if stage_layers is None else stage_layers
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
     flop_time = slowest * flops_per_token * B * n_mb * tokens / (t * p * F_peak * mfu)
-    passes = 3 if recompute == "full" else 2
+    again = checkpointed if recompute == "full" else 0  # the recomputed forward's share of a whole forward
+    passes = 2 + again
     shard = n_d if zero else 1
     states = state_bytes * params if trained is None else trained.states
     traffic = (passes * n_mb * weight_bytes * params + 2 * states / shard) / W_hbm
@@ -154,10 +159,11 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                 "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: weights read {passes}× per "
                     f"micro-batch, {stepped} read and written once.")]
     terms.append(_bubble(compute, schedule))
-    per_layer = {"full": 6, "ops": 5}.get(recompute, 4)
+    per_layer = 4 + 2 * again if recompute != "ops" else 5
     ring = 2 * (t - 1) / t
     layer_bytes = act_bytes * B * tokens * H
-    terms.append(_s("tp_comm", f"tensor parallel: {per_layer} all-reduces of B·S·H per layer per micro-batch",
+    count = per_layer if sympy.sympify(again).is_number else f"4 + 2·{again}"  # every N-th layer: 2 on ⌊L/N⌋ of L
+    terms.append(_s("tp_comm", f"tensor parallel: {count} all-reduces of B·S·H per layer per micro-batch",
                     n_mb * layers * per_layer * ring * layer_bytes / W_tp, "shoeybi2019", "§3",
                     "Ring all-reduce moves 2·(t − 1)/t of the buffer per GPU (Patarasuk & Yuan 2009); sequence "
                     "parallelism replaces each by a reduce-scatter and an all-gather of the same volume."))
@@ -182,7 +188,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                     sympy.Min(p - 1, 1, evaluate=False) * 2 * n_mb * v_pp * sent / W_pp, "narayanan2021", "§2.2",
                     "Zero without pipeline parallelism (min(p − 1, 1))."))
     if cp_width is not None:
-        terms.append(_ring_term(cp_width, recompute, act_bytes, layers))
+        terms.append(_ring_term(cp_width, recompute, act_bytes, layers, again))
     return terms
 
 
@@ -209,10 +215,12 @@ def _bubble(compute: sympy.Expr, schedule: str | None) -> Term:
               "where 1F1B leaves 6·(p − 1) (a stage's F + B + W is two passes each).")
 
 
-def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int, layers: sympy.Expr | int = L / p) -> Term:
+def _ring_term(width: sympy.Expr, recompute: str, act_bytes: int, layers: sympy.Expr | int = L / p,
+               again: sympy.Expr | int | None = None) -> Term:
     """Ring attention's traffic per GPU: K/V all-gathered per forward and backward, fp32 dK/dV passed on c_p − 1 times."""
     block = B * (S / c_p) * width  # one rank's K (or V) block, elements
-    gathers = 3 if recompute == "full" else 2  # forward, backward (and the recomputed forward)
+    again = (1 if recompute == "full" else 0) if again is None else again
+    gathers = 2 + again  # forward, backward (and the recomputed forward's share)
     per_layer = (c_p - 1) * (gathers * 2 * act_bytes + 2 * 4) * block
     return _s("cp_comm", "context parallel: ring attention's K/V all-gathers and fp32 dK/dV per layer and micro-batch",
               n_mb * layers * per_layer / W_cp, "pytorch-context-parallel", "_templated_ring_attention",

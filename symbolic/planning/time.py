@@ -104,19 +104,22 @@ def _spec(model: object) -> ModelSpec | ModelShape:
 
 
 def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: ft.Trained | None = None,
-          early_stop: bool = False) -> Flops:
+          early_stop: bool = False, every: int = 1) -> Flops:
     """FLOPs per token of ``model``: matmul by matmul from its own weight matrices (see ``library.flops``).
 
     ``trained``: what the step trains when not every weight (LoRA, frozen embeddings: ``library.flops_trained``,
     ``trained_of`` builds it from a plan); None: full training. ``early_stop``: full recompute under torch's
     non-reentrant checkpoint, which does not run each layer's last matmul again (``early_stop_of`` says it of a
-    plan); False: the whole forward again (Megatron's reentrant checkpoint, Narayanan et al. 2021).
+    plan); False: the whole forward again (Megatron's reentrant checkpoint, Narayanan et al. 2021). ``every``: full
+    recompute checkpoints every N-th layer only (``--recompute-every``, torchtitan's ``selective_ac_option N``), and
+    only those ⌊L/N⌋ layers run again (``library.flops.checkpointed_share``).
     """
     source = _spec(model)
     early_stop = early_stop and recompute == "full"
+    every = every if recompute == "full" else 1
     if isinstance(source, ModelShape):  # no layer formulas: the matrices the network shows
-        return _matrix_flops(source, seq, recompute, trained, early_stop)
-    return _flops(source, seq, recompute, trained, early_stop)
+        return _matrix_flops(source, seq, recompute, trained, early_stop, every)
+    return _flops(source, seq, recompute, trained, early_stop, every)
 
 
 def early_stop_of(regime: object) -> bool:
@@ -140,12 +143,14 @@ EARLY_STOP_PLAN_NOTE = ("full recompute as torch's non-reentrant checkpoint (tra
                         "early stop, each layer's last matmul (its MLP down projection) not run again")
 REENTRANT_PLAN_NOTE = ("full recompute as a reentrant checkpoint (Megatron's; torchtitan's FullAC, early_stop=False): "
                        "every layer's whole forward again, Narayanan et al. 2021's count")
+EVERY_PLAN_NOTE = ("recompute every {n}: only the checkpointed layers run their forward again, ⌊L/{n}⌋ of L (torchtitan "
+                   "checkpoints block k, counted from 1, when k % {n} == 0; the last L mod {n} layers never)")
 MATRIX_EARLY_STOP_NOTE = ("full recompute counted as the whole forward again (this network's matrices do not say which "
                           "matmul ends a layer, which torch's non-reentrant checkpoint does not run again)")
 
 
 def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Trained | None = None,
-                  early_stop: bool = False) -> Flops:
+                  early_stop: bool = False, every: int = 1) -> Flops:
     """FLOPs per token of a network from its matrices (``Network.flop_parts``): 2 per weight, the output layer."""
     if recompute == "ops":  # as its memory: the order of its matmuls, which the policy alternates over, is unknown
         raise UserError(f"recompute ops: {network.name} has no family table (the order of its matmuls, which "
@@ -169,9 +174,10 @@ def _matrix_flops(network: ModelShape, seq: int, recompute: str, trained: ft.Tra
     forward = Formula(f"flops.{name}.forward", f"Forward FLOPs per token of {name}", terms, source="project",
                       name="F_fwd", example=values, note=note)
     out_flops = 2 * _sym("V") * output if output is not None else sympy.Integer(0)
-    train_terms = (fl.train_terms(fl.F_fwd, out_flops, sympy.Integer(0), recompute) if trained is None else
-                   ft.train_terms([(m[0], m[1], m[2], m[3] if len(m) > 3 else L) for m in matmuls],
-                                  (sympy.Integer(0), sympy.Integer(0)), output, (), trained, recompute, fl.F_fwd))
+    train_terms = (fl.train_terms(fl.F_fwd, out_flops, sympy.Integer(0), recompute, every=every) if trained is None
+                   else ft.train_terms([(m[0], m[1], m[2], m[3] if len(m) > 3 else L) for m in matmuls],
+                                       (sympy.Integer(0), sympy.Integer(0)), output, (), trained, recompute, fl.F_fwd,
+                                       every=every))
     train = Formula(f"flops.{name}.train", f"Training FLOPs per token of {name} (recompute {recompute})",
                     train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values,
                     note=note)
@@ -184,7 +190,7 @@ MATRIX_LORA_NOTE = ("FLOPs with LoRA: counted as full training (this network's m
 
 @lru_cache(maxsize=128)
 def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None = None,
-           early_stop: bool = False) -> Flops:
+           early_stop: bool = False, every: int = 1) -> Flops:
     shape = load_shape(spec)
     matmuls, q_width, v_width = _layers(spec, shape)
     emb = _emb(spec)
@@ -206,10 +212,10 @@ def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
     if trained is None:
         train_terms = fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
-                                     _ops(spec, recompute), fl.last_matmuls(matmuls) if early_stop else None)
+                                     _ops(spec, recompute), fl.last_matmuls(matmuls) if early_stop else None, every)
     else:
         train_terms = ft.train_terms(matmuls, (q_width, v_width if v_width is not None else q_width), output, extra,
-                                     trained, recompute, fl.F_fwd, _ops(spec, recompute), early_stop)
+                                     trained, recompute, fl.F_fwd, _ops(spec, recompute), early_stop, every)
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
                     train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
@@ -243,11 +249,13 @@ def plan_flops(memory: Plan, model: object) -> Flops:
     if own is not None:  # counted on its own step: with LoRA, peft's adapters on the frozen module
         return own if trained is None or trained.lora else replace(own, notes=(OWN_TRAINED_NOTE,))
     early = early_stop_of(r) and not getattr(r, "dropout", False)  # a dropout mask after it needs its output
-    found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained, early_stop=early)
+    every = int(getattr(r, "recompute_every", 1))
+    found = flops(model, seq=r.seq, recompute=r.recompute, trained=trained, early_stop=early, every=every)
     if trained is not None and trained.lora and not trained.adapters:
         return replace(found, notes=(MATRIX_LORA_NOTE,))
     if r.recompute == "full" and not found.notes:
-        return replace(found, notes=(_rerun_note(found, early_stop_of(r)),))
+        notes = (_rerun_note(found, early_stop_of(r)),) + ((EVERY_PLAN_NOTE.format(n=every),) if every > 1 else ())
+        return replace(found, notes=notes)
     return found
 
 
@@ -567,13 +575,23 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           state_bytes=states if states is not None else sympy.Integer(16),
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
                           schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_),
-                          stage_layers=slowest_layers(memory, fl_), trained=trained)
+                          stage_layers=slowest_layers(memory, fl_), trained=trained,
+                          checkpointed=checkpointed_share(memory))
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
                                 "catalogue's per-direction bandwidth.")
+
+
+def checkpointed_share(memory: Plan) -> sympy.Expr:
+    """The share of layers a plan's full recompute runs again: 1, or ⌊L/N⌋/L with ``--recompute-every N`` (a network's
+    own step counts its own blocks: 1 here)."""
+    r = memory.regime
+    if r.recompute != "full" or pytorch.own_recompute(memory.model, r):
+        return sympy.Integer(1)
+    return fl.checkpointed_share(int(getattr(r, "recompute_every", 1)))
 
 
 def trained_states(memory: Plan, held: Formula) -> tuple[tm.Trained, Formula, Formula] | None:
