@@ -166,6 +166,12 @@ register("torchao-float8", "pytorch/ao at commit 36027d8: torchao/float8/float8_
          "tensorwise, rowwise; enable_fsdp_float8_all_gather tensorwise only), fsdp_utils.py "
          "(WeightWithDynamicFloat8CastTensor, precompute_float8_dynamic_scale_for_fsdp)",
          "https://github.com/pytorch/ao/tree/36027d82d1ad9949597ea16002ff4940374b1b94/torchao/float8")
+register("torchao-float8-rowwise", "pytorch/ao at commit 36027d8 (as torchao 0.18.0): torchao/float8/config.py "
+         "(the rowwise recipe: axiswise e4m3 casts of input, weight and grad_output, scales rounded to powers of two; "
+         "gemm_config_output use_fast_accum=True, the grad_input and grad_weight gemms without), float8_ops.py "
+         "addmm_float8_unwrapped (rowwise without fast accumulation: _scaled_mm with unit scales, the inverse row and "
+         "column scales multiplied after), float8_utils.py (amax in the input's dtype, fp32 scales)",
+         "https://github.com/pytorch/ao/blob/36027d82d1ad9949597ea16002ff4940374b1b94/torchao/float8/float8_ops.py")
 register("torchtitan-llama3-benchmark", "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (commit "
          "820504e): Llama 3.1 8B on 8 and 128 H100s (96 GB), FSDP, local batch 2, selective AC; memory is "
          "max reserved (torchtitan 9dec370: metrics.py reserved_bytes.all.peak, train.py logs max_reserved_gib); "
