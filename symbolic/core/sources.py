@@ -238,6 +238,11 @@ register("torch-compile-checkpoint", "torchtitan 9dec370 parallelize_llama.py ap
          "holds its buffers as inductor's generated code plans them; measured on the CPU "
          "(tests/float8_compile_child.py)", "https://github.com/pytorch/torchtitan/blob/9dec370/torchtitan/"
          "parallelisms/parallelize_llama.py")
+register("torch-compile-ops-float8", "torchtitan 9dec370 parallelize_llama.py apply_ac (selective_ac_option "
+         "\"op\": checkpoint_wrapper with _save_list's policy) then apply_compile (fullgraph=True) under PyTorch "
+         "2.13.0's inductor, torchao 0.18.0's Float8Linear (tensorwise): the compiled backward's buffers as "
+         "inductor's generated code plans them; measured on the CPU (tests/float8_compile_child.py, ops)",
+         "https://github.com/pytorch/torchtitan/blob/9dec370/torchtitan/parallelisms/parallelize_llama.py")
 register("torchtune-chunked-backward", "torchtune CEWithChunkedOutputLoss with compile_loss (commit bd2a0fc) under "
          "PyTorch 2.13.0's autograd engine (torch/csrc/autograd/engine.h CompareNodeTaskTime: the highest sequence "
          "number first, so every chunk's loss before the head): each compiled loss frees its chunk's saved logits as "

@@ -37,6 +37,9 @@ each measured peak to the byte), the backward peaks in the MLP's backward:
 Below B·S ≈ 1.25·H moments that hold weight gradients lead (bf16 and tensorwise: at B·S = 64 up to 16 % over the
 term, bf16 at H 128): not modelled; the GPU rows run at B·S ≥ 2·H.
 
+Per-op checkpointing (``--recompute ops``) compiled the same way, tensorwise: the layer's backward holds more than
+the compiled bf16 layer's, its casts (``ops_float8_backward_parts``, the plan's backward ``fp8_casts`` term there).
+
 Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
 float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
 backward is not added beside them. Measured for the gated (Llama) layer on one rank; the shards under tensor
@@ -166,3 +169,43 @@ def buffer_term(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False
                               "with their per-row and per-column scales"}[v.float8 or ""]
                 + (" (the casts of this backward are these tensors: no fp8_casts term beside them)" if v.float8 else "")
                 + "; measured with inductor on the CPU.")
+
+
+OPS_SRC = "torch-compile-ops-float8"
+
+
+def ops_float8_backward_parts(v: acts.LayerVariant) -> list[Part]:
+    """What the compiled per-op checkpointed layer's backward holds at its peak beyond the compiled bf16 layer's, with
+    tensorwise float8 linears (measured on the CPU with inductor, ``tests/test_float8_compile.py``).
+
+    At both peaks the fused SiLU backward runs beside the recomputed output projection's output, the up projection's
+    output and the down projection's input gradient. Where bf16 writes the product and gate's and up's bf16
+    gradients, float8 writes the product (bf16) and an fp32 B·S·d_ff intermediate (the same bytes), the product's
+    e4m3 cast and up's gradient's two e5m2 casts (up's bf16 gradient is not written); the MLP norm's output is held
+    as two e4m3 casts (one per linear) in place of its bf16 copy (the same bytes). Beside them: the attention output's
+    e4m3 cast, the output projection's e4m3 weight (cast in FSDP2's hook instead with the float8 all-gather: not
+    counted there, read, not measured) and the block output gradient's e5m2 cast. The amax and scale scalars (under
+    64 bytes) are not a term."""
+    tokens = S * B
+    parts = [Part("attn_output_cast", "the attention output's e4m3 cast (the output projection's weight gradient)",
+                  tokens * a * d_head, "tp", source=OPS_SRC),
+             Part("output_grad_cast", "the block output's gradient, e5m2 (the down projection's weight gradient)",
+                  tokens * H, "sp", source=OPS_SRC),
+             Part("product_cast", "SiLU(gate)·up's e4m3 cast (the down projection's weight gradient)", tokens * d_ff,
+                  "tp", source=OPS_SRC),
+             Part("up_grad_casts", "up's gradient's two e5m2 casts (its input and weight gradients)",
+                  2 * tokens * d_ff, "tp", source=OPS_SRC)]
+    if not v.float8_gathered:
+        parts.append(Part("wo_weight_cast", "the output projection's e4m3 weight", H * a * d_head, "tp",
+                          source=OPS_SRC))
+    return parts
+
+
+def ops_float8_backward_term(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False) -> Term:
+    """``ops_float8_backward_parts`` as the plan's backward ``fp8_casts`` term under ``--recompute ops --compile``."""
+    return Term("fp8_casts", "float8 casts and buffers the compiled per-op checkpointed layer's backward holds beyond "
+                "the bf16 layer's (tensorwise)", _sum(ops_float8_backward_parts(v), tp, sp), "bytes", OPS_SRC,
+                "apply_ac (op), apply_compile", "At the fused SiLU backward: the attention output's and the product's "
+                "e4m3 casts, the output projection's e4m3 weight, the block output gradient's and up's gradient's "
+                "e5m2 casts; the fp32 SiLU intermediate and the MLP norm output's casts take the bytes of the bf16 "
+                "layer's gradients and norm output; measured with inductor on the CPU.")
