@@ -31,8 +31,8 @@ each measured peak to the byte), the backward peaks in the MLP's backward:
   written) and gate's bf16 gradient (into the gate output's buffer) with its cast by rows. Beside them the block
   output gradient's cast along tokens, two casts of the MLP norm's output along tokens (one per linear; the
   norm's bf16 output is not held), the gate and up weights' e4m3 casts, and every cast's amax (bf16) and scale
-  (fp32) by row or column. One moment at every measured point, B·S = 64 included: to the byte (read at H 64 and
-  96, checked at H 128); the tensorwise buffer planned for it before was 7-17 % over.
+  (fp32) by row or column. One moment at every measured point, B·S = 64 included: to the byte (read at H 64,
+  checked at H 96 and 128); the tensorwise buffer planned for it before was 6.6-16.5 % over.
 
 Below B·S ≈ 1.25·H moments that hold weight gradients lead (bf16 and tensorwise: at B·S = 64 up to 16 % over the
 term, bf16 at H 128): not modelled; the GPU rows run at B·S ≥ 2·H.
