@@ -25,7 +25,10 @@ leave it out). The request on stdin names one measurement (``{"what": ...}``):
   Llama layer, converted (each recipe), wrapped as torchtitan's ``apply_ac`` wraps it (``float8_child.ops_wrapped``:
   ``checkpoint_wrapper``, 9dec370's policy, or 88247277c's list without ``aten.abs``) and compiled after with
   ``fullgraph=True`` (``apply_compile``): the bytes its compiled graph saves (each storage once, dtype and shape
-  read) at two (B, S); and the two-layer model's SGD step with every layer so wrapped and compiled (9dec370's
+  read) and the live peaks of its forward and backward (over their starts) at three (B, S) (``OPS_POINTS``: the
+  third, B·S = 4·H, a second size where the fused SiLU backward's moment leads the backward, as at 2.25·H; at
+  B·S = H one holding weight gradients does); and the
+  two-layer model's SGD step with every layer so wrapped and compiled (9dec370's
   list), its phase peaks (the loss eager), in bf16 and with each recipe.
 
 ``dynamic=True`` and no size of 1: one compilation per graph. Writes one JSON object on stdout; exits with 77
@@ -48,6 +51,7 @@ from tiny_models import LLAMA  # noqa: E402
 RECIPES = ("tensorwise", "rowwise")
 TOKENS = (64, 96)  # B·S of the single linears
 POINTS = ((2, 32), (3, 48))  # (B, S) of the whole model's saved bytes
+OPS_POINTS = (*POINTS, (4, 64))  # (B, S) of the per-op checkpointed layer
 LAYERS = 2
 BLOCK_POINTS = ((2, 32), (3, 48), (2, 80), (4, 64))  # (B, S) of one checkpointed block
 VOCABS = (LLAMA["vocab_size"], 256)  # the loss's moment leads the checkpointed step's backward; the blocks' does
@@ -226,7 +230,7 @@ def ops() -> dict:
         block, layer, config, rotary = _ops_block(torch, transformers, recipe, abs_saved)
         params = {p.untyped_storage().data_ptr() for p in layer.parameters()}
         rows = []
-        for batch, seq in POINTS:
+        for batch, seq in OPS_POINTS:
             x = torch.randn(batch, seq, config.hidden_size, dtype=torch.bfloat16, requires_grad=True)
             cos, sin = rotary(x, torch.arange(seq)[None])
             excluded = params | {cos.untyped_storage().data_ptr(), sin.untyped_storage().data_ptr()}

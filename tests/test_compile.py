@@ -205,7 +205,8 @@ def test_torchtitan_compile_rows(gpus, published, stated):
 # all-gather at its default, off), --precision fp8 on the compile row's options. Under torchtitan's per-op policy
 # (9dec370's save list, abs on it) the compiled tensorwise layer saves the compiled bf16 layer's tensors, and its
 # backward holds more than the bf16 layer's, not less (both measured with inductor, test_float8_compile.py): the
-# plan is the compile row's (the fused casts stay under the loss's transients). Planned with the compiled float8
+# plan is the compile row's (that excess, the backward's casts, compiled_recompute.ops_float8_backward_parts, stays
+# under the loss's transients, 0.8 GiB a layer here). Planned with the compiled float8
 # layer's smaller recompute buffer (not measured under ops), the rows were -8.5 and -4.3 %. Measured, the row is
 # 0.2 GiB under the compile row.
 # -9.4, -5.5 % without fsdp_stream_pools; -0.0, +0.4 % with them and FSDP2's buffers beside the loss; -7.6, -3.1 % with

@@ -166,6 +166,12 @@ register("torchao-float8", "pytorch/ao at commit 36027d8: torchao/float8/float8_
          "tensorwise, rowwise; enable_fsdp_float8_all_gather tensorwise only), fsdp_utils.py "
          "(WeightWithDynamicFloat8CastTensor, precompute_float8_dynamic_scale_for_fsdp)",
          "https://github.com/pytorch/ao/tree/36027d82d1ad9949597ea16002ff4940374b1b94/torchao/float8")
+register("torchao-float8-rowwise", "pytorch/ao at commit 36027d8 (as torchao 0.18.0): torchao/float8/config.py "
+         "(the rowwise recipe: axiswise e4m3 casts of input, weight and grad_output, scales rounded to powers of two; "
+         "gemm_config_output use_fast_accum=True, the grad_input and grad_weight gemms without), float8_ops.py "
+         "addmm_float8_unwrapped (rowwise without fast accumulation: _scaled_mm with unit scales, the inverse row and "
+         "column scales multiplied after), float8_utils.py (amax in the input's dtype, fp32 scales)",
+         "https://github.com/pytorch/ao/blob/36027d82d1ad9949597ea16002ff4940374b1b94/torchao/float8/float8_ops.py")
 register("torchtitan-llama3-benchmark", "pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (commit "
          "820504e): Llama 3.1 8B on 8 and 128 H100s (96 GB), FSDP, local batch 2, selective AC; memory is "
          "max reserved (torchtitan 9dec370: metrics.py reserved_bytes.all.peak, train.py logs max_reserved_gib); "
@@ -232,6 +238,11 @@ register("torch-compile-checkpoint", "torchtitan 9dec370 parallelize_llama.py ap
          "holds its buffers as inductor's generated code plans them; measured on the CPU "
          "(tests/float8_compile_child.py)", "https://github.com/pytorch/torchtitan/blob/9dec370/torchtitan/"
          "parallelisms/parallelize_llama.py")
+register("torch-compile-ops-float8", "torchtitan 9dec370 parallelize_llama.py apply_ac (selective_ac_option "
+         "\"op\": checkpoint_wrapper with _save_list's policy) then apply_compile (fullgraph=True) under PyTorch "
+         "2.13.0's inductor, torchao 0.18.0's Float8Linear (tensorwise): the compiled backward's buffers as "
+         "inductor's generated code plans them; measured on the CPU (tests/float8_compile_child.py, ops)",
+         "https://github.com/pytorch/torchtitan/blob/9dec370/torchtitan/parallelisms/parallelize_llama.py")
 register("torchtune-chunked-backward", "torchtune CEWithChunkedOutputLoss with compile_loss (commit bd2a0fc) under "
          "PyTorch 2.13.0's autograd engine (torch/csrc/autograd/engine.h CompareNodeTaskTime: the highest sequence "
          "number first, so every chunk's loss before the head): each compiled loss frees its chunk's saved logits as "

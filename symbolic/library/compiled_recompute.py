@@ -23,10 +23,22 @@ each measured peak to the byte), the backward peaks in the MLP's backward:
   them inductor holds either the block output gradient's e5m2 cast (the down weight's gradient) or the gate
   projection's e4m3 weight, which it orders by the widths (H 64: the first, H 96 and 128: the second): the larger
   is counted (``SCHEDULED``), 0.4 % over the measured peak at most.
+- **rowwise float8** (``rowwise_parts``): torchao runs the backward's two gemms without fast accumulation, and
+  for rowwise scales that is ``_scaled_mm`` with unit scales, the row and column scales multiplied after
+  (``float8_ops.addmm_float8_unwrapped``): the down projection's input gradient is written unscaled (bf16) and its
+  scales wait for the fused SiLU backward, which reads SiLU(gate) (kept instead of the product) and up, and writes
+  the product's e4m3 cast along tokens, up's gradient cast by rows and along tokens (up's bf16 gradient is never
+  written) and gate's bf16 gradient (into the gate output's buffer) with its cast by rows. Beside them the block
+  output gradient's cast along tokens, two casts of the MLP norm's output along tokens (one per linear; the
+  norm's bf16 output is not held), the gate and up weights' e4m3 casts, and every cast's amax (bf16) and scale
+  (fp32) by row or column. One moment at every measured point, B·S = 64 included: to the byte (read at H 64,
+  checked at H 96 and 128); the tensorwise buffer planned for it before was 6.6-16.5 % over.
 
-Below B·S ≈ 1.25·H moments that hold weight gradients lead (at B·S = 64 up to 16 % over the term, bf16 at
-H 128): not modelled; the GPU rows run at B·S ≥ 2·H. Rowwise scaling (not derived) is planned with the tensorwise
-buffer, 13-17 % over its measured peak: a bound.
+Below B·S ≈ 1.25·H moments that hold weight gradients lead (bf16 and tensorwise: at B·S = 64 up to 16 % over the
+term, bf16 at H 128): not modelled; the GPU rows run at B·S ≥ 2·H.
+
+Per-op checkpointing (``--recompute ops``) compiled the same way, tensorwise: the layer's backward holds more than
+the compiled bf16 layer's, its casts (``ops_float8_backward_parts``, the plan's backward ``fp8_casts`` term there).
 
 Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
 float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
@@ -87,6 +99,40 @@ def float8_parts(v: acts.LayerVariant) -> list[Part]:
                  source=SRC)]
 
 
+ROWWISE_SRC = "torchao-float8-rowwise"
+
+
+def rowwise_parts(v: acts.LayerVariant) -> list[Part]:
+    """The rowwise float8 block's backward peak: the rebuilt layer less the MLP norm's output (its two e4m3 casts
+    instead) and the product (SiLU(gate) instead), the down projection's unscaled input gradient and the scales it
+    waits for, and the casts the fused SiLU backward writes, each with its scale vectors."""
+    b, tokens = v.act_bytes, S * B
+    amax_scale = b + 4  # a cast's amax (bf16) and its power-of-two scale (fp32), per row or column
+    return [*_shared(v, drop=("mlp_input", "product")),
+            Part("silu_gate", "SiLU(gate) (bf16): the product is recomputed from it and up in the SiLU backward",
+                 b * tokens * d_ff, "tp", source=SRC),
+            Part("down_input_grad", "the down projection's input gradient before its scales (bf16: the backward's "
+                 "gemms run with unit scales, the row and column scales applied after)", b * tokens * d_ff, "tp",
+                 source=ROWWISE_SRC),
+            Part("down_grad_scales", "the block output gradient's per-token and the down weight's per-column fp32 "
+                 "scales that input gradient still waits for", 4 * tokens + 4 * d_ff, "tp", source=ROWWISE_SRC),
+            Part("output_grad_cast", "the block output's gradient cast along tokens (e4m3, the down weight's "
+                 "gradient) with its per-column amax and scale", tokens * H + amax_scale * H, "sp", source=SRC),
+            Part("product_cast", "SiLU(gate)·up cast along tokens (e4m3, the down weight's gradient) with its "
+                 "per-column amax and scale", tokens * d_ff + amax_scale * d_ff, "tp", source=SRC),
+            Part("up_grad_casts", "up's gradient cast by rows (its input gradient) and along tokens (its weight "
+                 "gradient), e4m3, with their amaxes and scales (up's bf16 gradient is not written)",
+                 2 * tokens * d_ff + amax_scale * (tokens + d_ff), "tp", source=SRC),
+            Part("gate_grad_cast", "gate's gradient cast by rows (e4m3) with its amax and scale (the bf16 gradient "
+                 "overwrites the gate output in place)", tokens * d_ff + amax_scale * tokens, "tp", source=SRC),
+            Part("mlp_input_casts", "the MLP norm's output cast along tokens for the gate and up weights' gradients "
+                 "(e4m3, one each; one per-column fp32 scale)", 2 * tokens * H + 4 * H, "sp", source=SRC),
+            Part("w1_w3_weight_casts", "the gate and up projections' e4m3 weights (their input gradients) with "
+                 "their fp32 scales", 2 * H * d_ff + 2 * 4 * H, "tp", source=SRC),
+            Part("unit_scale", "the unit fp32 scale the backward's gemms run with", sympy.Integer(4), "whole",
+                 source=ROWWISE_SRC)]
+
+
 def _sum(parts: list[Part], tp: sympy.Expr | int, sp: bool) -> sympy.Expr:
     """The parts' bytes on one rank (``activations.layer_terms``' sharding rule)."""
     return sympy.Add(*(p.expr / tp if p.shard == "tp" or (p.shard == "sp" and sp) else p.expr for p in parts))
@@ -103,6 +149,8 @@ def buffer(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False) -> 
     orders them by the widths: the larger)."""
     if not v.float8:
         return _sum(bf16_parts(v), tp, sp)
+    if v.float8 == "rowwise":
+        return _sum(rowwise_parts(v), tp, sp)
     held = _sum(float8_parts(v), tp, sp)
     return maximum(*(held + _sum([part], tp, sp) for part in SCHEDULED))
 
@@ -113,7 +161,51 @@ def buffer_term(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False
     return Term("recompute_buffer", f"one compiled checkpointed layer's backward at its peak ({what}): the rebuilt "
                 "tensors it still reads and the buffers its backward writes", buffer(v, tp, sp), "bytes", SRC,
                 "apply_ac, apply_compile", "Under full checkpointing the compiled block recomputes its forward inside "
-                "its backward graph; at the MLP's backward it holds the rebuilt layer less its input, the attention "
-                "output's second copy (bf16) or e4m3 cast, and the MLP backward's gradients"
-                + (", its float8 casts and fp32 SiLU intermediate (the casts of this backward are these tensors: no "
-                   "fp8_casts term beside them)" if v.float8 else "") + "; measured with inductor on the CPU.")
+                "its backward graph; at the MLP's backward it holds the rebuilt layer less its input"
+                + {"": ", the attention output's second copy and the MLP backward's gradients",
+                   "tensorwise": ", the attention output's e4m3 cast, the MLP backward's gradients, its float8 casts "
+                                 "and fp32 SiLU intermediate",
+                   "rowwise": " and its norm's output, the MLP backward's unscaled input gradient and float8 casts "
+                              "with their per-row and per-column scales"}[v.float8 or ""]
+                + (" (the casts of this backward are these tensors: no fp8_casts term beside them)" if v.float8 else "")
+                + "; measured with inductor on the CPU.")
+
+
+OPS_SRC = "torch-compile-ops-float8"
+
+
+def ops_float8_backward_parts(v: acts.LayerVariant) -> list[Part]:
+    """What the compiled per-op checkpointed layer's backward holds at its peak beyond the compiled bf16 layer's, with
+    tensorwise float8 linears (measured on the CPU with inductor, ``tests/test_float8_compile.py``).
+
+    At both peaks the fused SiLU backward runs beside the recomputed output projection's output, the up projection's
+    output and the down projection's input gradient. Where bf16 writes the product and gate's and up's bf16
+    gradients, float8 writes the product (bf16) and an fp32 B·S·d_ff intermediate (the same bytes), the product's
+    e4m3 cast and up's gradient's two e5m2 casts (up's bf16 gradient is not written); the MLP norm's output is held
+    as two e4m3 casts (one per linear) in place of its bf16 copy (the same bytes). Beside them: the attention output's
+    e4m3 cast, the output projection's e4m3 weight (cast in FSDP2's hook instead with the float8 all-gather: not
+    counted there, read, not measured) and the block output gradient's e5m2 cast. The amax and scale scalars (under
+    64 bytes) are not a term."""
+    tokens = S * B
+    parts = [Part("attn_output_cast", "the attention output's e4m3 cast (the output projection's weight gradient)",
+                  tokens * a * d_head, "tp", source=OPS_SRC),
+             Part("output_grad_cast", "the block output's gradient, e5m2 (the down projection's weight gradient)",
+                  tokens * H, "sp", source=OPS_SRC),
+             Part("product_cast", "SiLU(gate)·up's e4m3 cast (the down projection's weight gradient)", tokens * d_ff,
+                  "tp", source=OPS_SRC),
+             Part("up_grad_casts", "up's gradient's two e5m2 casts (its input and weight gradients)",
+                  2 * tokens * d_ff, "tp", source=OPS_SRC)]
+    if not v.float8_gathered:
+        parts.append(Part("wo_weight_cast", "the output projection's e4m3 weight", H * a * d_head, "tp",
+                          source=OPS_SRC))
+    return parts
+
+
+def ops_float8_backward_term(v: acts.LayerVariant, tp: sympy.Expr | int = 1, sp: bool = False) -> Term:
+    """``ops_float8_backward_parts`` as the plan's backward ``fp8_casts`` term under ``--recompute ops --compile``."""
+    return Term("fp8_casts", "float8 casts and buffers the compiled per-op checkpointed layer's backward holds beyond "
+                "the bf16 layer's (tensorwise)", _sum(ops_float8_backward_parts(v), tp, sp), "bytes", OPS_SRC,
+                "apply_ac (op), apply_compile", "At the fused SiLU backward: the attention output's and the product's "
+                "e4m3 casts, the output projection's e4m3 weight, the block output gradient's and up's gradient's "
+                "e5m2 casts; the fp32 SiLU intermediate and the MLP norm output's casts take the bytes of the bf16 "
+                "layer's gradients and norm output; measured with inductor on the CPU.")

@@ -853,8 +853,20 @@ def _fp8_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, during_loss
     if _compiled_block_rebuilt(model, r) and r.recompute_every == 1:
         return [fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))], []  # in the recompute buffer
     backward = fsdp.fp8_backward_term(r.fp8_recipe, tp_s, model.ffn, H, r.fp8_all_gather, compiled=r.compile)
+    if _ops_float8_measured(model, r):
+        variant = acts.LayerVariant(flash=r.flash, gated=True, dropout=r.dropout, compiled=True, float8="tensorwise",
+                                    float8_gathered=r.fp8_all_gather)  # the layer's measured backward, its casts
+        term = compiled_recompute.ops_float8_backward_term(variant, tp_s, r.sequence_parallel and r.tp > 1)
+        backward = term.replace(expr=term.expr.xreplace(model.widths()))
     return ([fsdp.beyond(forward, sympy.Add(*(t.expr for t in during_loss)))],
             [fsdp.beyond(backward, sympy.Add(*(t.expr for t in loss_grads)))])
+
+
+def _ops_float8_measured(model: ModelShape, r: Regime) -> bool:
+    """Per-op checkpointing of a compiled Korthikanti gated layer with tensorwise float8 linears: its backward's
+    casts are the measured layer's (``compiled_recompute.ops_float8_backward_parts``)."""
+    return (r.recompute == "ops" and r.compile and r.fp8_recipe == "tensorwise" and model.gated and not model.moe
+            and r.layer_impl == "korthikanti")
 
 
 def _shard(states: list[Term], zero: int) -> list[Term]:
