@@ -54,6 +54,7 @@ from ..library import activations as acts
 from ..library import adam_8bit_step as adam8
 from ..library import chunked_backward, compiled_recompute, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
+from ..library import eager_recompute as eager_rebuild
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
@@ -642,12 +643,14 @@ def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
 
 
 def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
-    """The compiled checkpointed block's rebuild, its float8 casts inside it: the loss's moment and the rebuild never
-    coincide (measured, ``tests/test_float8_compile.py``). The eager layer's buffer is its saved set, under the
-    rebuilt layer's measured backward peak: there every term stays beside every other (a bound where the loss
-    leads)."""
+    """The checkpointed layer's rebuild whose backward peak is measured: the loss's moment and the rebuild never
+    coincide. The compiled block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated
+    layer under full or per-op checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``). GeLU and MoE
+    layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads)."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
-    return _compiled_block_rebuilt(model, r) and not casts_apart
+    eager = (r.recompute in ("full", "ops") and not r.compile and r.layer_impl == "korthikanti" and model.gated
+             and not model.moe)
+    return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager
 
 
 def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term]) -> Term:
@@ -900,6 +903,10 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     rebuilt: list[Term] = []
     if _compiled_block_rebuilt(model, r):
         term = compiled_recompute.buffer_term(variant, tp_s, sp)
+        rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
+    elif r.recompute in ("full", "ops") and eager_rebuild.measured(replace(variant, float8="")):
+        # float8 (ops): the bf16 layer's, as below
+        term = eager_rebuild.buffer_term(replace(variant, float8=""), r.recompute, tp_s, sp)
         rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
     elif r.recompute == "full":
         again = model.layer_activations(variant, "none", tp_s, sp)
