@@ -16,7 +16,8 @@ Training, per GPU (the most loaded one: first pipeline stage):
 - ``activations``: L/p layers × min(m, p) micro-batches in flight (1F1B: L layers' worth when
   m ≥ p), × (1 + (p − 1)/(p·v)) for the interleaved schedule (Narayanan et al. 2021), each
   layer as in ``library.activations`` for the micro-batch B;
-- ``recompute_buffer``: with full recompute, one layer's activations rebuilt during its backward;
+- ``recompute_buffer``: with full (or per-op) recompute, one layer rebuilt during its backward, at its backward's
+  peak where measured (``compiled_recompute``, ``eager_recompute``; then after the loss's moment, not beside it);
 - ``inputs``: int64 token ids 8sb and the embedding dropout mask sbh, per micro-batch in flight
   (Megatron's ``compute_activation_memory``);
 - ``logits`` (p = 1 only: with pipelines the last stage holds them, with far fewer activations);
@@ -645,11 +646,12 @@ def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
 def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
     """The checkpointed layer's rebuild whose backward peak is measured: the loss's moment and the rebuild never
     coincide. The compiled block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated
-    layer under full or per-op checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``). GeLU and MoE
-    layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads)."""
+    layer under full or per-op checkpointing, bf16 (``eager_recompute``, ``tests/test_eager_rebuild.py``). GeLU and
+    MoE layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads), and so
+    does the eager float8 layer, whose casts in the rebuilt backward are not measured."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
     eager = (r.recompute in ("full", "ops") and not r.compile and r.layer_impl == "korthikanti" and model.gated
-             and not model.moe)
+             and not getattr(model, "moe", False) and r.precision != "fp8")  # eager float8 casts: not measured
     return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager
 
 
