@@ -646,12 +646,12 @@ def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
 def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
     """The checkpointed layer's rebuild whose backward peak is measured: the loss's moment and the rebuild never
     coincide. The compiled block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated
-    layer under full or per-op checkpointing, bf16 (``eager_recompute``, ``tests/test_eager_rebuild.py``). GeLU and
-    MoE layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads), and so
-    does the eager float8 layer, whose casts in the rebuilt backward are not measured."""
+    layer under full or per-op checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``; float8: the bf16
+    layer's buffer, the eager casts counted beyond the loss's moment as without it, ``_fp8_terms``). GeLU and MoE
+    layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads)."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
     eager = (r.recompute in ("full", "ops") and not r.compile and r.layer_impl == "korthikanti" and model.gated
-             and not getattr(model, "moe", False) and r.precision != "fp8")  # eager float8 casts: not measured
+             and not getattr(model, "moe", False))
     return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager
 
 
