@@ -113,9 +113,13 @@ def test_article_b_activation_model_is_selectable() -> None:
 
 
 def test_full_recompute_keeps_layer_inputs_and_one_layer(llama) -> None:
+    """The rebuilt layer's backward (``eager_recompute``: the layer less its input and the product, three d_ff
+    gradients and the output's) comes after the loss's moment: the larger of the two, less the saved logits."""
     terms = planning.plan(llama, recompute="full").terms()
     assert terms["activations"] == L * 2 * 4096 * H
-    assert terms["recompute_buffer"] == 4096 * (12 * H + 4 * H * KV // A + 4 * A + 8 * FF)
+    rebuilt = 4096 * (12 * H + 4 * H * KV // A + 4 * A + 12 * FF)
+    assert "recompute_buffer" not in terms
+    assert terms["loss_gradients"] == max(8 * 4096 * V, rebuilt - terms["logits"]) == 8 * 4096 * V
 
 
 def test_mixture_of_experts_routes_k_experts() -> None:

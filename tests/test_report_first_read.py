@@ -194,3 +194,16 @@ def test_the_first_page_of_the_pdf_mentions_the_plan(plain, default_report):
     first = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(default_report["pdf"]), "-"], capture_output=True,
                            text=True, check=True).stdout
     assert re.sub(r"[\s-]", "", point) in re.sub(r"[\s-]", "", first)  # lines joined, hyphens at breaks dropped
+
+
+def test_a_max_inside_a_max_argument_breaks_after_its_commas_with_balanced_delimiters():
+    """A phase that is itself the larger of two moments (full recompute: the loss's or the rebuilt layer's) puts a
+    max inside the peak's max: a line still too wide breaks after the inner commas, then between its terms."""
+    from symbolic.report import calc
+
+    row = r"\max\left(2 N, 2 B H L S + \max\left(8 B S V, 10 B H S + 4 B S a + 12 B S d_{ff}\right)\right)"
+    lines = calc.split_max(row, lambda text: 4.0 * len(text), 200)
+    assert len(lines) > 2 and all(4.0 * len(line) <= 200 or r"\max" not in line[8:] for line in lines)
+    for line in lines:
+        assert line.count(r"\left") == line.count(r"\right"), line
+    assert calc.split_max(row, lambda text: 4.0 * len(text), 10_000) == [row]

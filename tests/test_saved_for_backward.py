@@ -133,16 +133,18 @@ def test_chunked_loss_saved_bytes_and_peaks_are_measured(measured):
 # fsdp.LOSS_APART, measured in test_fsdp_step.py), and FSDP2's side streams keep their blocks reserved beside it
 # (fsdp_stream_pools: the sharded gradients, 4 N/d, on the reduce-scatter stream; the root's and a block's flat
 # all-gather outputs on the copy-in stream, none of them live at the loss's moment): 6.15 GiB at d = 8, 2.60 at
-# d = 128. Without the pools -10.05 and -6.0 %; with them, FSDP2's buffers beside the loss, -1.3 and -0.5 %.
-TORCHTITAN_ROWS = [(8, 82.4, -0.026), (128, 67.0, -0.021)]
+# d = 128. The eager layer's recompute buffer is its measured rebuild (test_eager_rebuild.py), after the loss's
+# moment, not beside it (-2.6 and -2.1 % with it beside the loss). Without the pools -12.1 and -8.5 %.
+TORCHTITAN_ROWS = [(8, 82.4, -0.046), (128, 67.0, -0.047)]
 
 
 @pytest.mark.parametrize(("gpus", "published", "stated"), TORCHTITAN_ROWS)
-def test_torchtitan_selective_op_rows_within_ten_percent(gpus, published, stated):
+def test_torchtitan_selective_op_rows(gpus, published, stated):
     plan = planning.plan("llama-3-8b", "train", batch=2, seq=8192, dp=gpus, fsdp=True, recompute="ops")
     terms = plan.as_dict()["terms"]
+    assert "recompute_buffer" not in terms  # the loss's moment leads the rebuild
     error = (plan.as_dict()["total_bytes"] - terms["cuda_context"] - terms["nccl"]) / GIB / published - 1
-    assert abs(error) < 0.10 and abs(error - stated) < 0.005, error
+    assert abs(error) < 0.11 and abs(error - stated) < 0.005, error
 
 
 # torchtune README (bd2a0fc) "Optimization flags": Llama 3.2 3B, full_finetune_single_device, batch 2, packed

@@ -16,7 +16,8 @@ Training, per GPU (the most loaded one: first pipeline stage):
 - ``activations``: L/p layers × min(m, p) micro-batches in flight (1F1B: L layers' worth when
   m ≥ p), × (1 + (p − 1)/(p·v)) for the interleaved schedule (Narayanan et al. 2021), each
   layer as in ``library.activations`` for the micro-batch B;
-- ``recompute_buffer``: with full recompute, one layer's activations rebuilt during its backward;
+- ``recompute_buffer``: with full (or per-op) recompute, one layer rebuilt during its backward, at its backward's
+  peak where measured (``compiled_recompute``, ``eager_recompute``; then after the loss's moment, not beside it);
 - ``inputs``: int64 token ids 8sb and the embedding dropout mask sbh, per micro-batch in flight
   (Megatron's ``compute_activation_memory``);
 - ``logits`` (p = 1 only: with pipelines the last stage holds them, with far fewer activations);
@@ -54,6 +55,7 @@ from ..library import activations as acts
 from ..library import adam_8bit_step as adam8
 from ..library import chunked_backward, compiled_recompute, fsdp, offload, registry, runtime, upcast_logits
 from ..library import context_parallel as cpar
+from ..library import eager_recompute as eager_rebuild
 from ..library import inference as infer
 from ..library import parallel as par
 from ..library import peak_pytorch as pypeak
@@ -647,12 +649,15 @@ def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
 
 
 def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
-    """The compiled checkpointed block's rebuild, its float8 casts inside it: the loss's moment and the rebuild never
-    coincide (measured, ``tests/test_float8_compile.py``). The eager layer's buffer is its saved set, under the
-    rebuilt layer's measured backward peak: there every term stays beside every other (a bound where the loss
-    leads)."""
+    """The checkpointed layer's rebuild whose backward peak is measured: the loss's moment and the rebuild never
+    coincide. The compiled block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated
+    layer under full or per-op checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``; float8: the bf16
+    layer's buffer, the eager casts counted beyond the loss's moment as without it, ``_fp8_terms``). GeLU and MoE
+    layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads)."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
-    return _compiled_block_rebuilt(model, r) and not casts_apart
+    eager = (r.recompute in ("full", "ops") and not r.compile and r.layer_impl == "korthikanti" and model.gated
+             and not getattr(model, "moe", False))
+    return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager
 
 
 def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term]) -> Term:
@@ -945,6 +950,10 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     rebuilt: list[Term] = []
     if _compiled_block_rebuilt(model, r):
         term = compiled_recompute.buffer_term(variant, tp_s, sp)
+        rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
+    elif r.recompute in ("full", "ops") and eager_rebuild.measured(replace(variant, float8="")):
+        # float8 (ops): the bf16 layer's, as below
+        term = eager_rebuild.buffer_term(replace(variant, float8=""), r.recompute, tp_s, sp)
         rebuilt.append(term.replace(expr=term.expr.xreplace(model.widths())))
     elif r.recompute == "full":
         again = model.layer_activations(variant, "none", tp_s, sp)

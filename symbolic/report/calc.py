@@ -47,8 +47,9 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
     """The three-way calculation of ``formula`` at ``evaluation``'s point, wrapped to ``limit`` (see ``wrap``)."""
     values = {**evaluation.values, **evaluation.derived}
     shown = printing.summands(t.expr for t in formula.terms)  # a term counted as 0 adds no "+ 0"
-    symbolic = [printing.latex(expr) for expr in shown]
-    numbers = [printing.latex_with_numbers(worked(expr, values), values) for expr in shown]
+    symbolic = [_narrow(expr, printing.latex, measure, limit) for expr in shown]
+    numbers = [_narrow(worked(expr, values), lambda e: printing.latex_with_numbers(e, values), measure, limit)
+               for expr in shown]
     out: list[Line] = []
     lhs = formula.name_latex
     for label, pieces in (("symbolic", symbolic), ("substituted", numbers)):
@@ -60,6 +61,14 @@ def lines(formula: Formula, evaluation: Evaluation, measure: Callable[[str], flo
     exact = sympy.Rational(evaluation.total).is_Integer
     out.append(Line("result", "", "=" if exact else r"\approx", result_latex(evaluation.total, formula.unit)))
     return out
+
+
+def _narrow(expr: sympy.Expr, latex: Callable[[sympy.Expr], str], measure: Callable[[str], float],
+            limit: float) -> str:
+    """``latex(expr)``, or, wider than ``limit``, with each fraction of a max printed coefficient first (a max in a
+    fraction cannot break after its commas: ``coefficient_first``)."""
+    text = latex(expr)
+    return text if measure(text) <= limit else latex(coefficient_first(expr))
 
 
 class _ShownMax(sympy.Function):
@@ -187,8 +196,66 @@ def split_max(row: str, measure: Callable[[str], float], limit: float) -> list[s
     args = [row[a:b - 1].strip() for a, b in zip(bounds, bounds[1:])]
     openings = [row[:start] + r"\max\left(", *[r"\left.\quad "] * (len(args) - 1)]
     closings = [*[r",\right."] * (len(args) - 1), r"\right)" + row[end + len(r"\right)"):]]
-    return [line for opening, arg, closing in zip(openings, args, closings)
-            for line in _split_argument(opening, arg, closing, measure, limit)]
+    return [piece for k, (opening, arg, closing) in enumerate(zip(openings, args, closings))
+            for line in _split_argument(opening, arg, closing, measure, limit)
+            for piece in (_split_inner(line, measure, limit) if line.count(r"\max\left(") > (k == 0) else [line])]
+
+
+def _split_inner(line: str, measure: Callable[[str], float], limit: float) -> list[str]:
+    """A line still wider than ``limit`` because of a max inside it (a phase that is itself the larger of two
+    moments), broken after that max's commas and then between the terms of an argument still too wide, each
+    piece's delimiters balanced with null ones (``line`` may be a piece whose delimiters are not)."""
+    if measure(_balanced(line)) <= limit:
+        return [_balanced(line)]
+    opening = r"\max\left("
+    start = line.find(opening)
+    while start >= 0:
+        commas = _commas(line, start + len(opening)) if _braces(line[:start]) == 0 else []
+        if commas:
+            cuts = [c + 1 for c in commas]
+            pieces = [line[a:b] for a, b in zip([0, *cuts], [*cuts, len(line)], strict=True)]
+            return [part for k, piece in enumerate(pieces)
+                    for part in _split_inner(piece if k == 0 else r"\qquad " + piece.strip(), measure, limit)]
+        start = line.find(opening, start + 1)
+    terms = split_sum(line)  # no max left to break: between the terms of its sum
+    if len(terms) < 2:
+        return [_balanced(line)]
+    rows = wrap(terms, lambda text: measure(_balanced(text)), limit)
+    return [_balanced(row if i == 0 else r"\qquad " + row) for i, row in enumerate(rows)]
+
+
+def _commas(line: str, inner: int) -> list[int]:
+    """The top-level commas of the max whose arguments start at ``inner``, each with an argument after it."""
+    depth, commas = 0, []
+    for i in range(inner, len(line)):
+        if line.startswith(r"\right", i) and depth == 0:
+            return [c for c in commas if line[c + 1:i].strip()]
+        if line.startswith(r"\left", i) or line[i] in "{(":
+            depth += 1
+        elif line.startswith(r"\right", i) or line[i] in "})":
+            depth -= 1
+        elif line[i] == "," and depth == 0:
+            commas.append(i)
+    return []
+
+
+def _braces(latex: str) -> int:
+    return latex.count("{") - latex.count("}")
+
+
+def _balanced(piece: str) -> str:
+    """``piece`` with a null left delimiter before each right one it does not open, and a null right delimiter
+    after each left one it does not close."""
+    opened, missing = 0, 0
+    for i in range(len(piece)):
+        if piece.startswith(r"\left", i):
+            opened += 1
+        elif piece.startswith(r"\right", i):
+            if opened:
+                opened -= 1
+            else:
+                missing += 1
+    return r"\left." * missing + piece + r"\right." * opened
 
 
 def _split_argument(opening: str, arg: str, closing: str, measure: Callable[[str], float], limit: float) -> list[str]:

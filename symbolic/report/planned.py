@@ -26,7 +26,7 @@ from ..library import inference as infer
 from ..library import precision as prec
 from ..math.formula import Formula
 from ..text import printing
-from . import peak
+from . import calc, peak
 from .scenario import Gpu, Scenario, Step, Trained, VariantGroup, VariantRow
 from .spec import ReportSpec, ReportSpecError
 
@@ -334,6 +334,13 @@ def _same(choice: dict[str, object], mine: dict[str, object]) -> bool:
     return all(mine.get(k) == v for k, v in choice.items())
 
 
+def _whole_latex(expr: sympy.Expr) -> str:
+    """A plan's whole formula for a table cell; where a max holds another max (a phase that is itself the larger of
+    two moments), a fraction of it printed coefficient first, so that the cell can break it after its commas."""
+    nested = any(arg.has(sympy.Max) for node in expr.atoms(sympy.Max) for arg in node.args)
+    return printing.latex(calc.coefficient_first(expr) if nested else expr)
+
+
 def _rules_group(shape: Any, plan: Any, make: Callable[..., Any], options: dict[str, object],
                  weight_bytes: sympy.Rational) -> VariantGroup:
     n_value = _n_value(shape)
@@ -348,7 +355,7 @@ def _rules_group(shape: Any, plan: Any, make: Callable[..., Any], options: dict[
     single = {k: v for k, v in options.items() if k not in SPLIT_OPTIONS}
     alone = _try(make, **single) or plan
     rows.append(VariantRow("this report's formula on one GPU (no parallelism)",
-                           f"{alone.formula.name_latex} = {printing.latex(alone.formula.expr)}",
+                           f"{alone.formula.name_latex} = {_whole_latex(alone.formula.expr)}",
                            alone.evaluate().total, "project", chosen=True))
     return VariantGroup(
         "Rules of thumb against the formula",
