@@ -30,8 +30,8 @@ def test_a_rank_holds_the_single_rank_plan_at_s_over_cp() -> None:
     single = _terms(seq=8192, dp=4)
     for key in TOKEN_TERMS + ("weights", "optimizer_states", "fsdp_unsharded_layers", "fsdp_root_unsharded",
                 "fsdp_backward_grads"):
-        assert sharded[key] == single[key], key
-    assert set(sharded) - set(single) == {"cp_ring_forward", "cp_ring_backward"}
+        assert sharded.get(key) == single.get(key), key  # the rebuild may sit inside the loss's term (after it)
+    assert set(single) <= set(sharded) and set(sharded) - set(single) == {"cp_ring_forward", "cp_ring_backward"}
 
 
 def test_fsdp_shards_over_dp_times_cp() -> None:

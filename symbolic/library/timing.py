@@ -125,6 +125,31 @@ class Trained:
     states: sympy.Expr = M_tr  # M_tr, the trained parameters' model-state bytes
 
 
+def adapters_counted_term(count: sympy.Expr, title: str) -> Term:
+    """P_tr under LoRA: the adapter parameters the optimizer steps and data parallelism reduces."""
+    return Term("adapters", f"LoRA adapters ({title})", count, "params", "hu2021", "§4.1",
+                "lora_A (r × in) and lora_B (out × r) per adapted matrix; every base weight is frozen.")
+
+
+def unfrozen_counted_term(params: sympy.Expr, embedding: sympy.Expr) -> Term:
+    """P_tr with the token embedding frozen: every other parameter (the head too when tied to the embedding)."""
+    return Term("trained", "every parameter but the frozen token embedding (the head too when tied to it)",
+                params - embedding, "params", "project")
+
+
+def trained_weights_term(dtype: str, weight_bytes: sympy.Expr, count: sympy.Expr) -> Term:
+    """The trained parameters' weights, part of M_tr (what ZeRO 1/2 all-gathers after the step)."""
+    return Term("weights", f"{dtype} weights of the trained parameters", weight_bytes * count, "bytes", "project")
+
+
+def adapter_state_terms(count: sympy.Expr, element: int, title: str, state: sympy.Expr, source: str,
+                        where: str) -> list[Term]:
+    """M_tr of a torch module's peft adapters: their weights, gradients and optimizer state (``state``)."""
+    return [Term("adapter_weights", "the adapters' weights", element * count, "bytes", "peft"),
+            Term("gradients", "the adapters' gradients", element * count, "bytes", "pytorch"),
+            Term("optimizer_states", f"{title} states of the adapters", state, "bytes", source, where)]
+
+
 def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "none", sequence_parallel: bool = False,
                act_bytes: int = 2, weight_bytes: int = 2, grad_bytes: int = 4, state_bytes: sympy.Expr = 16,
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,

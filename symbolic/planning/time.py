@@ -618,18 +618,15 @@ def trained_states(memory: Plan, held: Formula) -> tuple[tm.Trained, Formula, Fo
             return None
         count, element, kept, title = found
         how = tm.Trained(grad_bytes=element, weight_bytes=element, what="the adapters")
-        counted = Term("adapters", f"LoRA adapters ({title})", count, "params", "hu2021", "§4.1",
-                       "lora_A (r × in) and lora_B (out × r) per adapted matrix; every base weight is frozen.")
+        counted = tm.adapters_counted_term(count, title)
     else:
         emb = finetune.embedding_params(model)
         pr = prec.get(r.precision)
         how = tm.Trained(grad_bytes=pr.grad_bytes(r.grads), weight_bytes=pr.weight_bytes,
                          what="every weight but the frozen token embedding")
-        counted = Term("trained", "every parameter but the frozen token embedding (the head too when tied to it)",
-                       params - emb, "params", "project")
+        counted = tm.unfrozen_counted_term(params, emb)
         kept = [t for t in finetune.state_terms(model, r, params) if t.key != "weights"]  # weights: the table too
-        kept.append(Term("weights", f"{pr.dtype} weights of the trained parameters", pr.weight_bytes * (params - emb),
-                         "bytes", "project"))
+        kept.append(tm.trained_weights_term(pr.dtype, pr.weight_bytes, params - emb))
         defs = {params: held}
     p_tr = Formula(f"time.{name}.trained_params", f"Parameters {name}'s step trains", (counted,), source="project",
                    name="P_tr", definitions=defs)
@@ -659,10 +656,7 @@ def _adapter_states(model: ModelShape, r: object, trained: ft.Trained
                             str(r.adapter_dtype), bool(r.qlora))  # type: ignore[attr-defined]
     found = own(spec)
     count, element = sympy.Integer(found.total), spec.element_bytes
-    kept = [Term("adapter_weights", "the adapters' weights", element * count, "bytes", "peft"),
-            Term("gradients", "the adapters' gradients", element * count, "bytes", "pytorch"),
-            Term("optimizer_states", f"{opt.title} states of the adapters", opt.state_expr(count, element), "bytes",
-                 opt.source, opt.where)]
+    kept = tm.adapter_state_terms(count, element, opt.title, opt.state_expr(count, element), opt.source, opt.where)
     return count, element, kept, f"peft's tensors on {', '.join(found.modules)}"
 
 
