@@ -64,3 +64,24 @@ def test_the_root_end_leads_where_the_root_is_large(group: list[dict]) -> None:
             assert without / case["ranks"][0]["phases"]["backward"] - 1 < -0.05, (case["case"], without, planned)
         else:
             assert without == planned, case["case"]
+
+
+def test_cuda_plans_hold_the_side_streams_pools() -> None:
+    """``fsdp_stream_pools`` (FSDP2's side streams' cached blocks, ``own_fsdp.sharded``'s pools) on a module's CUDA
+    plan with ``--fsdp``, at most the copy-in stream's most and the sharded gradients; none with ``--no-runtime``, on
+    the CPU or without FSDP2."""
+    from module_fsdp_child import BATCH, WORLD, _source
+
+    from symbolic import planning
+    from symbolic.networks.module import resolve
+
+    net = resolve.module_network(_source("vit"))
+
+    def plan(device: str, runtime: bool = True, fsdp: bool = True) -> dict:
+        return planning.plan(net, "train", batch=BATCH, precision="bf16-mixed", device=device, dp=WORLD, fsdp=fsdp,
+                             runtime=runtime).terms()
+
+    pools = plan("cuda").get("fsdp_stream_pools")
+    block, root = 2 * max(net.fsdp_units), 2 * (net.total - sum(net.fsdp_units))  # gathered in bf16
+    assert pools is not None and 0 < pools <= max(2.5 * block, root + 1.5 * block, 1.5 * root) + 4 * net.total / WORLD
+    assert all("fsdp_stream_pools" not in plan(*a) for a in (("cuda", False), ("cpu",), ("cuda", True, False)))

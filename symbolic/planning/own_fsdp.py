@@ -19,7 +19,10 @@ backward without the whole model's gradients), and in its place:
   and the smallest block's saved bytes, ``fsdp.block_moments``: inside a block's backward beside the step's own
   peak, at the end of a block's backward and at its copy-in beside the saved tensors only, without the peak's
   transients) and the root's reduce-scatter at the end (``fsdp.root_end_moment``, ``fsdp.backward_term``);
-- optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
+- optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s;
+- on a CUDA plan (a runtime term): the side streams' cached blocks per phase (``fsdp.stream_pools_term``, as
+  ``build._fsdp_pools`` for the table families: the copy-in stream's most and the sharded gradients, less what a
+  phase counts of them, the backward's term rebuilt without them).
 
 A pure fp32, bf16 or fp16 step gathers in its own dtype. Under bf16-mixed (fp16-mixed alike) two setups people
 run: ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` and no autocast (torchtitan's; the default,
@@ -107,8 +110,10 @@ def freed_by_a_block(blocks: tuple[str, ...], saved: Sequence[Term]) -> sympy.Ex
 
 
 def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
-            values: dict[str, object], freed: sympy.Expr | int = 0, last: int = 0) -> StepModel:
-    """``step`` (the module's, gradients dropped in backward) with FSDP2's terms (see the module docstring)."""
+            values: dict[str, object], freed: sympy.Expr | int = 0,
+            last: int = 0) -> tuple[StepModel, dict[str, sympy.Expr]]:
+    """``step`` (the module's, the blocks' gradients dropped in backward) with FSDP2's terms (see the module
+    docstring), and per phase what FSDP2's side streams keep reserved beyond it (``fsdp.stream_pools_term``)."""
     dtype, kept = str(regime.fsdp_param_dtype), "fp32" if _mixed(regime) else regime.precision
     nbytes, reduce_bytes = int(formats.nbytes(dtype)), int(formats.nbytes(regime.fsdp_reduce_dtype))
     kept_bytes = int(formats.nbytes(kept))
@@ -132,8 +137,6 @@ def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
                                         regime.reshard_after_forward, dtype)
     whole = fsdp.root_term(sympy.Integer(root), nbytes, dtype).replace(title=ROOT.format(dtype=dtype))
     largest = sympy.Integer(max(units, default=0))
-    moments = block_moments(len(units), (nbytes * largest, kept_bytes * largest / n_s), freed, nbytes * largest,
-                            reduce_bytes * largest, regime.reshard_after_forward, backward_transients(step))
     held = tuple(t for t, on in ((blocks, units), (whole, root)) if on)  # a module without blocks: the root only
     inputs = next((t.expr for items in step.phases.values() for t in items if t.key == "inputs"), sympy.Integer(0))
     others = sympy.Add(*(t.expr for t in (*step.phases["forward"], *held)))
@@ -141,15 +144,30 @@ def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
                                                              freed),  # the loss's tensors: none counted against it
                                 inputs + nbytes * (2 * root + 2 * largest) - others),)
     backward = tuple(shard(t) for t in step.phases["backward"])
-    end = fsdp.root_end_moment(1, kept_bytes * sympy.Integer(sum(units)) / n_s, sympy.Integer(root),
-                               sympy.Integer(last), nbytes, reduce_bytes)
-    term = fsdp.backward_term(moments, 0, 0, 0, inputs + end, sympy.Add(*(t.expr for t in (*backward, *held))),
-                              regime.fsdp_reduce_dtype)
-    written = term.replace(title=GRADS_TITLE.format(reduce=regime.fsdp_reduce_dtype),
+
+    def beyond(side_streams: bool) -> Term:
+        """The backward's FSDP2 term (``side_streams`` False: without the sharded gradients, the prefetched block
+        and the root's reduce-scatter output, the side streams' tensors)."""
+        sharded_block = kept_bytes * largest / n_s if side_streams else 0
+        moments = block_moments(len(units), (nbytes * largest, sharded_block), freed, nbytes * largest,
+                                reduce_bytes * largest, regime.reshard_after_forward, backward_transients(step),
+                                side_streams)
+        end = fsdp.root_end_moment(1, kept_bytes * sympy.Integer(sum(units)) / n_s, sympy.Integer(root),
+                                   sympy.Integer(last), nbytes, reduce_bytes, side_streams)
+        return fsdp.backward_term(moments, 0, 0, 0, inputs + end, sympy.Add(*(t.expr for t in (*backward, *held))),
+                                  regime.fsdp_reduce_dtype)
+
+    written = beyond(True).replace(title=GRADS_TITLE.format(reduce=regime.fsdp_reduce_dtype),
                            note=fsdp.WRITTEN_NOTE + BLOCK_NOTE + ROOT_END_NOTE)
     extra = {"forward": (*held, *outputs), "backward": (*held, written)}
     phases = {name: tuple(shard(t) for t in items) + extra.get(name, ()) for name, items in step.phases.items()}
-    return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases)
+    copy_in = fsdp.copy_in_pool(nbytes * root, nbytes * largest, n_s, len(units))
+    prefetched = fsdp.PREFETCH * nbytes * largest if units and regime.reshard_after_forward else 0  # a flat output
+    grads_kept = 0 if regime.optimizer_in_backward else grads.expr
+    counted = {"forward": prefetched + outputs[0].expr, "backward": prefetched + written.expr - beyond(False).expr,
+               "optimizer": grads.expr}  # the side streams' tensors each phase counts
+    pools = {name: copy_in + grads_kept - counted.get(name, 0) for name in phases}
+    return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases), pools
 
 
 def backward_transients(step: StepModel) -> sympy.Expr:
@@ -174,12 +192,14 @@ ROOT_OUTPUT_NOTE = (
 
 
 def block_moments(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr, gathered: sympy.Expr,
-                  rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr) -> sympy.Expr:
+                  rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr,
+                  prefetch_held: bool = True) -> sympy.Expr:
     """What FSDP2's block gradient buffers add to the module's measured backward peak (``fsdp.block_moments`` with
     the moments inside a block, beside that peak; 0 without blocks)."""
     if not layers:
         return sympy.Integer(0)
-    return fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True)
+    return fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True,
+                              prefetch_held=prefetch_held)
 
 
 GRADS_TITLE = ("FSDP2 backward beyond the step's own peak: a block's gradients and reduce-scatter input and the "

@@ -264,9 +264,11 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
            values: dict[str, object], notes_out: list[str]) -> Layout:
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
     step = step_model(model, regime, saved_model)
+    pools: dict[str, sympy.Expr] = {}  # FSDP2's side streams per phase (``own_fsdp.sharded``)
     if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
         freed = own_fsdp.freed_by_a_block(model.checkpoint_blocks, saved_model.formula.terms)
-        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values, freed, model.fsdp_root_last)
+        step, pools = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values, freed,
+                                       model.fsdp_root_last)
         notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
         notes_out += [n for n in (own_fsdp.setup_note(regime),) if n]
     widths = model.widths()
@@ -303,7 +305,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
         resident = _shard(resident, regime.zero)
         phases = {name: tuple(_shard(list(items), regime.zero)) for name, items in phases.items()}
     notes_out.append(f"step: {step.formula().term('phase').note}")
-    return Layout(tuple(resident), phases)
+    return Layout(tuple(resident), phases, {p: _at_widths(e, widths) for p, e in pools.items() if p in phases})
 
 
 def _shard(items: list[Term], zero: int) -> list[Term]:
