@@ -7,7 +7,9 @@ ones on each rank (each phase's least reading: ``fsdp_live.least_peaks``) with `
 FSDP2's in-place storage resizes, every operator's output), phase by phase. Cases: fp32, reshard
 after forward on and off; bf16-mixed as torchtitan runs it (``MixedPrecisionPolicy(bf16, fp32)``, no
 autocast; the default ``--fsdp-param-dtype``) and with ``--fsdp-param-dtype fp32`` (fp32 units, the forward
-under CPU autocast). Beside each, ``memory``'s plan of the same module (``planning.plan``, ``--device cpu``).
+under CPU autocast). The "root" group: ViTs of many classes, whose root (the head) outweighs a block: under
+bf16-mixed (bf16 gradients, an fp32 reduce-scatter input) the root's reduce-scatter at the end of backward leads
+(each plan also without it: ``backward_without_root_end``), in fp32 the head's own backward does. Beside each, ``memory``'s plan of the same module (``planning.plan``, ``--device cpu``).
 Writes one JSON object on stdout (each rank's measurements); exits with ``SKIP`` (77) when torch is missing.
 """
 
@@ -20,12 +22,16 @@ import child_main  # this folder: sys.path[0] of a child script
 from modules_child import DATA
 
 BATCH, SIZES, WORLD = 3, {"H": 16, "W": 16}, 2
-MODELS = {"vit": ("blocks.py:ViT", {"dim": 32}), "rescnn": ("blocks.py:ResCNN", {"channels": 16})}
+MODELS = {"vit": ("blocks.py:ViT", {"dim": 32}), "rescnn": ("blocks.py:ResCNN", {"channels": 16}),
+          "vit-head": ("blocks.py:ViT", {"dim": 32, "classes": 8000}),  # a root larger than the blocks: its end leads
+          "vit-head-wide": ("blocks.py:ViT", {"dim": 48, "classes": 6000})}
 # (model, precision, reshard, fsdp_param_dtype or None for the default), in two groups of about 15 s each (the
 # probes behind the plans take most of it): the group is the script's argument
 GROUPS = {"vit": [("vit", "fp32", True, None), ("vit", "fp32", False, None), ("vit", "bf16-mixed", True, None)],
           "mixed": [("vit", "bf16-mixed", True, "fp32"), ("rescnn", "fp32", True, None),
-                    ("rescnn", "fp32", False, None)]}
+                    ("rescnn", "fp32", False, None)],
+          "root": [("vit-head", "bf16-mixed", True, None), ("vit-head-wide", "bf16-mixed", False, None),
+                   ("vit-head-wide", "fp32", True, None)]}
 
 
 def _source(model: str) -> Any:
@@ -37,15 +43,23 @@ def _source(model: str) -> Any:
 
 
 def _plan(model: str, precision: str, reshard: bool, dtype: str | None) -> dict:
+    from unittest import mock
+
     from symbolic import planning
     from symbolic.networks.module import resolve
+    from symbolic.planning import own_fsdp
 
     net = resolve.module_network(_source(model))
     asked = {"fsdp_param_dtype": dtype} if dtype else {}
-    plan = planning.plan(net, "train", batch=BATCH, precision=precision, device="cpu", dp=WORLD, fsdp=True,
-                         runtime=False, reshard_after_forward=reshard, **asked)
+    def planned() -> Any:
+        return planning.plan(net, "train", batch=BATCH, precision=precision, device="cpu", dp=WORLD, fsdp=True,
+                             runtime=False, reshard_after_forward=reshard, **asked)
+
+    plan = planned()
+    with mock.patch.object(own_fsdp.fsdp, "root_end_moment", lambda *_, **__: 0):  # the root's end left out
+        without = planned().as_dict()["phases"]["backward"]
     return {"phases": plan.as_dict()["phases"], "total": plan.total, "blocks": list(net.checkpoint_blocks),
-            "terms": plan.terms(), "params": net.total}
+            "terms": plan.terms(), "params": net.total, "backward_without_root_end": without}
 
 
 def _measure(model: str, precision: str, reshard: bool, dtype: str | None, blocks: list[str]) -> dict:

@@ -108,6 +108,9 @@ class Network(Protocol):
     def fsdp_units(self) -> tuple[int, ...] | None: ...
 
     @property
+    def fsdp_root_last(self) -> int: ...
+
+    @property
     def forward_inference(self) -> bool: ...
 
     @property

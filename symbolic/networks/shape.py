@@ -285,8 +285,13 @@ class ModelShape:
         step (the root holds the rest); None where the planner's FSDP2 terms apply (its layers)."""
         return None
 
+    @property
+    def fsdp_root_last(self) -> int:
+        """The elements of the root unit's last parameter, for a network that measures its own step (else 0)."""
+        return 0
+
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
+                     in_backward: bool = False, recompute: int = 0, sharded: bool | str = False) -> Any:
         """Its own training step (``peak_pytorch.StepModel``), or None: the library's ``step``."""
         return None
 

@@ -12,13 +12,17 @@ backward without the whole model's gradients), and in its place:
   neighbours), or every block with ``--no-reshard-after-forward``; the root unsharded from its
   forward to the end of backward; in forward the kept all-gather outputs beyond the last block's
   activations (``fsdp.all_gather_outputs_term``);
-- backward: the root's unsharded gradients (all of them: an upper bound, the embedding's come last); the
-  largest block's unsharded gradients, its reduce-scatter input in reduce_dtype and the finished blocks'
+- backward: the root's unsharded gradients as the step holds them (probed with the root's kept, the blocks'
+  dropped: the head's beside the blocks' backward, an embedding's at the end); the larger of the blocks' moments
+  (the largest block's unsharded gradients, its reduce-scatter input in reduce_dtype and the finished blocks'
   sharded gradients, beyond the saved activations the finished blocks freed, with the largest unit's sizes
-  and the smallest block's saved bytes (``fsdp.block_moments``: inside a block's backward beside the step's own
+  and the smallest block's saved bytes, ``fsdp.block_moments``: inside a block's backward beside the step's own
   peak, at the end of a block's backward and at its copy-in beside the saved tensors only, without the peak's
-  transients);
-- optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s.
+  transients) and the root's reduce-scatter at the end (``fsdp.root_end_moment``, ``fsdp.backward_term``);
+- optimizer: the sharded gradients and the optimizer's temporaries of the shard, ÷ N_s;
+- on a CUDA plan (a runtime term): the side streams' cached blocks per phase (``fsdp.stream_pools_term``, as
+  ``build._fsdp_pools`` for the table families: the copy-in stream's most and the sharded gradients, less what a
+  phase counts of them, the backward's term rebuilt without them).
 
 A pure fp32, bf16 or fp16 step gathers in its own dtype. Under bf16-mixed (fp16-mixed alike) two setups people
 run: ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` and no autocast (torchtitan's; the default,
@@ -59,7 +63,7 @@ def note(blocks: tuple[str, ...], units: tuple[int, ...], total: int) -> str:
     shown = ", ".join(blocks) if len(blocks) <= 4 else f"{blocks[0]}, {blocks[1]}, ..., {blocks[-1]}"
     sizes = f"{units[0]:,} parameters each" if len(set(units)) == 1 else f"{min(units):,}-{max(units):,} parameters"
     return (f"fsdp: {len(blocks)} blocks each a fully_shard unit ({shown}; {sizes}), then the root with the other "
-            f"{total - sum(units):,}; the backward's root gradients counted whole (an upper bound)")
+            f"{total - sum(units):,}, whose gradients stay unsharded to the end of backward")
 
 
 def _mixed(regime: Regime) -> bool:
@@ -106,8 +110,10 @@ def freed_by_a_block(blocks: tuple[str, ...], saved: Sequence[Term]) -> sympy.Ex
 
 
 def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
-            values: dict[str, object], freed: sympy.Expr | int = 0) -> StepModel:
-    """``step`` (the module's, gradients dropped in backward) with FSDP2's terms (see the module docstring)."""
+            values: dict[str, object], freed: sympy.Expr | int = 0,
+            last: int = 0) -> tuple[StepModel, dict[str, sympy.Expr]]:
+    """``step`` (the module's, the blocks' gradients dropped in backward) with FSDP2's terms (see the module
+    docstring), and per phase what FSDP2's side streams keep reserved beyond it (``fsdp.stream_pools_term``)."""
     dtype, kept = str(regime.fsdp_param_dtype), "fp32" if _mixed(regime) else regime.precision
     nbytes, reduce_bytes = int(formats.nbytes(dtype)), int(formats.nbytes(regime.fsdp_reduce_dtype))
     kept_bytes = int(formats.nbytes(kept))
@@ -131,18 +137,37 @@ def sharded(step: StepModel, units: tuple[int, ...], total: int, regime: Regime,
                                         regime.reshard_after_forward, dtype)
     whole = fsdp.root_term(sympy.Integer(root), nbytes, dtype).replace(title=ROOT.format(dtype=dtype))
     largest = sympy.Integer(max(units, default=0))
-    buffers = fsdp.backward_buffers_term(largest, sympy.Integer(root), nbytes, reduce_bytes, regime.fsdp_reduce_dtype,
-                                         with_block=not units)
-    written = (block_grads_term(len(units), (nbytes * largest, kept_bytes * largest / n_s), freed,
-                                nbytes * largest, reduce_bytes * largest, regime.reshard_after_forward,
-                                backward_transients(step)),
-               ) if units else ()
-    outputs = (fsdp.all_gather_outputs_term(regime.reshard_after_forward, nbytes * largest, dtype, freed),
-               ) if units else ()  # the loss's tensors not split from the step's forward: none counted against it
     held = tuple(t for t, on in ((blocks, units), (whole, root)) if on)  # a module without blocks: the root only
-    extra = {"forward": (*held, *outputs), "backward": (*held, buffers, *written)}
+    inputs = next((t.expr for items in step.phases.values() for t in items if t.key == "inputs"), sympy.Integer(0))
+    others = sympy.Add(*(t.expr for t in (*step.phases["forward"], *held)))
+    outputs = (root_output_term(fsdp.all_gather_outputs_term(regime.reshard_after_forward, nbytes * largest, dtype,
+                                                             freed),  # the loss's tensors: none counted against it
+                                inputs + nbytes * (2 * root + 2 * largest) - others),)
+    backward = tuple(shard(t) for t in step.phases["backward"])
+
+    def beyond(side_streams: bool) -> Term:
+        """The backward's FSDP2 term (``side_streams`` False: without the sharded gradients, the prefetched block
+        and the root's reduce-scatter output, the side streams' tensors)."""
+        sharded_block = kept_bytes * largest / n_s if side_streams else 0
+        moments = block_moments(len(units), (nbytes * largest, sharded_block), freed, nbytes * largest,
+                                reduce_bytes * largest, regime.reshard_after_forward, backward_transients(step),
+                                side_streams)
+        end = fsdp.root_end_moment(1, kept_bytes * sympy.Integer(sum(units)) / n_s, sympy.Integer(root),
+                                   sympy.Integer(last), nbytes, reduce_bytes, side_streams)
+        return fsdp.backward_term(moments, 0, 0, 0, inputs + end, sympy.Add(*(t.expr for t in (*backward, *held))),
+                                  regime.fsdp_reduce_dtype)
+
+    written = beyond(True).replace(title=GRADS_TITLE.format(reduce=regime.fsdp_reduce_dtype),
+                           note=fsdp.WRITTEN_NOTE + BLOCK_NOTE + ROOT_END_NOTE)
+    extra = {"forward": (*held, *outputs), "backward": (*held, written)}
     phases = {name: tuple(shard(t) for t in items) + extra.get(name, ()) for name, items in step.phases.items()}
-    return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases)
+    copy_in = fsdp.copy_in_pool(nbytes * root, nbytes * largest, n_s, len(units))
+    prefetched = fsdp.PREFETCH * nbytes * largest if units and regime.reshard_after_forward else 0  # a flat output
+    grads_kept = 0 if regime.optimizer_in_backward else grads.expr
+    counted = {"forward": prefetched + outputs[0].expr, "backward": prefetched + written.expr - beyond(False).expr,
+               "optimizer": grads.expr}  # the side streams' tensors each phase counts
+    pools = {name: copy_in + grads_kept - counted.get(name, 0) for name in phases}
+    return replace(step, resident=tuple(shard(t) for t in step.resident), phases=phases), pools
 
 
 def backward_transients(step: StepModel) -> sympy.Expr:
@@ -154,13 +179,43 @@ def backward_transients(step: StepModel) -> sympy.Expr:
     return maximum(0, found["backward_live"] - found["inputs"] - found["saved"])
 
 
-def block_grads_term(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr, gathered: sympy.Expr,
-                     rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr) -> Term:
-    """Backward: what FSDP2's gradient buffers add to the module's measured backward peak (``fsdp.block_moments``
-    with the moments inside a block, beside that peak)."""
-    term = fsdp.written_grads_term(layers, grads, freed, gathered, rs_input, reshard)
-    expr = fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True)
-    return term.replace(expr=expr, note=fsdp.WRITTEN_NOTE + BLOCK_NOTE)
+def root_output_term(outputs: Term, first_copy_out: sympy.Expr) -> Term:
+    """Forward: the blocks' kept all-gather outputs, or the root's at the first block's copy-out, the larger."""
+    return outputs.replace(expr=maximum(outputs.expr, first_copy_out), note=outputs.note + ROOT_OUTPUT_NOTE)
+
+
+ROOT_OUTPUT_NOTE = (
+    " The root's flat all-gather output is kept too (all_gather_state) until the first block's copy-out: at that "
+    "moment the inputs, the root unsharded and its output, the first block's output and its unsharded parameters are "
+    "alive, before any block's activations; beyond the forward's other terms where the root is large (a classifier "
+    "head of many classes). Measured over two gloo ranks (tests/test_module_fsdp.py).")
+
+
+def block_moments(layers: int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr, gathered: sympy.Expr,
+                  rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr,
+                  prefetch_held: bool = True) -> sympy.Expr:
+    """What FSDP2's block gradient buffers add to the module's measured backward peak (``fsdp.block_moments`` with
+    the moments inside a block, beside that peak; 0 without blocks)."""
+    if not layers:
+        return sympy.Integer(0)
+    return fsdp.block_moments(layers, grads, freed, gathered, rs_input, reshard, transients, inside=True,
+                              prefetch_held=prefetch_held)
+
+
+GRADS_TITLE = ("FSDP2 backward beyond the step's own peak: a block's gradients and reduce-scatter input and the "
+               "finished blocks' sharded gradients ({reduce}) less the activations they freed; or the root's "
+               "reduce-scatter at the end")
+ROOT_END_NOTE = (
+    " The step is probed with the blocks' gradients dropped as they accumulate and the root's kept (FSDP2 keeps them "
+    "unsharded to the root's post_backward): the head's are beside the blocks' backward, an embedding's come last. "
+    "At the end of backward the root's post_backward reshards the root and copies its gradients into its "
+    "reduce-scatter input (fsdp.root_end_moment: beside every block's sharded gradients and the inputs, every "
+    "activation freed); foreach_reduce's loop variable keeps the root's last parameter's gradient to its return, "
+    "beside the new reduce-scatter output. The phase is the larger of that moment and the blocks' (fsdp.backward_term "
+    "without a loss's moment: a module's loss is inside its measured step). The moments at a block's end and copy-in "
+    "are weighed less the step peak's transients beyond its saved tensors, which now hold the root's gradients alive "
+    "at that peak too (an underestimate there where those moments lead and the root's gradients are large). Measured "
+    "over two gloo ranks where the blocks lead and where the root's end does (tests/test_module_fsdp.py).")
 
 
 BLOCK_NOTE = (" For a torch module the step's own backward peak lies inside a block's backward (its gradients in "

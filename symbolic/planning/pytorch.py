@@ -109,7 +109,7 @@ def saved(model: ModelShape, regime: Regime) -> SavedActivations:
     if regime.cuda_arch is not None and regime.device == "cuda":  # the planned GPU's attention kernels
         setup = replace(setup, cuda_arch=regime.cuda_arch)
     own = model.pytorch_saved(_with_lora(setup, regime), _refused(model, regime),
-                              recompute=own_recompute(model, regime), sharded=bool(regime.fsdp))
+                              recompute=own_recompute(model, regime), sharded="blocks" if regime.fsdp else False)
     if own is not None:  # a network with its own saved-tensor model (a probed torch module)
         said = "; ".join(n for n in (note or arch_note(own.setup), getattr(own, "note", "")) if n)
         return SavedActivations(family, own.setup, own.formula, said, model.label)
@@ -215,7 +215,7 @@ def step_model(model: ModelShape, regime: Regime, saved_model: SavedActivations)
                               f"measured), not {regime.optimizer}")
     own = model.pytorch_step(saved_model.setup, saved_model, optimizer=OPTIMIZERS[regime.optimizer],
                              accumulate=regime.microbatches, in_backward=regime.optimizer_in_backward,
-                             recompute=own_recompute(model, regime), sharded=bool(regime.fsdp))
+                             recompute=own_recompute(model, regime), sharded="blocks" if regime.fsdp else False)
     if own is not None:  # a network with its own step (a probed torch module)
         return own
     kwargs: dict[str, object] = {"optimizer": OPTIMIZERS[regime.optimizer], "loss": regime.loss,
@@ -264,9 +264,11 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
            values: dict[str, object], notes_out: list[str]) -> Layout:
     """The plan's phases from the PyTorch step: its terms with this model's widths, saved tensors grouped."""
     step = step_model(model, regime, saved_model)
+    pools: dict[str, sympy.Expr] = {}  # FSDP2's side streams per phase (``own_fsdp.sharded``)
     if regime.fsdp and model.fsdp_units is not None:  # a network's own step under FSDP2 (the regime checked it)
         freed = own_fsdp.freed_by_a_block(model.checkpoint_blocks, saved_model.formula.terms)
-        step = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values, freed)
+        step, pools = own_fsdp.sharded(step, model.fsdp_units, model.total, regime, values, freed,
+                                       model.fsdp_root_last)
         notes_out.append(own_fsdp.note(model.checkpoint_blocks, model.fsdp_units, model.total))
         notes_out += [n for n in (own_fsdp.setup_note(regime),) if n]
     widths = model.widths()
@@ -303,7 +305,7 @@ def layout(model: ModelShape, regime: Regime, saved_model: SavedActivations, par
         resident = _shard(resident, regime.zero)
         phases = {name: tuple(_shard(list(items), regime.zero)) for name, items in phases.items()}
     notes_out.append(f"step: {step.formula().term('phase').note}")
-    return Layout(tuple(resident), phases)
+    return Layout(tuple(resident), phases, {p: _at_widths(e, widths) for p, e in pools.items() if p in phases})
 
 
 def _shard(items: list[Term], zero: int) -> list[Term]:

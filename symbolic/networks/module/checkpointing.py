@@ -69,14 +69,24 @@ def units(module: Any, blocks: Sequence[str]) -> tuple[int, ...]:
     return tuple(sum(int(p.numel()) for p in module.get_submodule(b).parameters()) for b in blocks)
 
 
+def root_last(module: Any, blocks: Sequence[str]) -> int:
+    """The elements of the last parameter outside ``blocks`` (FSDP2's root group: ``_get_managed_states`` order)."""
+    inside = {id(p) for b in blocks for p in module.get_submodule(b).parameters()}
+    rest = [int(p.numel()) for p in module.parameters() if id(p) not in inside]
+    return rest[-1] if rest else 0
+
+
 @contextlib.contextmanager
-def gradients_freed(module: Any, on: bool) -> Iterator[None]:
+def gradients_freed(module: Any, on: bool | Sequence[str]) -> Iterator[None]:
     """While inside (``on``), each parameter's gradient is dropped once accumulated: the step's backward without
-    the whole model's gradients (FSDP2 reduce-scatters each block's and keeps a shard, counted on its own)."""
+    the whole model's gradients (FSDP2 reduce-scatters each block's and keeps a shard, counted on its own); ``on``
+    the names of submodules: only theirs (FSDP2's root keeps its unsharded gradients to the end of backward)."""
     def drop(param: Any) -> None:
         param.grad = None
 
-    handles = [p.register_post_accumulate_grad_hook(drop) for p in module.parameters() if p.requires_grad] if on else []
+    params = (() if not on else module.parameters() if on is True
+              else [p for name in on for p in module.get_submodule(name).parameters()])
+    handles = [p.register_post_accumulate_grad_hook(drop) for p in params if p.requires_grad]
     try:
         yield
     finally:

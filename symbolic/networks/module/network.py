@@ -192,6 +192,10 @@ def autocast_note(precision: str, device: str | None) -> str:
 
 
 # --- the network --------------------------------------------------------------------------------
+GRADS_SAID = {False: "the parameters' gradients so far)", True: "no parameter gradient)",
+              "blocks": "the root's gradients, no block's: FSDP2 counts those apart)"}
+
+
 @dataclass(frozen=True)
 class ModuleNetwork(ModelShape):
     """A torch module as the planner sees it (see the module docstring)."""
@@ -275,7 +279,7 @@ class ModuleNetwork(ModelShape):
         return {n: int(v) for n, v in self.module_source.sizes.items()}
 
     def step_fit(self, dtype: str, device: str | None = None, arch: tuple[int, int] | None = None,
-                 mixed: str | None = None, recompute: int = 0, sharded: bool = False,
+                 mixed: str | None = None, recompute: int = 0, sharded: bool | str = False,
                  lora: adapters.Spec | None = None) -> tuple[probe.StepFit, int, bool]:
         """One step's fitted bytes in ``dtype`` (probed once, then cached on disk), its buffers' bytes, from cache.
 
@@ -283,8 +287,8 @@ class ModuleNetwork(ModelShape):
         a GPU of compute capability ``arch``, sm90 when None); else the reference path. ``mixed``: the autocast
         dtype of a mixed-precision step ("bfloat16", "float16"; ``dtype`` then float32), its own cache entry.
         ``recompute`` N > 0: every N-th of ``checkpoint_blocks`` checkpointed (``--recompute full``,
-        ``--recompute-every N``); ``sharded``: the parameters' gradients dropped as they accumulate (``--fsdp``:
-        FSDP2's own gradient terms count them). ``lora``: a LoRA step, peft's adapters on the frozen module
+        ``--recompute-every N``); ``sharded``: the parameters' gradients dropped as they accumulate, or (``"blocks"``,
+        ``--fsdp``) the repeated blocks' only (FSDP2's own terms count theirs; the root keeps its to the end). ``lora``: a LoRA step, peft's adapters on the frozen module
         (``lora.adapted``: its own cache entry).
         """
         kernels = device if device in KERNELS else None
@@ -295,7 +299,8 @@ class ModuleNetwork(ModelShape):
             blocks = self.checkpointed(recompute)  # peft wraps layers inside the blocks: their names stay
 
             def make() -> dict[str, Any]:
-                fit = probe.fit_step(source, dtype, kernels, mixed, blocks, sharded)
+                freed = self.checkpoint_blocks if sharded == "blocks" else bool(sharded)
+                fit = probe.fit_step(source, dtype, kernels, mixed, blocks, freed)
                 module = probe.build(source, dtype=dtype)
                 return _fit_data(fit, sum(int(b.untyped_storage().nbytes()) for b in module.buffers()))
 
@@ -303,7 +308,7 @@ class ModuleNetwork(ModelShape):
             if blocks:  # the key of before, without checkpointing
                 parts = (*parts, "checkpointed", list(blocks))
             if sharded:
-                parts = (*parts, "gradients-freed")
+                parts = (*parts, "block-gradients-freed" if sharded == "blocks" else "gradients-freed")
             name = cache.key("step", _source_key(source), dict(source.sizes), *parts)
             data, hit = cache.cached(name, make)
             self._fits[(dtype, kernels, mixed, recompute, sharded, lora)] = (*_fit(data), hit)
@@ -319,7 +324,12 @@ class ModuleNetwork(ModelShape):
         """The parameters of each ``fully_shard`` unit below the root: the blocks of ``checkpoint_blocks``."""
         return self._blocks()[1]
 
-    def _blocks(self) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    @property
+    def fsdp_root_last(self) -> int:
+        """The elements of the root unit's last parameter (``foreach_reduce``'s loop keeps its gradient)."""
+        return self._blocks()[2]
+
+    def _blocks(self) -> tuple[tuple[str, ...], tuple[int, ...], int]:
         """The repeated blocks and their parameter counts (found once on the meta-built module, cached on disk)."""
         if "blocks" not in self._fits:
             source = self.module_source
@@ -328,10 +338,12 @@ class ModuleNetwork(ModelShape):
                 module = probe.build(source)
                 blocks = (checkpointing.named(module, source.checkpoint) if source.checkpoint
                           else checkpointing.repeated(module))
-                return {"blocks": list(blocks), "units": list(checkpointing.units(module, blocks))}
+                return {"blocks": list(blocks), "units": list(checkpointing.units(module, blocks)),
+                        "last": checkpointing.root_last(module, blocks)}
 
-            data, _ = cache.cached(cache.key("repeated", _source_key(source), list(source.checkpoint)), make)
-            self._fits["blocks"] = (tuple(str(b) for b in data["blocks"]), tuple(int(u) for u in data["units"]))
+            data, _ = cache.cached(cache.key("repeated-units", _source_key(source), list(source.checkpoint)), make)
+            self._fits["blocks"] = (tuple(str(b) for b in data["blocks"]), tuple(int(u) for u in data["units"]),
+                                    int(data["last"]))
         return self._fits["blocks"]
 
     def checkpointed(self, recompute: int) -> tuple[str, ...]:
@@ -512,7 +524,8 @@ class ModuleNetwork(ModelShape):
                                                                                    for n, u in units.items()}))
         return grown, GROWN, units
 
-    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0, sharded: bool = False) -> Any:
+    def pytorch_saved(self, setup: Any, refused: Sequence[str] = (), recompute: int = 0,
+                      sharded: bool | str = False) -> Any:
         """The saved-tensor model: one term per module that saves (the loss's as ``loss.``), in B.
 
         ``recompute`` N > 0: every N-th repeated block checkpointed (``checkpoint_blocks``); ``sharded``: as
@@ -548,9 +561,9 @@ class ModuleNetwork(ModelShape):
             raise UserError(REFUSED.format(what=", ".join(refused), name=self.name))
 
     def pytorch_step(self, setup: Any, saved: Any, *, optimizer: str, accumulate: int = 1,
-                     in_backward: bool = False, recompute: int = 0, sharded: bool = False) -> Any:
+                     in_backward: bool = False, recompute: int = 0, sharded: bool | str = False) -> Any:
         """The training step's phases (contract S) from the fitted live bytes (see the module docstring);
-        ``sharded``: backward without the parameters' gradients (FSDP2's own terms count them, ``own_fsdp``)."""
+        ``sharded``: backward without the parameters' gradients, or (``"blocks"``) the blocks' (``own_fsdp``)."""
         spec = self._lora(setup)
         if spec is not None and sharded:
             raise UserError(f"LoRA with --fsdp is not modelled for {self.name}, a torch module (FSDP2 would shard the "
@@ -598,8 +611,7 @@ class ModuleNetwork(ModelShape):
                              "tensors at the forward's peak", inputs + forward - saved_expr,
                              "Live bytes after every operator on the meta device, fitted in B and the input sizes.")),
             "backward": (term("backward_live", "the inputs and everything alive at backward's peak (saved tensors, "
-                              "gradients in flight, " + ("no parameter gradient: FSDP2's are counted apart)" if sharded
-                                                         else "the parameters' gradients so far)"), inputs + backward,
+                              "gradients in flight, " + GRADS_SAID[sharded], inputs + backward,
                               "Live bytes after every operator of backward on the meta device."),),
             "optimizer": (term("gradients", "gradients of the trainable weights", tb * trained),
                           term("optimizer_temporaries", "the optimizer step's temporaries", temporaries,

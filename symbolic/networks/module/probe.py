@@ -255,14 +255,14 @@ def _again(kernels: str | None, autocast: str | None) -> Iterator[None]:
 
 def trace(source: ModuleSource, batch: int, sizes: Mapping[str, int], dtype: str = "float32",
           module: Any = None, kernels: str | None = None, autocast: str | None = None, blocks: Sequence[str] = (),
-          free_grads: bool = False) -> Trace:
+          free_grads: bool | Sequence[str] = False) -> Trace:
     """Forward, loss and backward of one step on the meta device (``kernels``: see ``kernels.following``).
 
     ``autocast`` ("bfloat16", "float16"): the forward and the loss under autocast's policy for the kernels'
     device (``autocast.py``), fp32 weights and inputs; backward outside it, as a real step runs (a checkpointed
     block's recompute under it again, as ``torch.utils.checkpoint`` re-enters autocast). ``blocks``: the
     submodules run under non-reentrant checkpointing, ``checkpointing.checkpointed``; ``free_grads``: each
-    parameter's gradient dropped once accumulated, ``checkpointing.gradients_freed``.
+    parameter's gradient dropped once accumulated (the named submodules' only), ``checkpointing.gradients_freed``.
     """
     import torch
 
@@ -420,12 +420,13 @@ class StepFit:
 
 
 def fit_step(source: ModuleSource, dtype: str = "float32", kernels: str | None = None,
-             autocast: str | None = None, blocks: Sequence[str] = (), free_grads: bool = False) -> StepFit:
+             autocast: str | None = None, blocks: Sequence[str] = (),
+             free_grads: bool | Sequence[str] = False) -> StepFit:
     """Fit one step's saved and live bytes (see the module docstring); checked at an independent point.
 
     ``autocast``: the 16-bit dtype of a mixed-precision step (``trace``), ``dtype`` then the weights' float32;
     ``blocks``: the submodules checkpointed (``--recompute full``), ``free_grads``: the gradients dropped once
-    accumulated (``--fsdp``), as ``trace`` runs them."""
+    accumulated (``--fsdp``: the blocks' only), as ``trace`` runs them."""
     names = source.size_names
     base = [int(source.sizes[n]) for n in names]
     exps = monomials(len(names))
