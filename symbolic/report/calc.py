@@ -178,18 +178,7 @@ def split_max(row: str, measure: Callable[[str], float], limit: float) -> list[s
     if measure(row) <= limit or start < 0 or _depth(row[:start]) != 0:
         return [row]
     inner_start = start + len(r"\max\left(")
-    depth, i, commas, end = 0, inner_start, [], -1
-    while i < len(row):
-        if row.startswith(r"\right)", i) and depth == 0:
-            end = i
-            break
-        if row.startswith(r"\left", i) or row[i] in "{(":
-            depth += 1
-        elif row.startswith(r"\right", i) or row[i] in "})":
-            depth -= 1
-        elif row[i] == "," and depth == 0:
-            commas.append(i)
-        i += 1
+    commas, end = _top_level(row, inner_start, r"\right)")
     if end < 0 or not commas:
         return [row]
     bounds = [inner_start, *(c + 1 for c in commas), end + 1]
@@ -226,17 +215,23 @@ def _split_inner(line: str, measure: Callable[[str], float], limit: float) -> li
 
 def _commas(line: str, inner: int) -> list[int]:
     """The top-level commas of the max whose arguments start at ``inner``, each with an argument after it."""
+    commas, end = _top_level(line, inner, r"\right")
+    return [c for c in commas if line[c + 1:end].strip()] if end >= 0 else []
+
+
+def _top_level(line: str, inner: int, close: str) -> tuple[list[int], int]:
+    """(the commas at depth 0, where ``close`` ends the group; -1 when it never does) from ``inner`` on."""
     depth, commas = 0, []
     for i in range(inner, len(line)):
-        if line.startswith(r"\right", i) and depth == 0:
-            return [c for c in commas if line[c + 1:i].strip()]
+        if line.startswith(close, i) and depth == 0:
+            return commas, i
         if line.startswith(r"\left", i) or line[i] in "{(":
             depth += 1
         elif line.startswith(r"\right", i) or line[i] in "})":
             depth -= 1
         elif line[i] == "," and depth == 0:
             commas.append(i)
-    return []
+    return commas, -1
 
 
 def _braces(latex: str) -> int:
