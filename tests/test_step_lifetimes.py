@@ -32,6 +32,12 @@ def test_one_micro_batch_changes_nothing() -> None:
     assert _plan(grad_accum=1).regime.options() == {**_plan().regime.options(), "grad_accum": 1}
 
 
+def test_the_count_given_is_not_listed_as_a_default() -> None:
+    """--grad-accum 4 sets microbatches to 4: the options line must not star it as the default (it did)."""
+    assert "microbatches" not in _plan(grad_accum=4).defaulted()
+    assert "grad_accum" in _plan(microbatches=4).defaulted() and "microbatches" in _plan().defaulted()
+
+
 def test_accumulated_gradients_are_alive_in_forward_and_backward() -> None:
     one, four = _plan().phase_bytes(), _plan(grad_accum=4).phase_bytes()
     gradients = 4 * N8  # bf16-mixed: fp32 gradients

@@ -482,7 +482,8 @@ def _accumulation(pick: Callable[[str, object], object], given: Collection[str],
         microbatches = _checked("microbatches", pick("microbatches", pp))
         return microbatches, _checked("grad_accum", pick("grad_accum", microbatches))  # type: ignore[return-value]
     count = _checked("grad_accum", pick("grad_accum", None))
-    microbatches = _checked("microbatches", pick("microbatches", count))
+    # grad_accum sets the count: microbatches is not a default then (the options line would star it)
+    microbatches = _checked("microbatches", pick("microbatches", count)) if "microbatches" in given else count
     if microbatches != count:
         raise PlanOptionError(f"grad_accum {count} and microbatches {microbatches} are one count (micro-batches per "
                               "optimizer step); give one of them")
