@@ -7,6 +7,8 @@ import re
 import pytest
 import sympy
 from helpers import run
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from symbolic import planning
 from symbolic.math.algebra import at_point, solve_max
@@ -164,6 +166,47 @@ def test_solve_max_through_a_max_at_small_values() -> None:
     assert solve_max(100 * x + 50 * sympy.Max(0, 2 - x), x, 1000).value == 10
     with pytest.raises(ValueError, match="monotonically"):
         solve_max(100 * x + 1000 * sympy.Max(0, 3 - x), x, 3000)  # falls from 1 to 3, then grows
+
+
+def test_solve_max_through_maxima_that_fall_far_from_1() -> None:
+    """FSDP2's buffers less the activations they free (max(0, a − b·S)) cross far past S = 1: the total is shown to
+    grow piece by piece (it was 'cannot show that the total grows monotonically', and `fit --for seq --fsdp` and
+    every report of an FSDP2 plan failed); a total that truly falls for a while is still refused."""
+    x = sympy.Symbol("S")
+    total = 50 * x + sympy.Max(0, 7000 - 13 * x) + sympy.Max(9 * x, 4000 - 2 * x + sympy.Max(0, 900 - x))
+    values = [50 * n + max(0, 7000 - 13 * n) + max(9 * n, 4000 - 2 * n + max(0, 900 - n)) for n in range(1, 3000)]
+    answer = max(n for n, v in enumerate(values, 1) if v <= 60_000)
+    assert all(a <= b for a, b in zip(values, values[1:])) and solve_max(total, x, 60_000).value == answer
+    with pytest.raises(ValueError, match="monotonically"):
+        solve_max(100 * x + 1000 * sympy.Max(0, 300 - x), x, 10**6)  # falls from 1 to 300, then grows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5000), st.integers(-40, 40)), min_size=1, max_size=4),
+       st.integers(0, 60), st.integers(1, 4000))
+def test_a_trend_shown_holds_at_every_whole_number(pieces: list[tuple[int, int]], slope: int, budget: int) -> None:
+    """Soundness of the piecewise trend: wherever solve_max answers, the total at the answer fits and one more does
+    not, checked number by number past every crossing."""
+    x = sympy.Symbol("S")
+    total = slope * x + sympy.Add(*(sympy.Max(0, a - b * x) if b > 0 else sympy.Max(a, -b * x) for a, b in pieces))
+    values = [slope * n + sum(max(0, a - b * n) if b > 0 else max(a, -b * n) for a, b in pieces)
+              for n in range(1, 6000)]  # the same total in plain integers, past every crossing (a ≤ 5000)
+    try:
+        solution = solve_max(total, x, budget * 10)
+    except ValueError:
+        assert any(a > b for a, b in zip(values, values[1:]))  # refused only where it does fall somewhere
+        return
+    if solution.status == "ok":
+        assert values[solution.value - 1] <= budget * 10 < values[solution.value]
+    assert all(a <= b for a, b in zip(values, values[1:])) or solution.status in ("unbounded", "none")
+
+
+def test_fit_seq_of_an_fsdp2_plan() -> None:
+    """`fit --for seq --fsdp`: the answer fits and one token more does not, each checked against the plan itself."""
+    options = {"batch": 2, "dp": 8, "fsdp": True}
+    answer = planning.fit_seq("llama-3-8b", "h100-80gb", **options)
+    assert answer.status == "ok" and answer.plan.total <= answer.limit.bytes
+    assert planning.plan("llama-3-8b", seq=answer.value + 1, **options).total > answer.limit.bytes
 
 
 # --- the command line --------------------------------------------------------------------------

@@ -512,6 +512,13 @@ def _nonnegative(expr: sympy.Expr, x: sympy.Symbol, low: int) -> bool:
 
 def _trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     """'grows' (nondecreasing for x ≥ minimum), 'falls' (nonincreasing) or 'unknown'."""
+    if expr.has(sympy.Max, sympy.Min):  # exact piece by piece, and far cheaper than SymPy's steps through a Max
+        try:
+            trend = _segments_trend(expr, x, minimum)
+        except (ValueError, TypeError, sympy.PolynomialError):  # a piece SymPy cannot take apart: the steps below
+            trend = "unknown"
+        if trend != "unknown":
+            return trend
     derivative = sympy.diff(expr, x)
     shifted = sympy.expand(derivative.subs(x, x + minimum))  # x > 0 here means x > minimum
     if expr.is_polynomial(x):
@@ -586,6 +593,87 @@ def _composed_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     shifted = sympy.expand(poly.subs(x, x + minimum))
     terms = sympy.Poly(shifted, x, *stand.values()).terms()
     return "grows" if all(c >= 0 for powers, c in terms if any(powers)) else "unknown"
+
+
+SEGMENT_LIMIT = 512  # polynomial pieces tried before the trend is given up as unknown
+
+
+def _segments_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
+    """The trend of a sum with nested Max/Min of polynomials whose arguments also fall (FSDP2's buffers less
+    the activations they free, ``max(0, a − b·S)``), piece by piece over the whole numbers.
+
+    Between two crossings of a Max/Min's arguments each one picks the same argument, so the expression
+    is one polynomial there; the innermost maxima split [minimum, ∞) into such stretches, the next level
+    splits each stretch again, and so on. It grows where every piece grows on its stretch and no step
+    from one stretch to the next falls (falls likewise); anything else is 'unknown'.
+    """
+    leaves: list[tuple[int, int | None, sympy.Expr]] = []
+
+    def split(e: sympy.Expr, lo: int, hi: int | None) -> bool:
+        nodes = [n for n in e.atoms(sympy.Max, sympy.Min) if not any(a.has(sympy.Max, sympy.Min) for a in n.args)]
+        if not nodes:
+            e = sympy.expand(e)
+            leaves.append((lo, hi, e))
+            return e.is_polynomial(x) and len(leaves) <= SEGMENT_LIMIT
+        cuts, options = set(), {}
+        for node in nodes:
+            args = options[node] = [sympy.expand(arg) for arg in node.args]  # evaluated: the levels above are not
+            if not all(arg.is_polynomial(x) for arg in args):
+                return False
+            for i, first in enumerate(args):
+                for second in args[i + 1:]:
+                    gap = sympy.expand(first - second)
+                    if gap.has(x):
+                        cuts |= {c for c in (int(sympy.floor(r)) + 1 for r in sympy.Poly(gap, x).real_roots())
+                                 if c > lo and (hi is None or c <= hi)}
+        starts = [lo, *sorted(cuts)]
+        ends: list[int | None] = [c - 1 for c in starts[1:]] + [hi]
+        return all(split(_unevaluated(e, {n: _chosen(n, options[n], x, a) for n in nodes}), a, b)
+                   for a, b in zip(starts, ends))
+
+    if not split(expr, minimum, None):
+        return "unknown"
+    trends = {_stretch_trend(p, x, a, b) for a, b, p in leaves}
+    steps = [sympy.Rational(right.xreplace({x: b + 1}) - left.xreplace({x: b}))
+             for (_, b, left), (_, _, right) in zip(leaves, leaves[1:]) if b is not None]
+    if trends <= {"grows", "flat"} and all(step >= 0 for step in steps):
+        return "grows"
+    if trends <= {"falls", "flat"} and all(step <= 0 for step in steps):
+        return "falls"
+    return "unknown"
+
+
+def _chosen(node: sympy.Expr, args: list[sympy.Expr], x: sympy.Symbol, at: int) -> sympy.Expr:
+    """The argument of ``node`` (a Max or Min, its ``args`` evaluated) that it takes at ``at``."""
+    values = [sympy.Rational(arg.xreplace({x: at})) for arg in args]
+    return args[values.index(max(values) if isinstance(node, sympy.Max) else min(values))]
+
+
+def _unevaluated(expr: sympy.Expr, picks: Mapping[sympy.Expr, sympy.Expr]) -> sympy.Expr:
+    """``expr`` with each Max/Min node replaced by its pick, the nodes above it left as they are (SymPy's Max would
+    otherwise compare its arguments again at every replacement: seconds on a plan's peak)."""
+    with sympy.evaluate(False):
+        return expr.xreplace(picks)
+
+
+def _stretch_trend(poly: sympy.Expr, x: sympy.Symbol, lo: int, hi: int | None) -> str:
+    """'grows', 'falls', 'flat' or 'unknown': a polynomial over the whole numbers lo..hi (hi None: no end)."""
+    if not poly.has(x) or hi == lo:
+        return "flat"
+    derivative = sympy.diff(poly, x)
+    turns = [r for r in sympy.Poly(derivative, x).real_roots() if r > lo and (hi is None or r < hi)]
+    last = max([lo, *(int(sympy.floor(r)) + 1 for r in turns)])
+    if last - lo > HEAD_LIMIT:
+        return "unknown"
+    head = [sympy.Rational(poly.xreplace({x: n})) for n in range(lo, (last if hi is None else min(last, hi)) + 1)]
+    steps = [b - a for a, b in zip(head, head[1:])]
+    if hi is None or last < hi:  # beyond the last turn the derivative keeps one sign
+        steps.append(sympy.Rational(derivative.xreplace({x: last + 1})))
+    if all(step >= 0 for step in steps):
+        return "grows" if any(step > 0 for step in steps) else "flat"
+    if all(step <= 0 for step in steps):
+        return "falls"
+    return "unknown"
 
 
 def _picked(node: sympy.Expr, x: sympy.Symbol, at: int) -> sympy.Expr:
