@@ -3,7 +3,7 @@ transformers models (tiny configs, eager attention so that Q·Kᵀ and softmax·
 
 FlopCounterMode counts 2 FLOPs per multiply-add of every mm/bmm/addmm, forward and backward, the
 convention of the project's count. It does not see transformers 5's fused MoE expert kernels, so
-mixture-of-experts models are checked by the parameter-based tests instead.
+a mixture of experts is counted with its experts run eagerly (``experts_implementation="eager"``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,10 @@ Full recompute reruns every layer's forward (a reentrant checkpoint: Megatron's,
 count), or all of it but each layer's last matmul under torch's non-reentrant checkpoint, which
 stops early (``last_matmuls``, ``EARLY_STOP_NOTE``; ``planning.time.early_stop_of`` says which a
 plan's stack uses). With torchtitan's every-N-th-layer checkpointing only ⌊L/N⌋ of the L layers
-are checkpointed, and only they run again (``checkpointed_share``, ``EVERY_NOTE``).
+are checkpointed, and only they run again (``checkpointed_share``, ``EVERY_NOTE``; layers of different
+kinds each where it sits: ``checkpointed_forward``, ``KINDS_NOTE``). Per-op recompute (``ops``) runs
+the even-counted matmuls again, a GeLU layer's last one too under torchtitan's early_stop=False
+(``OPS_EARLY_STOP_NOTE``).
 """
 
 from __future__ import annotations

@@ -114,7 +114,8 @@ def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: f
     ops likewise: False (torchtitan's SelectiveAC, early_stop=False) reruns an even-counted last matmul, True (9dec370;
     compiled) not (``library.flops.OPS_EARLY_STOP_NOTE``). ``every``: full
     recompute checkpoints every N-th layer only (``--recompute-every``, torchtitan's ``selective_ac_option N``), and
-    only those ⌊L/N⌋ layers run again (``library.flops.checkpointed_share``).
+    only those ⌊L/N⌋ layers run again (``library.flops.checkpointed_share``; layers of different kinds each where the
+    config puts it, ``library.flops.checkpointed_forward``).
     """
     source = _spec(model)
     early_stop = early_stop and recompute in ("full", "ops")
@@ -610,13 +611,23 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
                           schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_),
                           stage_layers=slowest_layers(memory, fl_), trained=trained,
-                          checkpointed=checkpointed_share(memory))
+                          checkpointed=checkpointed_share(memory), pass_bytes=qlora_pass_bytes(memory, tm.P_gpu))
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
                                 "catalogue's per-direction bandwidth.")
+
+
+def qlora_pass_bytes(memory: Plan, params: sympy.Expr) -> sympy.Expr | None:
+    """The weight bytes one pass of a QLoRA plan moves (``finetune.pass_bytes``, the memory plan's NF4 split); None
+    otherwise (``weight_bytes`` × ``params``)."""
+    from . import finetune
+
+    if not getattr(memory.regime, "qlora", False) or not getattr(memory.regime, "lora_rank", 0):
+        return None
+    return finetune.pass_bytes(memory.model, memory.regime, params)
 
 
 def checkpointed_share(memory: Plan) -> sympy.Expr:
