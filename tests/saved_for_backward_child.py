@@ -13,7 +13,9 @@ Two mechanisms, measured on the CPU as they run (torch 2.13, transformers 5.24):
 - what the same policy runs again in backward: the ``aten.mm`` FLOPs of the backward pass of one
   checkpointed layer less those of the plain layer (a dispatch mode that counts 2·m·k·n per mm; a
   saved mm is served from the checkpoint's cache and never reaches it), for the gated Llama layer
-  and for a GeLU block of the same widths (wq, wk, wv, wo, fc1, fc2; fp32).
+  and for a GeLU block of the same widths (wq, wk, wv, wo, fc1, fc2; fp32), with torch's early stop
+  (its default, as torchtitan 9dec370 left it) and without (early_stop=False, torchtitan's
+  SelectiveAC since 25413d2).
 - torchtune's ``CEWithChunkedOutputLoss.forward`` (commit bd2a0fc, its loop reproduced here:
   torchtune is not installed): a bf16 LM head on N chunks of the sequence, each chunk upcast to
   fp32 for ``F.cross_entropy``. Saved bytes (``measure.saved_tensors``) and the live peaks of the
@@ -159,16 +161,16 @@ def recomputed() -> dict:
     out = {"batch": batch, "seq": seq}
     for name, block in (("gated", None), ("gelu", gelu)):
         flops = []
-        for sac in (True, False):
+        for sac in ("early stop", "no early stop", None):  # torch's default (9dec370); early_stop=False (b5bcd76)
             x = torch.randn(batch, seq, cfg.hidden_size, requires_grad=True)
             cos, sin = rotary(x, torch.arange(seq)[None])
             run = block or (lambda h, cos=cos, sin=sin: layer(h, None, position_embeddings=(cos, sin)))
             context = lambda: checkpoint.create_selective_checkpoint_contexts(_policy(torch, defaultdict(int)))  # noqa: E731
-            y = (checkpoint.checkpoint(run, x, use_reentrant=False, preserve_rng_state=False, context_fn=context)
-                 if sac else run(x))
+            y = (checkpoint.checkpoint(run, x, use_reentrant=False, preserve_rng_state=False, context_fn=context,
+                                       early_stop=sac == "early stop") if sac else run(x))
             y = y[0] if isinstance(y, tuple) else y
             flops.append(_mm_flops(torch, y.sum().backward))
-        out[name] = flops[0] - flops[1]
+        out[name], out[f"{name}_no_early_stop"] = flops[0] - flops[2], flops[1] - flops[2]
     return out
 
 

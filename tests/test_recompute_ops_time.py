@@ -28,13 +28,29 @@ def test_ops_recomputes_wk_wo_w3_of_llamas_gated_layer() -> None:
     assert terms["recompute"].expr.subs({s: n[s.name] for s in terms["recompute"].expr.free_symbols}) == L * per_layer
 
 
-def test_a_gelu_layer_does_not_run_its_last_matmul_again() -> None:
-    # wq, wk, wv, wo, fc1, fc2: fc2 is even-counted but its output only enters the residual sum (measured in
-    # test_saved_for_backward.py: the checkpoint stops recomputing before it)
+def test_a_gelu_layer_runs_its_last_matmul_again_without_early_stop() -> None:
+    # wq, wk, wv, wo, fc1, fc2: fc2 is even-counted. torchtitan's SelectiveAC checkpoints with early_stop=False (b5bcd76
+    # activation_checkpoint.py, since 25413d2), so eager fc2 runs again: the default count. With torch's early stop
+    # (9dec370) the checkpoint stops before it (its output only enters the residual sum), and compiled the partitioner
+    # recomputes only what backward reads: not it. Both measured in test_saved_for_backward.py (eager).
     n = _numbers("gpt2")
-    expected = n["L"] * 2 * (n["H"] * n["a_kv"] * n["d_head"] + n["a"] * n["d_head"] * n["H"])
-    expr = ptime.flops("gpt2", seq=1024, recompute="ops").train.terms[-1].expr
-    assert expr.subs({s: n[s.name] for s in expr.free_symbols}) == expected
+    attention = n["L"] * 2 * (n["H"] * n["a_kv"] * n["d_head"] + n["a"] * n["d_head"] * n["H"])
+    fc2 = n["L"] * 2 * n["d_ff"] * n["H"]
+    for early_stop, expected in ((False, attention + fc2), (True, attention)):
+        expr = ptime.flops("gpt2", seq=1024, recompute="ops", early_stop=early_stop).train.terms[-1].expr
+        assert expr.subs({s: n[s.name] for s in expr.free_symbols}) == expected
+    none = ptime.flops("gpt2", seq=1024).exact()
+    for compile_, expected in ((False, attention + fc2), (True, attention)):  # the plan: eager, or compiled
+        plan = ptime.train_time("gpt2", "h100-80gb", batch=1, seq=1024, mfu=0.4, recompute="ops", compile=compile_,
+                                 dropout=False)
+        assert plan.evaluate("flops_per_token") - none == expected, compile_
+
+
+def test_a_gated_layer_reruns_the_same_matmuls_with_or_without_early_stop() -> None:
+    # w2 is the 7th mm, odd-counted: saved, so early stop changes nothing (torchtitan's published rows are gated)
+    for model in ("llama-3-8b", "qwen2-0.5b"):
+        assert ptime.flops(model, seq=4096, recompute="ops").exact() == \
+            ptime.flops(model, seq=4096, recompute="ops", early_stop=True).exact()
 
 
 def test_time_ops_lies_between_none_and_full() -> None:

@@ -174,7 +174,9 @@ def test_torchtune_rows(tmp_path, row, published, options, stated):
 @pytest.mark.torch
 def test_ops_recomputed_flops_are_the_measured_backward_matmuls(measured):
     """The mm FLOPs the per-op policy adds to one layer's backward, measured (gated Llama layer and a GeLU block):
-    ``library.flops.ops_recompute`` per layer per token × the tokens, from the memory model's matmul order."""
+    ``library.flops.ops_recompute`` per layer per token × the tokens, from the memory model's matmul order. With torch's
+    early stop (9dec370) the GeLU block's fc2 (6th, even-counted) is not run again; with early_stop=False (torchtitan's
+    SelectiveAC since 25413d2, the default count) it is, 2·d_ff·H per token more; the gated w2 is saved either way."""
     from symbolic.library import flops
 
     point = measured["recomputed"]
@@ -182,4 +184,7 @@ def test_ops_recomputed_flops_are_the_measured_backward_matmuls(measured):
     tokens = point["batch"] * point["seq"]
     gelu = {**values, a_kv: values[a]}  # the GeLU block's wk is H → H (multi-head)
     for name, gated, sizes in (("gated", True, values), ("gelu", False, gelu)):
-        assert int(flops.ops_recompute(gated).subs(sizes)) * tokens == point[name], name
+        assert int(flops.ops_recompute(gated, early_stop=True).subs(sizes)) * tokens == point[name], name
+        assert int(flops.ops_recompute(gated).subs(sizes)) * tokens == point[f"{name}_no_early_stop"], name
+    fc2 = 2 * values[d_ff] * values[H] * tokens
+    assert point["gelu_no_early_stop"] - point["gelu"] == fc2 and point["gated_no_early_stop"] == point["gated"]

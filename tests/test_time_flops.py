@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import sympy
 
 from symbolic.networks import transformer as architectures
 from symbolic.planning import time as ptime
@@ -114,3 +115,38 @@ def test_frozen_embeddings_drop_a_tied_heads_weight_gradient_only() -> None:
     assert sum(_train_terms("llama-3-8b", freeze_embeddings=True).values()) == sum(_train_terms("llama-3-8b").values())
     assert _train_terms("llama-3-8b", lora_rank=16) == _train_terms("llama-3-8b", lora_rank=16, qlora=True,
                                                                     precision="bf16")
+
+
+def test_layer_kinds_keep_where_the_config_puts_them() -> None:
+    """The dense layers of a mixture of experts and a hybrid's convolution layers, by position (0-based), from each
+    family's rule: DeepSeek-V3's first_k_dense_replace, Qwen3-MoE's decoder_sparse_step and mlp_only_layers,
+    Llama-4's interleave_moe_layer_step, LFM2's full_attn_idxs."""
+    def spec(config: dict) -> architectures.ModelSpec:
+        return architectures.spec_from_config(config, config["model_type"])
+
+    assert spec({"model_type": "deepseek_v3"}).dense_at == (0, 1, 2)
+    qwen = spec({"model_type": "qwen3_moe", "num_hidden_layers": 6, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
+    assert qwen.dense_at == (0, 2, 3, 4) and qwen.dense_layers == 4
+    assert spec({"model_type": "llama4_text", "num_hidden_layers": 6, "interleave_moe_layer_step": 3}).dense_at == \
+        (0, 1, 3, 4)
+    lfm2 = spec({"model_type": "lfm2", "num_hidden_layers": 6, "full_attn_idxs": [2, 5]})
+    assert lfm2.conv_at == (0, 1, 3, 4) and lfm2.conv_layers == 4
+
+
+def _rerun(spec: architectures.ModelSpec, **options: object) -> int:
+    """The recompute term of ``flops`` per token, evaluated."""
+    fl = ptime.flops(spec, seq=4096, recompute="full", **options)
+    return next(int(v) for t, v in fl.train.evaluate(fl.train.restrict(fl.values)).terms if t.key == "recompute")
+
+
+def test_every_nth_layer_reruns_each_kind_where_it_sits() -> None:
+    """DeepSeek-V3 (61 layers, the first 3 dense) checkpointing every 2nd: layers 1, 3, ..., 59, of which layer 1 alone
+    is dense, so the rerun is 1 dense layer and 29 MoE layers. The per-layer forwards are taken from whole reruns of
+    variants (every layer MoE: first_k_dense_replace 0), not from the substitution the count makes."""
+    dense3 = architectures.spec_from_config({"model_type": "deepseek_v3"}, "deepseek_v3")
+    moe_all = architectures.spec_from_config({"model_type": "deepseek_v3", "first_k_dense_replace": 0}, "dsv3-all-moe")
+    moe = sympy.Rational(_rerun(moe_all), 61)
+    dense = (_rerun(dense3) - 58 * moe) / 3
+    assert _rerun(dense3, every=2) == dense + 29 * moe
+    assert _rerun(dense3, every=2) != sympy.Rational(30, 61) * _rerun(dense3)  # the average layer's share
+    assert _rerun(moe_all, every=2) == sympy.Rational(30, 61) * _rerun(moe_all)  # alike: the share is exact

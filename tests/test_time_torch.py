@@ -3,7 +3,7 @@ transformers models (tiny configs, eager attention so that Q·Kᵀ and softmax·
 
 FlopCounterMode counts 2 FLOPs per multiply-add of every mm/bmm/addmm, forward and backward, the
 convention of the project's count. It does not see transformers 5's fused MoE expert kernels, so
-mixture-of-experts models are checked by the parameter-based tests instead.
+a mixture of experts is counted with its experts run eagerly (``experts_implementation="eager"``).
 """
 
 from __future__ import annotations
@@ -225,3 +225,56 @@ def test_every_nth_layer_plan_search_times_as_time(tmp_path) -> None:
         assert lay["step_seconds"] == pytest.approx(timed.figures["step_seconds"], rel=1e-12)
         whole = ptime.train_time(spec, "h100-80gb", mfu=0.4, **layout_flags(lay, SEQ))
         assert timed.figures["step_seconds"] < whole.figures["step_seconds"]
+
+
+# --- every N-th layer checkpointed, layers of different kinds (library/flops.py KINDS_NOTE) -------------------------
+# A tiny Qwen3-MoE, decoder_sparse_step 2: layers 0 and 2 dense (d_ff 176), 1 and 3 mixtures of 4 experts (top 2, width
+# 48). Its experts run eagerly (transformers 5's experts_implementation "eager": one F.linear per expert hit, which
+# FlopCounterMode sees; the fused kernels it does not).
+MOE = {"hidden_size": 64, "intermediate_size": 176, "moe_intermediate_size": 48, "num_hidden_layers": 4,
+       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1000, "num_experts": 4,
+       "num_experts_per_tok": 2, "decoder_sparse_step": 2, "max_position_embeddings": 256, "tie_word_embeddings": False}
+
+
+def _moe_counted(every: int = 0, checkpoint: dict[str, bool] | None = None) -> int:
+    """FlopCounterMode over one real training step of the tiny Qwen3-MoE; ``every`` N: blocks counted from 1 wrapped in
+    torch's checkpoint_wrapper (non-reentrant, ``checkpoint`` its keywords) when the count % N == 0, as
+    ``_partly_counted`` wraps the Llama's."""
+    import torch
+    import transformers
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+    from torch.utils.flop_counter import FlopCounterMode
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(**MOE, attn_implementation="eager",
+                                                                         experts_implementation="eager"))
+    blocks = model.model.layers
+    for count, block in enumerate(list(blocks), start=1):
+        if every and count % every == 0:
+            blocks[count - 1] = checkpoint_wrapper(block, preserve_rng_state=False, **(checkpoint or {}))
+    model.train()
+    ids = torch.randint(0, 100, (2, SEQ))
+    with FlopCounterMode(display=False) as counter:
+        model(input_ids=ids, labels=ids, use_cache=False).loss.backward()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("every, early_stop", [(2, False), (3, False), (2, True), (3, True)])
+def test_every_nth_layer_recompute_of_mixed_layer_kinds(every, early_stop) -> None:
+    """recompute full --recompute-every N on a model whose layers differ: the recompute is the forward of exactly the
+    checkpointed layers (N 2: layers 1 and 3, both MoE; N 3: layer 2, dense), to the FLOP against FlopCounterMode, with
+    early stop (a dense layer's down_proj not run again; a MoE layer's weighted sum saves its experts' outputs) and
+    without (torchtitan's early_stop=False). The average layer's ⌊L/N⌋/L of the whole rerun is not this count."""
+    spec = architectures.spec_from_config({"model_type": "qwen3_moe", **MOE}, "tiny-qwen3-moe")
+    assert spec.dense_at == (0, 2) and spec.moe_layers == 2
+    none = ptime.flops(spec, seq=SEQ).exact() * TOKENS
+    assert none == _moe_counted()  # the control: the forward and backward of both kinds, eager experts
+    counted = _moe_counted(every, {} if early_stop else {"early_stop": False})
+    assert ptime.flops(spec, seq=SEQ, recompute="full", early_stop=early_stop, every=every).exact() * TOKENS == counted
+    full = ptime.flops(spec, seq=SEQ, recompute="full").exact() * TOKENS  # every layer again
+    layers = MOE["num_hidden_layers"]
+    assert none + (full - none) * (layers // every) / layers != counted  # the average layer's share
+    if not early_stop:  # the default stack's count (torchtitan's layer-frequency rule, early_stop=False)
+        plan = ptime.train_time(spec, "h100-80gb", mfu=0.4, batch=2, seq=SEQ, recompute="full", recompute_every=every)
+        assert plan.evaluate("flops_per_token") * TOKENS == counted

@@ -3,6 +3,7 @@ embeddings; ``timing.step_terms``'s ``trained``, ``planning.time.trained_states`
 
 from __future__ import annotations
 
+import pytest
 import sympy
 
 from symbolic.core.symbols import M_tr, P_gpu, P_tr, W_dp, W_hbm, n_d, n_mb
@@ -67,3 +68,59 @@ def test_frozen_embeddings_step_all_but_the_table() -> None:
     assert _defined(plan, P_tr) == trained
     assert _defined(plan, M_tr) == 18 * trained
     assert plan.as_dict()["step_terms"]["dp_comm"] * plan.values["W_dp"] == 2 * 7 / 8 * 4 * trained
+
+
+# QLoRA's NF4 weights in Llama-3-8B: every block linear layer (q, k, v, o, gate, up, down), L of each
+D_FF = 14336
+NF4_MATRICES = (H * H, H * KV, H * KV, H * H, H * D_FF, H * D_FF, H * D_FF)
+
+
+def test_qlora_passes_move_the_nf4_base_as_bitsandbytes_reads_it() -> None:
+    """Each forward and backward pass of a QLoRA step moves, per NF4 weight of n numbers, its stored bytes (the memory
+    plan's own NF4 rule: the same ``weights`` term), its absmax dequantized to fp32 (4 bytes per block of 64, written,
+    read, written and read: 16) and a bf16 copy written and read again by the matmul (2 × 2 bytes a number); the
+    bf16 embeddings, norms and head are read once. Not 2 bytes a parameter: more than the bf16 LoRA base moves."""
+    plan = _plan(lora_rank=16, qlora=True)
+    traffic = next(arg for arg in _terms(plan)["compute"].args if arg.has(W_hbm))
+    values = {s: plan.values[s.name] for s in traffic.free_symbols if s.name in plan.values}
+    values.update({P_gpu: _defined(plan, P_gpu), M_tr: _defined(plan, M_tr), W_hbm: 1})  # bytes, exactly
+    per_pass = (traffic.subs(values) - 2 * values[M_tr]) / (2 * plan.values["n_mb"])
+    stored = plan.memory.terms()["weights"]
+    dequantized = L * sum(16 * -(-n // 64) + 4 * n for n in NF4_MATRICES)
+    assert per_pass == stored + dequantized
+    assert stored + dequantized > 2 * N  # the bf16 base of LoRA: 2 bytes a parameter per pass
+    assert "QLoRA base" in plan.formulas["step_seconds"].terms[0].note
+
+
+@pytest.mark.torch
+def test_bitsandbytes_dequantizes_an_fp32_absmax_and_a_bf16_copy() -> None:
+    """What ``lora.nf4_pass_bytes`` counts, from bitsandbytes 0.50.2 itself: on the CPU, a double-quantized NF4 weight
+    of 96 × 192 dequantizes its absmax to ceil(n/64) fp32 numbers and itself to n bf16 numbers; the CUDA gemm_4bit
+    dequantizes then calls F.linear above 1,536 rows of A, and MatMul4Bit's backward always dequantizes."""
+    import inspect
+
+    import bitsandbytes
+    import torch
+    from bitsandbytes import functional
+    from bitsandbytes.autograd import _functions
+
+    from symbolic.library import lora
+
+    torch.manual_seed(0)
+    layer = bitsandbytes.nn.Linear4bit(192, 96, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4",
+                                       compress_statistics=True)
+    layer.weight = bitsandbytes.nn.Params4bit(torch.randn(96, 192, dtype=torch.bfloat16), requires_grad=False,
+                                              quant_type="nf4", compress_statistics=True)
+    weight = layer.to("cpu").weight
+    state = weight.quant_state
+    absmax = functional.dequantize_blockwise(state.absmax, state.state2)
+    copy = functional.dequantize_4bit(weight.data, state)
+    n = 96 * 192
+    assert (absmax.dtype, absmax.numel()) == (torch.float32, n // 64)
+    assert (copy.dtype, copy.numel()) == (torch.bfloat16, n)
+    moved = lora.nf4_pass_bytes(sympy.Integer(n))
+    assert moved == lora.nf4_bytes(n) + lora.ABSMAX_PASSES * absmax.nbytes + 2 * copy.nbytes
+    cuda = (__import__("pathlib").Path(bitsandbytes.__file__).parent / "backends" / "cuda" / "ops.py").read_text()
+    assert f"_gemm_4bit_custom_max_m = {lora.DEQUANT_ROWS}" in cuda and "def _dequant_linear_fallback" in cuda
+    assert "dequantize_4bit" in inspect.getsource(_functions.MatMul4Bit.backward)
+    assert bitsandbytes.__version__ == "0.50.2"

@@ -377,17 +377,20 @@ def _refuse_ops(v: LayerVariant) -> None:
                                "list has the flash and memory-efficient SDPA ops): use flash and a dense model")
 
 
-def ops_recomputed(v: LayerVariant) -> list[tuple[str, sympy.Expr]]:
+def ops_recomputed(v: LayerVariant, early_stop: bool = True) -> list[tuple[str, sympy.Expr]]:
     """The matmuls torchtitan's per-op policy runs again in backward: (key, weights of the matrix), per layer.
 
     The even-counted mm outputs are not saved (``_custom_policy``: PREFER_RECOMPUTE); the saved ones are
-    served from the checkpoint's cache. The layer's last matmul (w2, fc2) is never run again even when
-    even-counted: backward does not read its output (it only enters the residual sum), so eager
-    checkpointing stops recomputing before it (early stop) and the compiled partitioner recomputes only
-    what backward reads (measured on the CPU, ``tests/saved_for_backward_child.py``). Gated: wk, wo, w3.
+    served from the checkpoint's cache. With ``early_stop`` the layer's last matmul (w2, fc2) is not run
+    again even when even-counted: backward does not read its output (it only enters the residual sum), so
+    eager checkpointing with early stop (torch's default, torchtitan 9dec370) stops recomputing before it
+    and the compiled partitioner recomputes only what backward reads. Without (torchtitan's SelectiveAC
+    passes early_stop=False since 25413d2; b5bcd76 activation_checkpoint.py, SelectiveAC._wrap_block) an
+    even-counted last matmul (GeLU's fc2) runs again. Measured on the CPU, ``tests/saved_for_backward_child.py``.
+    Gated: wk, wo, w3 either way (w2 is odd-counted, saved).
     """
     _refuse_ops(v)
-    matmuls = _matmul_widths(v)[:-1]
+    matmuls = _matmul_widths(v)[:-1] if early_stop else _matmul_widths(v)
     return [(key, inp * out) for count, (key, _, inp, out, _) in enumerate(matmuls, start=1) if not count % 2]
 
 

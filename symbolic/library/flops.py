@@ -25,12 +25,15 @@ Full recompute reruns every layer's forward (a reentrant checkpoint: Megatron's,
 count), or all of it but each layer's last matmul under torch's non-reentrant checkpoint, which
 stops early (``last_matmuls``, ``EARLY_STOP_NOTE``; ``planning.time.early_stop_of`` says which a
 plan's stack uses). With torchtitan's every-N-th-layer checkpointing only ⌊L/N⌋ of the L layers
-are checkpointed, and only they run again (``checkpointed_share``, ``EVERY_NOTE``).
+are checkpointed, and only they run again (``checkpointed_share``, ``EVERY_NOTE``; layers of different
+kinds each where it sits: ``checkpointed_forward``, ``KINDS_NOTE``). Per-op recompute (``ops``) runs
+the even-counted matmuls again, a GeLU layer's last one too under torchtitan's early_stop=False
+(``OPS_EARLY_STOP_NOTE``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import sympy
 
@@ -69,13 +72,26 @@ EVERY_NOTE = ("torchtitan's layer-frequency checkpointing (selective_ac_option N
               "and checkpoints block k when k % N == 0 (parallelize_llama.py lines 279-283 at 9dec370, a counter on "
               "ptd_checkpoint_wrapper; _layer_sac_count, activation_checkpoint.py lines 24 and 37-40 at 1f02964; "
               "apply_ac passes model.layers in order): layers N, 2N, ..., ⌊L/N⌋ of them, the last L mod N never. "
-              "Only those run their forward again: ⌊L/N⌋/L of the average layer's (exact when the layers are alike). "
-              "torchtitan removed the option in 114151ad4 (2026-03); b5bcd76 has FullAC and per-op SAC only.")
+              "Only those run their forward again: ⌊L/N⌋/L of the average layer's when the layers are alike, else each "
+              "kind where it sits (``KINDS_NOTE``). torchtitan removed the option in 114151ad4 (2026-03); b5bcd76 has "
+              "FullAC and per-op SAC only.")
+KINDS_NOTE = ("Layers of different kinds (a mixture of experts' dense layers, a hybrid's convolution layers) are "
+              "counted where the config puts them (first_k_dense_replace, decoder_sparse_step, mlp_only_layers, "
+              "moe_layers, layer_types): the recompute is the forward of the checkpointed layers of each kind. Measured "
+              "with FlopCounterMode on a tiny Qwen3-MoE with dense and MoE layers alternating (tests/test_time_torch.py).")
 _MATMUL = "2 FLOPs per weight per token (one multiply-add)"
-_OPS_NOTE = ("torchtitan's save list keeps every odd-counted mm output of a layer and SDPA's outputs, so the even-counted "
-             "matmuls run again (gated: wk, wo, w3) and the attention core does not; the layer's last matmul is not "
-             "run again (backward does not read its output). Elementwise ops run again (norms, rotary, SiLU, the "
-             "product) are not counted: this count is matmuls only.")
+_OPS_SAVED = ("torchtitan's save list keeps every odd-counted mm output of a layer and SDPA's outputs, so the even-counted "
+             "matmuls run again (gated: wk, wo, w3) and the attention core does not. Elementwise ops run again (norms, "
+             "rotary, SiLU, the product) are not counted: this count is matmuls only.")
+OPS_EARLY_STOP_NOTE = ("torchtitan's SelectiveAC checkpoints with early_stop=False (since 25413d2, 2025-08-29; b5bcd76 "
+                       "torchtitan/distributed/activation_checkpoint.py, SelectiveAC._wrap_block), so eager the whole "
+                       "layer runs again but the saved ops: an even-counted last matmul (a GeLU layer's fc2) too. "
+                       "9dec370 left torch's default, early stop, which stops before it (backward does not read its "
+                       "output), and compiled (--compile) the partitioner recomputes only what backward reads: not it (its rule, not "
+                       "measured here). "
+                       "The gated layer's w2 is odd-counted, saved either way. Measured on the CPU "
+                       "(tests/saved_for_backward_child.py).")
+_OPS_NOTE = f"{_OPS_SAVED} {OPS_EARLY_STOP_NOTE}"
 
 
 def _t(key: str, title: str, expr: sympy.Expr, source: str = "project", where: str = "", note: str = "") -> Term:
@@ -112,14 +128,15 @@ def attention_core(q_width: sympy.Expr, v_width: sympy.Expr | None = None) -> sy
     return L * 2 * S * (q_width + (v_width if v_width is not None else q_width))
 
 
-def ops_recompute(gated: bool, moe: bool = False) -> sympy.Expr:
+def ops_recompute(gated: bool, moe: bool = False, early_stop: bool = False) -> sympy.Expr:
     """Forward FLOPs per token torchtitan's per-op policy runs again: 2 per weight of its unsaved matmuls, L layers.
 
     The matmuls are the memory model's (``activations.ops_recomputed``, one ordering): gated wk, wo and
-    w3, a GeLU layer wk and wo. MoE is refused there, as memory refuses it.
+    w3; a GeLU layer wk, wo and fc2, or wk and wo with ``early_stop`` (``OPS_EARLY_STOP_NOTE``). MoE is
+    refused there, as memory refuses it.
     """
     variant = activations.LayerVariant(flash=True, gated=gated, dropout=False, moe=moe)
-    return L * 2 * sympy.Add(*(weights for _, weights in activations.ops_recomputed(variant)))
+    return L * 2 * sympy.Add(*(weights for _, weights in activations.ops_recomputed(variant, early_stop)))
 
 
 def last_matmuls(matmuls: Iterable[tuple[str, str, sympy.Expr, sympy.Expr]]) -> sympy.Expr:
@@ -138,17 +155,43 @@ def checkpointed_share(every: int = 1) -> sympy.Expr:
     return sympy.Integer(1) if every == 1 else sympy.floor(L / every) / L
 
 
-def full_recompute(rerun: sympy.Expr, every: int, title: str, source: str, where: str, note: str) -> Term:
+def checkpointed_blocks(layers: int, every: int) -> tuple[int, ...]:
+    """The 0-based layers torchtitan checkpoints every N-th: block k counted from 1 when k % N == 0 (``EVERY_NOTE``)."""
+    if every < 1:
+        raise ValueError(f"recompute every must be at least 1, got {every}")
+    return tuple(range(every - 1, layers, every))
+
+
+def checkpointed_counts(layers: int, every: int, kinds: Mapping[sympy.Symbol, Iterable[int]]) -> dict[sympy.Symbol, int]:
+    """The layer counts of a forward's terms at the checkpointed layers only: L → ⌊L/N⌋, and each kind's count symbol
+    (L_dense, L_conv: ``kinds`` maps it to the layers of that kind) → its layers among the checkpointed ones."""
+    blocks = set(checkpointed_blocks(layers, every))
+    return {L: len(blocks), **{symbol: len(blocks.intersection(at)) for symbol, at in kinds.items()}}
+
+
+def checkpointed_forward(layer_terms: Iterable[sympy.Expr], counts: Mapping[sympy.Symbol, int]) -> sympy.Expr:
+    """Forward FLOPs per token of the checkpointed layers, kind by kind: each per-layer term (its count L, L − L_dense,
+    L_dense, ...) at the checkpointed layers' counts (``checkpointed_counts``), exact where the kinds differ."""
+    return sympy.Add(*(sympy.sympify(expr).subs(dict(counts)) for expr in layer_terms))
+
+
+def full_recompute(rerun: sympy.Expr, every: int, title: str, source: str, where: str, note: str,
+                   checkpointed: sympy.Expr | None = None) -> Term:
     """The full recompute term: ``rerun`` (every layer's forward again, as its checkpoint reruns it) × the share of
-    layers checkpointed (``checkpointed_share``)."""
+    layers checkpointed (``checkpointed_share``); ``checkpointed``: instead the exact rerun of the checkpointed layers
+    (``checkpointed_forward``: layers of different kinds, each counted where it sits)."""
     if every == 1:
         return _t("recompute", title, rerun, source, where, note)
+    if checkpointed is not None:
+        return _t("recompute", f"{title}; only the ⌊L/{every}⌋ checkpointed layers (every {every}-th), kind by kind",
+                  checkpointed, source, where, f"{note} {EVERY_NOTE} {KINDS_NOTE}".strip())
     return _t("recompute", f"{title}; only the ⌊L/{every}⌋ checkpointed layers (every {every}-th)",
               checkpointed_share(every) * rerun, source, where, f"{note} {EVERY_NOTE}".strip())
 
 
 def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recompute: str,
-                ops: sympy.Expr | None = None, last: sympy.Expr | None = None, every: int = 1) -> list[Term]:
+                ops: sympy.Expr | None = None, last: sympy.Expr | None = None, every: int = 1,
+                checkpointed: sympy.Expr | None = None) -> list[Term]:
     """Training FLOPs per token: forward, backward (twice the forward), and the recomputed forward share.
 
     ``forward`` is the forward count (or F_fwd), ``output`` its output-layer part (never
@@ -156,7 +199,9 @@ def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recom
     again (``ops_recompute``; needed for recompute ops). ``last``: under full recompute, what torch's
     non-reentrant checkpoint with early stop does not run again (``last_matmuls``); None: the whole
     forward again (Megatron's reentrant checkpoint, Narayanan et al.'s count). ``every``: full recompute
-    checkpoints every N-th layer only (torchtitan's ``selective_ac_option N``): ⌊L/N⌋/L of that rerun.
+    checkpoints every N-th layer only (torchtitan's ``selective_ac_option N``): ⌊L/N⌋/L of that rerun, or
+    ``checkpointed``, the rerun of exactly the checkpointed layers (``checkpointed_forward``, less their last matmuls
+    under early stop) where the layers' kinds differ.
     """
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
@@ -166,12 +211,12 @@ def train_terms(forward: sympy.Expr, output: sympy.Expr, core: sympy.Expr, recom
     if recompute == "full" and last is not None and last != 0:
         terms.append(full_recompute(forward - output - last, every, "full recompute, torch's non-reentrant checkpoint: "
                                     "every layer's forward again but its last matmul (not the output layer)",
-                                    "pytorch-checkpoint", "early_stop", EARLY_STOP_NOTE))
+                                    "pytorch-checkpoint", "early_stop", EARLY_STOP_NOTE, checkpointed))
     elif recompute == "full":
         terms.append(full_recompute(forward - output, every, "full recompute: every layer's forward again (not the "
                                     "output layer)", "narayanan2021", "§5.1", "Eq. 3's factor 4 = 1 + 2 + 1 (a "
                                     "reentrant checkpoint: Megatron's; torchtitan's FullAC with early_stop=False "
-                                    "alike)."))
+                                    "alike).", checkpointed))
     elif recompute == "selective":
         terms.append(_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again", core,
                         "korthikanti2022", "§5", "Korthikanti et al. recompute the softmax, dropout and attention "

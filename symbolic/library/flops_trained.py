@@ -153,14 +153,15 @@ def adapter_forward(trained: Trained) -> list[Term]:
 def train_terms(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], core: tuple[sympy.Expr, sympy.Expr],
                 output_width: sympy.Expr | None, extra: Sequence[tuple[str, str, sympy.Expr]], trained: Trained,
                 recompute: str, forward: sympy.Expr, ops: sympy.Expr | None = None, early_stop: bool = False,
-                every: int = 1) -> list[Term]:
+                every: int = 1, checkpointed: sympy.Expr | None = None) -> list[Term]:
     """Training FLOPs per token of a partly trained step: forward, backward split by gradient, recompute.
 
     ``matmuls`` as ``flops.forward_terms`` takes them (key, title, weights per layer, layers); ``core``
     the score and value widths (a·d_head each, or MLA's); ``forward`` the forward count (or F_fwd, the
     adapters included). Recompute as ``flops.train_terms``: full runs every layer's forward again
     (adapters too; ``every``: of the checkpointed every-N-th layers only, ``flops.checkpointed_share``),
-    selective the attention core, ops the policy's unsaved base matmuls.
+    selective the attention core, ops the policy's unsaved base matmuls. ``checkpointed``: the rerun of exactly the
+    checkpointed layers where their kinds differ (``flops.checkpointed_forward``; no adapters).
     """
     if recompute not in RECOMPUTE:
         raise ValueError(f"unknown recompute {recompute!r}; choose from {', '.join(RECOMPUTE)}")
@@ -210,7 +211,7 @@ def train_terms(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], core
     if trained.adapters:
         terms.append(_adapter_backward(trained, grads0, grads1, last))
     recomputed = _recompute(recompute, forward, head, core, trained, ops, last_run(matmuls, trained) if early_stop
-                            else None, every)
+                            else None, every, checkpointed)
     return [t for t in terms if t.expr != 0] + recomputed
 
 
@@ -242,7 +243,8 @@ def last_run(matmuls: Sequence[tuple[str, str, sympy.Expr, sympy.Expr]], trained
 
 
 def _recompute(recompute: str, forward: sympy.Expr, head: sympy.Expr, core: tuple[sympy.Expr, sympy.Expr],
-               trained: Trained, ops: sympy.Expr | None, last: sympy.Expr | None = None, every: int = 1) -> list[Term]:
+               trained: Trained, ops: sympy.Expr | None, last: sympy.Expr | None = None, every: int = 1,
+               checkpointed: sympy.Expr | None = None) -> list[Term]:
     if recompute == "none":
         return []
     if recompute == "full":
@@ -252,9 +254,9 @@ def _recompute(recompute: str, forward: sympy.Expr, head: sympy.Expr, core: tupl
             return [full_recompute(forward - head - head_adapters - last, every, "full recompute, torch's "
                                    "non-reentrant checkpoint: every layer's forward again, adapters included, but its "
                                    "last matmul (not the output layer)", "pytorch-checkpoint", "early_stop",
-                                   EARLY_STOP_NOTE)]
+                                   EARLY_STOP_NOTE, checkpointed)]
         return [full_recompute(forward - head - head_adapters, every, "full recompute: every layer's forward again, "
-                               "adapters included (not the output layer)", "narayanan2021", "§5.1", "")]
+                               "adapters included (not the output layer)", "narayanan2021", "§5.1", "", checkpointed)]
     if recompute == "selective":
         return [_t("recompute", "selective recompute: the attention core Q·Kᵀ, softmax·V again",
                    L * 2 * S * (core[0] + core[1]), "korthikanti2022", "§5")]

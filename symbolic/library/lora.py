@@ -225,6 +225,37 @@ def qlora_base_bytes(family: str, params: sympy.Expr, widths: dict[sympy.Symbol,
     return nf4_base_bytes([(L, n) for _, n in quantized_matrices(family, widths)], params, other_bytes)
 
 
+# bitsandbytes 0.50.2 backends/cuda/ops.py: gemm_4bit dequantizes then calls F.linear above this many rows of A
+# (_gemm_4bit_custom_max_m); MatMul4Bit.backward (autograd/_functions.py) always dequantizes.
+DEQUANT_ROWS = 1536
+ABSMAX_PASSES = 4  # the nested absmax in fp32: written, read and written by the offset's add, read by the dequantize
+
+
+def nf4_pass_bytes(elements: sympy.Expr) -> sympy.Expr:
+    """HBM bytes one forward or backward pass moves for one NF4 weight of ``elements`` numbers (double quantization).
+
+    bitsandbytes 0.50.2 on CUDA, for a micro-batch of more than ``DEQUANT_ROWS`` tokens (``_dequant_linear_fallback``,
+    backends/cuda/ops.py; and always in ``MatMul4Bit.backward``, autograd/_functions.py, through
+    ``functional.dequantize_4bit``): the stored bytes read once (``nf4_bytes``), the uint8 absmax dequantized to an
+    fp32 tensor per block of 64 that is written, read and written again as the offset is added, then read
+    (``ABSMAX_PASSES`` × 4 bytes per block), and the weight dequantized to a bf16 copy, written and then read by the
+    matmul (2 × 2 bytes per number).
+    """
+    fmt = formats.get(QLORA_FORMAT)
+    blocks = sympy.ceiling(elements / fmt.group)
+    return nf4_bytes(elements) + ABSMAX_PASSES * formats.nbytes("fp32") * blocks + 2 * fmt.kept_bytes * elements
+
+
+def qlora_pass_bytes(family: str, params: sympy.Expr, widths: dict[sympy.Symbol, sympy.Expr] | None = None
+                     ) -> sympy.Expr:
+    """Weight bytes one forward or backward pass of a QLoRA base moves: ``nf4_pass_bytes`` per NF4 block linear layer
+    (``quantized_matrices``, the split ``qlora_base_bytes`` stores), the rest of ``params`` read once in bf16."""
+    weights = [(L, n) for _, n in quantized_matrices(family, widths)]
+    quantized = sympy.Add(*(k * n for k, n in weights))
+    other = formats.get(QLORA_FORMAT).kept_bytes
+    return sympy.Add(*(k * nf4_pass_bytes(n) for k, n in weights)) + other * (params - quantized)
+
+
 def nf4_base_bytes(weights: Sequence[tuple[sympy.Expr, sympy.Expr]], params: sympy.Expr,
                    other_bytes: sympy.Rational | None = None) -> sympy.Expr:
     """Bytes of a QLoRA base whose NF4 weights are (copies, elements) each: ``nf4_bytes`` per copy, the rest of

@@ -43,7 +43,9 @@ When only part of the model trains (``trained``: LoRA or QLoRA adapters, frozen 
 reads and writes the trained parameters' states only (M_tr bytes) and data parallelism reduces only their
 gradients (P_tr parameters; ZeRO 1/2 all-gather only their updated weights): a frozen weight has no gradient
 and no optimizer state (peft sets requires_grad False on the base; DDP and FSDP reduce only the gradients
-that exist). The weights read by every pass and ZeRO-3's gathers stay every parameter's.
+that exist). The weights read by every pass and ZeRO-3's gathers stay every parameter's; under QLoRA each
+pass moves the NF4 base as bitsandbytes reads it (``pass_bytes``, ``lora.qlora_pass_bytes``: codes and absmax
+read, the absmax dequantized in fp32, a bf16 copy written and read again by the matmul), not bf16 bytes.
 
 With ``--achieved-tflops X`` instead (``time.train.achieved``): time = FLOPs / (n_gpu · X), X an
 end-to-end rate with every overhead inside, as papers report it; nothing is modelled on top.
@@ -155,7 +157,7 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
                flops_per_token: sympy.Expr = F_tok, cp_width: sympy.Expr | None = None,
                schedule: str | None = None, slowest: sympy.Expr | int = 1,
                stage_layers: sympy.Expr | int | None = None, trained: Trained | None = None,
-               checkpointed: sympy.Expr | int = 1) -> list[Term]:
+               checkpointed: sympy.Expr | int = 1, pass_bytes: sympy.Expr | None = None) -> list[Term]:
     """Seconds per training step on one GPU under the roofline model (see the module docstring).
 
     ``params`` are the parameters one GPU computes with before ZeRO sharding (P_gpu, which the
@@ -168,7 +170,9 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     transformer layers, whose tp and ring traffic it moves (None: L/p, an even split). ``trained``: what the optimizer
     steps and data parallelism reduces when not every parameter trains (None: all ``params``, ``state_bytes`` each).
     ``checkpointed``: the share of layers full recompute runs again (``flops.checkpointed_share``: 1, or ⌊L/N⌋/L
-    checkpointing every N-th layer), whose weight reads, all-reduces and ring gathers repeat.
+    checkpointing every N-th layer), whose weight reads, all-reduces and ring gathers repeat. ``pass_bytes``: the weight
+    bytes one forward or backward pass moves when not ``weight_bytes`` × ``params`` (QLoRA: the NF4 base read and
+    dequantized, ``lora.qlora_pass_bytes``).
     """
     layers = L / p if stage_layers is None else stage_layers
     tokens = S if cp_width is None else S / c_p  # the tokens of each sequence one rank computes
@@ -177,11 +181,13 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     passes = 2 + again
     shard = n_d if zero else 1
     states = state_bytes * params if trained is None else trained.states
-    traffic = (passes * n_mb * weight_bytes * params + 2 * states / shard) / W_hbm
+    moved = weight_bytes * params if pass_bytes is None else pass_bytes
+    traffic = (passes * n_mb * moved + 2 * states / shard) / W_hbm
     compute = sympy.Max(flop_time, traffic, evaluate=False)  # unevaluated: SymPy's Max simplification is slow
     stepped = "model states" if trained is None else f"the model states of {trained.what} (M_tr)"
+    weights = "weights read" if pass_bytes is None else QLORA_PASS
     terms = [_s("compute", "roofline: max(FLOPs / (F_peak·η), bytes moved / HBM bandwidth)", compute, "williams2009",
-                "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: weights read {passes}× per "
+                "", f"FLOPs: tokens per GPU × F_tok / (t·p){_uneven(slowest)}; bytes: {weights} {passes}× per "
                     f"micro-batch, {stepped} read and written once.")]
     terms.append(_bubble(compute, schedule))
     per_layer = 4 + 2 * again if recompute != "ops" else 5
@@ -215,6 +221,12 @@ def step_terms(*, params: sympy.Expr = P_gpu, zero: int = 0, recompute: str = "n
     if cp_width is not None:
         terms.append(_ring_term(cp_width, recompute, act_bytes, layers, again))
     return terms
+
+
+QLORA_PASS = ("the QLoRA base's weights (bitsandbytes 0.50.2: each NF4 weight's codes and absmax read, its absmax "
+              "dequantized in fp32 and a bf16 copy written and read again by the matmul, as the backward always and "
+              "the forward above 1,536 tokens per micro-batch do; below, the fused kernel reads the NF4 bytes alone, "
+              "not modelled; the rest in bf16) moved")
 
 
 def _uneven(slowest: sympy.Expr | int) -> str:

@@ -135,6 +135,18 @@ def frozen_base_bytes(model: ModelShape, regime: object, params: sympy.Expr) -> 
     return wb * params
 
 
+def pass_bytes(model: ModelShape, regime: object, params: sympy.Expr) -> sympy.Expr | None:
+    """Weight bytes one forward or backward pass of a QLoRA plan moves (``lora.qlora_pass_bytes``: the NF4 base read,
+    dequantized and read again in bf16); None when the plan is not QLoRA or its layers' layout is not known."""
+    if not getattr(regime, "qlora", False):
+        return None
+    try:
+        family = model.lora_layout()
+    except UserError:
+        return None
+    return lora.qlora_pass_bytes(family, params, model.widths())
+
+
 def state_terms(model: ModelShape, regime: object, params: sympy.Expr) -> list[Term]:
     """Model-state terms of a fine-tuning plan (keys of ``precision.STATE_KINDS`` and ``adapter_weights``).
 

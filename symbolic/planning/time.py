@@ -35,7 +35,7 @@ import sympy
 from .. import formats
 from ..catalogs import GPU, Budget, as_budget, make_budget
 from ..core.errors import UserError
-from ..core.symbols import B, F_step, L, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
+from ..core.symbols import B, F_step, L, L_conv, L_dense, N, N_gpu, S, a, n_d, n_mb, p, t, t_dec  # noqa: F401  (F_step: time.F_step)
 from ..core.term import Term
 from ..library import flops as fl
 from ..library import flops_trained as ft
@@ -110,12 +110,15 @@ def flops(model: object, *, seq: int = 4096, recompute: str = "none", trained: f
     ``trained``: what the step trains when not every weight (LoRA, frozen embeddings: ``library.flops_trained``,
     ``trained_of`` builds it from a plan); None: full training. ``early_stop``: full recompute under torch's
     non-reentrant checkpoint, which does not run each layer's last matmul again (``early_stop_of`` says it of a
-    plan); False: the whole forward again (Megatron's reentrant checkpoint, Narayanan et al. 2021). ``every``: full
+    plan); False: the whole forward again (Megatron's reentrant checkpoint, Narayanan et al. 2021). Under recompute
+    ops likewise: False (torchtitan's SelectiveAC, early_stop=False) reruns an even-counted last matmul, True (9dec370;
+    compiled) not (``library.flops.OPS_EARLY_STOP_NOTE``). ``every``: full
     recompute checkpoints every N-th layer only (``--recompute-every``, torchtitan's ``selective_ac_option N``), and
-    only those ⌊L/N⌋ layers run again (``library.flops.checkpointed_share``).
+    only those ⌊L/N⌋ layers run again (``library.flops.checkpointed_share``; layers of different kinds each where the
+    config puts it, ``library.flops.checkpointed_forward``).
     """
     source = _spec(model)
-    early_stop = early_stop and recompute == "full"
+    early_stop = early_stop and recompute in ("full", "ops")
     every = every if recompute == "full" else 1
     if isinstance(source, ModelShape):  # no layer formulas: the matrices the network shows
         return _matrix_flops(source, seq, recompute, trained, early_stop, every)
@@ -130,10 +133,16 @@ def early_stop_of(regime: object) -> bool:
     regimes, peft's: use_reentrant False, transformers 5.24.0 modeling_utils.py line 3158) stop early. The default
     layer is Megatron's (a reentrant checkpoint) and torchtitan's FullAC passes early_stop=False (since 25413d2,
     2025-08-29; torchtitan/distributed/activation_checkpoint.py at b5bcd76): the whole forward again.
+
+    Per-op recompute (``ops``) is torchtitan's policy alone, which it checkpoints with early_stop=False (SelectiveAC,
+    b5bcd76): no early stop, unless compiled (``--compile``: the partitioner recomputes only what backward reads).
     """
     from . import finetune
 
-    if getattr(regime, "recompute", "none") != "full":
+    recompute = getattr(regime, "recompute", "none")
+    if recompute == "ops":
+        return bool(getattr(regime, "compile", False))
+    if recompute != "full":
         return False
     return bool(getattr(regime, "layer_impl", "korthikanti") != "korthikanti" or getattr(regime, "pytorch", False)
                 or finetune.active(regime))
@@ -144,7 +153,8 @@ EARLY_STOP_PLAN_NOTE = ("full recompute as torch's non-reentrant checkpoint (tra
 REENTRANT_PLAN_NOTE = ("full recompute as a reentrant checkpoint (Megatron's; torchtitan's FullAC, early_stop=False): "
                        "every layer's whole forward again, Narayanan et al. 2021's count")
 EVERY_PLAN_NOTE = ("recompute every {n}: only the checkpointed layers run their forward again, ⌊L/{n}⌋ of L (torchtitan "
-                   "checkpoints block k, counted from 1, when k % {n} == 0; the last L mod {n} layers never)")
+                   "checkpoints block k, counted from 1, when k % {n} == 0; the last L mod {n} layers never); layers of "
+                   "different kinds (dense and MoE, attention and convolution) each counted where the config puts them")
 MATRIX_EARLY_STOP_NOTE = ("full recompute counted as the whole forward again (this network's matrices do not say which "
                           "matmul ends a layer, which torch's non-reentrant checkpoint does not run again)")
 
@@ -210,15 +220,40 @@ def _flops(spec: ModelSpec, seq: int, recompute: str, trained: ft.Trained | None
                            "attention scores and values over S positions, the output layer. Norms, biases, softmax "
                            "and rotary embeddings left out.")
     out_flops = 2 * _sym("V") * emb if spec.lm_head else sympy.Integer(0)
+    checkpointed = (_checkpointed(spec, terms, matmuls, every, early_stop)
+                    if recompute == "full" and (trained is None or not trained.adapters) else None)
     if trained is None:
         train_terms = fl.train_terms(fl.F_fwd, out_flops, fl.attention_core(q_width, v_width), recompute,
-                                     _ops(spec, recompute), fl.last_matmuls(matmuls) if early_stop else None, every)
+                                     _ops(spec, recompute, early_stop),
+                                     fl.last_matmuls(matmuls) if early_stop and recompute == "full" else None, every,
+                                     checkpointed)
     else:
         train_terms = ft.train_terms(matmuls, (q_width, v_width if v_width is not None else q_width), output, extra,
-                                     trained, recompute, fl.F_fwd, _ops(spec, recompute), early_stop, every)
+                                     trained, recompute, fl.F_fwd, _ops(spec, recompute, early_stop), early_stop, every,
+                                     checkpointed)
     train = Formula(f"flops.{spec.name}.train", f"Training FLOPs per token of {spec.name} (recompute {recompute})",
                     train_terms, source="project", name="F_tok", definitions={fl.F_fwd: forward}, example=values)
     return Flops(forward, train, {k: v for k, v in values.items() if isinstance(v, int)})
+
+
+def _checkpointed(spec: ModelSpec, terms: list[Term], matmuls: list[tuple[str, str, sympy.Expr, sympy.Expr]],
+                  every: int, early_stop: bool) -> sympy.Expr | None:
+    """The forward FLOPs per token of exactly the checkpointed layers (``library.flops.checkpointed_forward``) when
+    every N-th layer is checkpointed and the layers' kinds differ (dense and MoE MLPs, attention and convolution
+    mixers), less their last matmuls under early stop; None when the layers are alike (⌊L/N⌋/L of the rerun is then
+    exact) or where the kinds' positions are not known."""
+    from ..networks.transformer import formulas as arch
+
+    if every == 1 or not arch.mixed(spec):
+        return None
+    given = [(L_dense, spec.dense_at, spec.dense_layers if spec.is_moe else 0), (L_conv, spec.conv_at, spec.conv_layers)]
+    if any(len(at) != count for _, at, count in given):
+        return None
+    kinds = {symbol: at for symbol, at, count in given if count}
+    counts = fl.checkpointed_counts(spec.layers, every, kinds)
+    layer_keys = {m[0] for m in matmuls} | {"attention.scores", "attention.values"}
+    rerun = fl.checkpointed_forward([term.expr for term in terms if term.key in layer_keys], counts)
+    return rerun - fl.last_matmuls(matmuls).subs(counts) if early_stop else rerun
 
 
 def trained_of(model: ModelShape, regime: object) -> ft.Trained | None:
@@ -274,9 +309,9 @@ OWN_TRAINED_NOTE = ("FLOPs: the network's own count of a full-training step (the
                     "counted as trained)")
 
 
-def _ops(spec: ModelSpec, recompute: str) -> sympy.Expr | None:
+def _ops(spec: ModelSpec, recompute: str, early_stop: bool = False) -> sympy.Expr | None:
     """What recompute ops runs again (``library.flops.ops_recompute``); refused for MoE, as memory refuses it."""
-    return fl.ops_recompute(spec.gated_mlp, spec.is_moe) if recompute == "ops" else None
+    return fl.ops_recompute(spec.gated_mlp, spec.is_moe, early_stop) if recompute == "ops" else None
 
 
 def _layers(spec: ModelSpec, shape: ModelShape) -> tuple[list[tuple[str, str, sympy.Expr, sympy.Expr]],
@@ -576,13 +611,23 @@ def step_formula(memory: Plan, fl_: Flops, how: str = "mfu") -> Formula:
                           cp_width=a * memory.model.head_dim / t if r.cp > 1 else None,
                           schedule=r.pp_schedule, slowest=slowest_stage(memory, fl_),
                           stage_layers=slowest_layers(memory, fl_), trained=trained,
-                          checkpointed=checkpointed_share(memory))
+                          checkpointed=checkpointed_share(memory), pass_bytes=qlora_pass_bytes(memory, tm.P_gpu))
     if not memory.model.sequence:  # tp and pp move B·S·H per layer; such a network is planned at tp 1, pp 1 only
         terms = [term for term in terms if term.key not in _SEQUENCE_TRAFFIC]
     return tm.step_formula(f"time.{memory.model.name}.step", f"Seconds per training step of {memory.model.name}",
                            terms, definitions=defs,
                            note="No overlap of communication with compute (an upper bound); links at the "
                                 "catalogue's per-direction bandwidth.")
+
+
+def qlora_pass_bytes(memory: Plan, params: sympy.Expr) -> sympy.Expr | None:
+    """The weight bytes one pass of a QLoRA plan moves (``finetune.pass_bytes``, the memory plan's NF4 split); None
+    otherwise (``weight_bytes`` × ``params``)."""
+    from . import finetune
+
+    if not getattr(memory.regime, "qlora", False) or not getattr(memory.regime, "lora_rank", 0):
+        return None
+    return finetune.pass_bytes(memory.model, memory.regime, params)
 
 
 def checkpointed_share(memory: Plan) -> sympy.Expr:

@@ -114,7 +114,8 @@ def _layer_kinds(config: Mapping[str, Any], family: Family, out: dict[str, Any])
 
     layers = out["layers"]
     if family.dense_layers is not None and out.get("experts"):
-        out["dense_layers"] = family.dense_layers(read, layers)
+        dense = family.dense_layers(read, layers)
+        out["dense_layers"], out["dense_at"] = len(dense), tuple(dense)
         if out["dense_layers"] >= layers:
             raise ConfigError("every layer is dense (no mixture-of-experts layer); this table entry needs at least one")
     types = config.get("layer_types")
@@ -139,6 +140,7 @@ def _layer_kinds(config: Mapping[str, Any], family: Family, out: dict[str, Any])
         if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1:
             raise ConfigError(f"{key} must be a positive integer for the convolution layers, got {_short(kernel)}")
         out["conv_layers"], out["conv_kernel"] = conv, kernel
+        out["conv_at"] = tuple(i for i, t in enumerate(types) if t == "conv")
     sliding = sum(1 for t in types if t in ("sliding_attention", "chunked_attention"))
     if not sliding:
         return

@@ -47,7 +47,7 @@ Rule = Callable[[Mapping[str, Any], dict[str, Any]], None]
 # Layer patterns read the raw config (through ``Read``, which checks each value) and the layer count.
 Read = Callable[[str, Any], Any]
 LayerTypes = Callable[[Read, int], list[str]]
-DenseLayers = Callable[[Read, int], int]
+DenseLayers = Callable[[Read, int], list[int]]  # the dense layers of a mixture of experts, 0-based
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Family:
     extra: tuple[str, ...] = field(default=())  # other config keys the rule reads
     layer_types: LayerTypes | None = None  # attention kind of each layer when the config has no layer_types
     window: tuple[str, int | None] = ("sliding_window", None)  # key and default of the sliding window
-    dense_layers: DenseLayers | None = None  # how many layers of a mixture of experts have a dense MLP
+    dense_layers: DenseLayers | None = None  # which layers of a mixture of experts have a dense MLP
     conv: tuple[str, int] | None = None  # hybrids: the kernel-length key and default of "conv" layers (LFM2)
 
 
@@ -221,11 +221,11 @@ def _smollm3_types(read: Read, layers: int) -> list[str]:
     return [SLIDING if on and not rope else FULL for rope in _no_rope(read, layers)][:layers]
 
 
-def _sparse_step(read: Read, layers: int) -> int:
+def _sparse_step(read: Read, layers: int) -> list[int]:
     """Qwen-MoE: a layer is dense if listed in mlp_only_layers or (i + 1) is not a multiple of decoder_sparse_step."""
     step = _int(read, "decoder_sparse_step", 1, 1)
     dense = set(_ints(read, "mlp_only_layers"))
-    return sum(1 for i in range(layers) if i in dense or (i + 1) % step)
+    return [i for i in range(layers) if i in dense or (i + 1) % step]
 
 
 def first_k_dense(default: int) -> DenseLayers:
@@ -234,18 +234,19 @@ def first_k_dense(default: int) -> DenseLayers:
     modeling_deepseek_v3.py decides by ``layer_idx >= config.first_k_dense_replace`` alone;
     transformers 5.24 does not read ``moe_layer_freq`` (1 in every published config).
     """
-    def dense(read: Read, layers: int) -> int:
-        return min(_int(read, "first_k_dense_replace", default) or 0, layers)
+    def dense(read: Read, layers: int) -> list[int]:
+        return list(range(min(_int(read, "first_k_dense_replace", default) or 0, layers)))
     return dense
 
 
-def _llama4_dense(read: Read, layers: int) -> int:
+def _llama4_dense(read: Read, layers: int) -> list[int]:
     """Llama-4: MoE on moe_layers, else every interleave_moe_layer_step-th layer (configuration_llama4.py)."""
     moe = _ints(read, "moe_layers")
     if read("moe_layers", None) is None:
         step = _int(read, "interleave_moe_layer_step", 1, 1)
         moe = list(range(step - 1, layers, step))
-    return layers - len({i for i in moe if 0 <= i < layers})
+    moe_at = {i for i in moe if 0 <= i < layers}
+    return [i for i in range(layers) if i not in moe_at]
 
 
 def _deepseek(cfg: Mapping[str, Any], out: dict[str, Any]) -> None:

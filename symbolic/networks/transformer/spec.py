@@ -109,6 +109,7 @@ class ModelSpec:
     v_head_dim: int = 0
     # layer kinds: MoE models' dense-MLP layers; sliding-window (or chunked) attention layers
     dense_layers: int = 0
+    dense_at: tuple[int, ...] = ()  # which layers (0-based) are the dense ones; empty: the count alone is known
     sliding_layers: int = 0
     window: int = 0
     # the cache holds keys and values broadcast to all a heads (Falcon's new decoder architecture)
@@ -117,6 +118,7 @@ class ModelSpec:
     conv_layers: int = 0
     conv_kernel: int = 0
     conv_bias: bool = False
+    conv_at: tuple[int, ...] = ()  # which layers (0-based) are the convolution ones; empty: the count alone is known
     # where it comes from (display only)
     architecture: str = ""
     source: str = ""
@@ -262,6 +264,16 @@ def too_many_layers(key: str, value: int) -> str | None:
             "models have a few hundred)")
 
 
+def _check_positions(where: str, name: str, at: object, count: int, layers: int) -> None:
+    """Positions of a layer kind: empty (not given), or ``count`` increasing 0-based indices below ``layers``."""
+    if at == ():
+        return
+    if (not isinstance(at, tuple) or len(at) != count or any(isinstance(i, bool) or not isinstance(i, int) for i in at)
+            or list(at) != sorted(set(at)) or at[0] < 0 or at[-1] >= layers):
+        raise ModelSpecError(f"{where}: {name} must list the {count} layers of its kind (increasing indices from 0 to "
+                             f"{layers - 1}), got {at!r}")
+
+
 def _validate(spec: ModelSpec) -> None:
     where = spec.name or "model"
     for f in fields(spec):
@@ -302,6 +314,8 @@ def _validate(spec: ModelSpec) -> None:
         raise ModelSpecError(f"{where}: dense_layers must be fewer than the {spec.layers} layers (else it has no experts)")
     if spec.sliding_layers + spec.conv_layers > spec.layers:
         raise ModelSpecError(f"{where}: sliding and convolution layers must be at most the {spec.layers} layers")
+    for at, count in (("dense_at", spec.dense_layers), ("conv_at", spec.conv_layers)):
+        _check_positions(where, at, getattr(spec, at), count, spec.layers)
     if bool(spec.conv_layers) != bool(spec.conv_kernel):
         raise ModelSpecError(f"{where}: conv_layers and conv_kernel go together (both 0, or both positive)")
     if spec.conv_layers >= spec.layers:
