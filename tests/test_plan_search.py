@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 from helpers import layout_flags, run
 
 from symbolic import planning
+from symbolic.core.errors import UserError
 from symbolic.planning import search
 from symbolic.planning import time as ptime
 
@@ -221,3 +223,76 @@ def test_achieved_tflops_search_agrees_with_time() -> None:
         one = ptime.train_time("llama-3-8b", "h100-80gb", **{k: v for k, v in kw.items() if k not in ("seq",
                                "global_batch")}, **_flags(lay))
         assert lay["step_seconds"] == pytest.approx(one.figures["step_seconds"], rel=1e-9), lay
+
+
+@pytest.mark.parametrize(("gpu", "options", "reason"), [
+    ("h100-80gb", {"gpus": 7}, "no dp × tp × pp × cp makes 7 GPUs with dp dividing the global batch of 64 sequences, "
+                               "tp 1, 2, 4, 8 (dividing the heads, within a node of 8), pp 1, 2, 4, 8, 16, 32 and cp 1"),
+    ("h100-80gb", {"gpus": 8, "tp": 3}, "tp 3 does not divide llama-3-8b's 32 attention heads and 8 key/value heads"),
+    ("h100-94gb", {"gpus": 8, "tp": 4}, "tp 4 spans more GPUs than one NVLink domain of the NVIDIA H100 NVL "
+                                        "(h100-94gb: 2 GPUs, its gpus_per_node)"),
+    ("h100-80gb", {"gpus": 8, "dp": 3}, "dp 3 does not divide the global batch of 64 sequences"),
+    ("h100-80gb", {"gpus": 8, "pp": 33}, "pp 33 does not divide llama-3-8b's 32 layers, nor leaves each stage a layer"),
+    ("h100-80gb", {"gpus": 8, "tp": 8, "fsdp": True}, "tp 8 and --fsdp do not combine on 8 GPUs (without any one of "
+                                                      "them layouts exist): FSDP2 needs dp > 1"),
+    ("h100-80gb", {"gpus": 8, "zero": 3, "pp": 2}, "pp 2 and zero 3 do not combine on 8 GPUs (without any one of "
+                                                   "them layouts exist): a ZeRO stage needs dp > 1, and stages 2 and 3 "
+                                                   "pp 1"),
+    ("h100-80gb", {"gpus": 8, "batch": 3}, "batch 3 rules out every layout of 8 GPUs that the other options allow: "
+                                           "the micro-batch must divide"),
+    ("h100-80gb", {"gpus": 8, "recompute": "selective"}, "recompute selective rules out every layout of 8 GPUs that "
+                                                         "the other options allow: the recompute values searched with "
+                                                         "these options are none, ops, full"),
+    ("h100-80gb", {"gpus": 8, "dp": 8, "tp": 8}, "dp 8 and tp 8 do not combine on 8 GPUs (without any one of them "
+                                                 "layouts exist): dp × tp × pp × cp must make 8 GPUs"),
+])
+def test_no_layout_names_its_reason(gpu: str, options: dict, reason: str) -> None:
+    """Each way a search can consider no layout has a note of its own: it said "no layout divides the global batch
+    and the model's heads and layers" for every one, also where the mesh divides (a pinned tp over the H100 NVL's
+    NVLink pairs: `gpus_per_node` 2, rates.py)."""
+    res = search.search("llama-3-8b", gpu, seq=2048, global_batch=64, mfu=0.4, **options)
+    assert (res.considered, res.layouts, len(res.notes)) == (0, [], 1)
+    assert res.notes[0].startswith(f"no layout: {reason}"), res.notes[0]
+
+
+def test_nothing_fits_says_what_else_was_searched(capsys) -> None:
+    """Llama 3 8B at 131,072 tokens on 8 A100 40GB: nothing fits, and the notes say that cp (at pp 1 and under
+    pipelines) and offload were searched too and fit nothing either, which is so; the command line then suggests
+    more GPUs or a shorter sequence, not --offload."""
+    kw = {"gpus": 8, "tp": 1, "seq": 131072, "global_batch": 8, "tokens": 10**9, "mfu": 0.4}
+    res = search.search("llama-3-8b", "a100-40gb", **kw)
+    assert res.considered and not res.layouts
+    assert "cp 2, 4, 8 were searched too: none of those layouts fits either" in res.notes
+    assert any(note.startswith("offload was searched too (") and note.endswith("layouts): none fits either")
+               for note in res.notes)
+    assert search.search("llama-3-8b", "a100-40gb", _cps=(1, 2, 4, 8), _cp_pp=True, **kw).fitting == 0
+    assert search.search("llama-3-8b", "a100-40gb", offload=True, **kw).fitting == 0
+    code, out, _ = run(capsys, "plan", "llama-3-8b", "--gpu", "a100-40gb", "--gpus", "8", "--tp", "1", "--seq",
+                       "131072", "--global-batch", "8", "--tokens", "1e9", "--mfu", "0.4")
+    assert code == 0 and "  nothing fits: more GPUs, a smaller micro-batch or sequence\n" in out
+    assert "note: cp 2, 4, 8 were searched too" in out
+
+
+def test_a_refusal_names_every_reason_most_layouts_first() -> None:
+    """Where the planner refuses every layout the error gives each reason with its layouts, most first (it gave the
+    first structure's alone: for the Table 6 mesh on an A100, "fp8_all_gather needs --fsdp", not the missing fp8
+    peak). The L4 has no network figure (rates.py): 16 GPUs need it for the pipeline or the data-parallel group."""
+    with pytest.raises(UserError) as err:
+        search.search("llama-3-8b", "l4", gpus=16, seq=2048, global_batch=64, mfu=0.4)
+    text = str(err.value)
+    assert text.startswith("no layout can be planned: l4 has no network bandwidth in the catalogue")
+    found = re.findall(r"which the (pipeline|data-parallel) group of 16 GPUs needs; give a custom GPU file "
+                       r"\(--gpu FILE.toml\) \((\d+) layouts\)", text)
+    assert {what for what, _ in found} == {"pipeline", "data-parallel"} and len(found) == 2
+    assert int(found[0][1]) >= int(found[1][1])
+
+
+def test_no_layout_of_a_network_without_a_sequence() -> None:
+    """A network without a token sequence (one device's measured activations, no heads) gets its reason too."""
+    res = search.search("mlp", "h100-80gb", gpus=3, global_batch=8, mfu=0.4)
+    assert res.considered == 0 and res.notes == ["no layout: no dp × tp × pp × cp makes 3 GPUs with dp dividing the "
+                                                 "global batch of 8 samples, tp 1 (measured on one device, within a "
+                                                 "node of 8), pp 1 and cp 1"]
+    res = search.search("mlp", "h100-80gb", gpus=1, global_batch=8, mfu=0.4, fsdp=True)
+    assert res.notes == ["no layout: --fsdp rules out every layout of 1 GPU that the other options allow: FSDP2 "
+                         "needs dp > 1 (or cp > 1)"]

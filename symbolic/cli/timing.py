@@ -243,8 +243,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     print(f"{result.model} on {result.limit.label}: {result.considered} layouts, {result.fitting} fit; best by "
           f"{result.objective}")
-    if not result.layouts:
-        print("  nothing fits: more GPUs, a smaller micro-batch or sequence, or --offload")
+    if not result.layouts:  # none considered: the first note says why; else none fits the memory
+        if result.considered:  # --offload only where the search has not tried it
+            tried = any(note.startswith("offload was searched") for note in result.notes) or options.get("offload")
+            print(f"  nothing fits: more GPUs, a smaller micro-batch or sequence{'' if tried else ', or --offload'}")
+        for note in result.notes:
+            print(f"  note: {note}")
         return 0
     with_cp = any(lay.get("cp", 1) > 1 for lay in result.layouts)  # the cp column only where a layout has cp > 1
     head = ["gpus", "dp", "tp", "pp", *(["cp"] if with_cp else []), "zero", "recompute", "mb", "accum", "memory",
@@ -293,7 +297,7 @@ def _best_line(result: object) -> str:
 
     head = f"{result.model} on {result.limit.label}"  # type: ignore[attr-defined]
     if not result.layouts:  # type: ignore[attr-defined]
-        return f"{head}: nothing fits"
+        return f"{head}: {result.notes[0] if not result.considered else 'nothing fits'}"  # type: ignore[attr-defined]
     lay = result.layouts[0]  # type: ignore[attr-defined]
     return (f"{head}: best by {result.objective}: gpus {lay['gpus']} (dp {lay['dp']} × tp {lay['tp']} × "  # type: ignore[attr-defined]
             f"pp {lay['pp']}{_cp_factor(lay)}), {'fsdp' if lay.get('fsdp') else 'zero ' + str(lay['zero'])}, recompute {lay['recompute']}, micro-batch {lay['micro_batch']}, "

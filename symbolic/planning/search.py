@@ -26,7 +26,8 @@ stage a layer (the pinned pp, or a power of two: each such (pp, m) a structure o
 rank deciding); ZeRO 2 and 3 only without
 pipeline parallelism (DeepSpeed), ZeRO > 0 only with dp > 1; FSDP2 (``fsdp``, beside the ZeRO
 stages) only with dp > 1 (with tp and pp as torchtitan's 3D layout), unless a ZeRO stage, offload,
-LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it); recompute none
+LoRA, experts or activations pytorch rule it out (``regime`` refuses those with it; fp8_all_gather, which
+needs it, pins it); recompute none
 and full (selective too when flash is off: with FlashAttention it saves nothing and costs FLOPs), and torchtitan's per-op
 ``ops`` where the planner models it (``_ops_apply``: flash, a dense model, Korthikanti's activations), at every pp
 (the structures that cannot fit are not built, so this takes a 405B search on 256 GPUs from 4.7 to 5.4 CPU s); sequence
@@ -44,7 +45,8 @@ cp, each holding a longer shard, and add the bubble, and building every pipeline
 and the step time counts the ring's K/V traffic (``library.timing``). Options given by
 the caller pin that dimension. At most ``time.MAX_GPUS`` GPUs (2**20) and a global batch of at most
 ``MAX_GLOBAL_BATCH`` sequences (2**24); layouts are walked from the divisors of the batch and of
-the layers, never from every number up to a GPU count.
+the layers, never from every number up to a GPU count. A search with no layout to consider returns one
+note saying why (``no_layout``); where none fits, notes say which further passes (cp, offload) fit none either.
 
 Measured activations (``activations pytorch``, and every network without a token sequence: a torch
 module, article A's network, which the planner plans that way only) were measured on one device:
@@ -237,8 +239,7 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
     if measured:  # measured on one device: no tensor or pipeline parallelism; a pinned recompute the planner judges
         pins.setdefault("pp", 1)
         recomputes = (str(pins["recompute"]),) if "recompute" in pins else recomputes
-    splits = [pins.get("tp", 1)] if measured else (divisors(math.gcd(shape.heads, shape.kv_head_count))
-                                                   if shape.tensor_parallel else [1])
+    splits = [pins.get("tp", 1)] if measured else _tp_splits(shape)
     tps = [tp for tp in splits if tp <= gpu.gpus_per_node and pins.get("tp", tp) == tp]
     for n, dp, tp, pp, cp in _splits(counts, global_batch, tps, _layers(shape), pins, cps, uneven, cp_pp):
         per_rank = global_batch // dp
@@ -259,6 +260,72 @@ def enumerate_layouts(model: object, gpu: GPU, *, counts: Iterable[int], global_
                                 "sequence_parallel": bool(pins.get("sequence_parallel", tp > 1)) and tp > 1,
                                 "micro_batch": mb, "grad_accum": m, "offload": offload})
     return out
+
+
+def _tp_splits(shape: ModelShape) -> list[int]:
+    """The tp degrees a model takes: the divisors of its heads and key/value heads' common divisor, or 1."""
+    return divisors(math.gcd(shape.heads, shape.kv_head_count)) if shape.tensor_parallel else [1]
+
+
+# why a pinned value alone can leave no layout (``no_layout``: the search finds some without that pin)
+_PIN_NEEDS = {"zero": "a ZeRO stage needs dp > 1, and stages 2 and 3 pp 1 (DeepSpeed)",
+              "fsdp": "FSDP2 needs dp > 1 (or cp > 1)", "offload": "ZeRO-Offload needs a ZeRO stage, so dp > 1",
+              "sequence_parallel": "sequence parallelism needs tp > 1",
+              "batch": "the micro-batch must divide a dp rank's share of the global batch (at most 64)",
+              "microbatches": "the micro-batches must split a dp rank's share of the global batch",
+              "recompute": "the recompute values searched with these options are {recomputes}",
+              "cp": "cp > 1 needs FSDP2 over dp × cp, flash and Korthikanti's activations",
+              **dict.fromkeys(("dp", "tp", "pp"), "dp × tp × pp × cp must make {gpus}")}
+
+
+def no_layout(shape: ModelShape, gpu: GPU, space: Mapping[str, object]) -> str:
+    """Why ``enumerate_layouts(shape, gpu, **space)`` is empty, in one note: a pinned tp beyond the heads or one
+    node's NVLink domain, a pinned dp or pp that cannot divide, the one pin without which layouts exist, or else
+    no dp·tp·pp·cp making the GPU count."""
+    pins = dict(space["pins"])  # type: ignore[call-overload]
+    counts = list(space["counts"])  # type: ignore[call-overload]
+    batch, cps = int(space["global_batch"]), tuple(space["cps"])  # type: ignore[call-overload, arg-type]
+    gpus = f"up to {counts[-1]:,} GPUs" if len(counts) > 1 else f"{counts[0]:,} GPU{'s' if counts[0] > 1 else ''}"
+    unit = "sequences" if shape.sequence else "samples"  # a network without a token sequence: its batch is samples
+    splits = [pins.get("tp", 1)] if space["measured"] else _tp_splits(shape)
+    tp, dp, pp = pins.get("tp"), pins.get("dp"), pins.get("pp")
+    if isinstance(tp, int) and tp not in splits:  # measured activations: the planner refused the pin before this
+        return (f"no layout: tp {tp} does not divide {shape.name}'s {shape.heads} attention heads and "
+                f"{shape.kv_head_count} key/value heads (tp {', '.join(map(str, splits))})")
+    if isinstance(tp, int) and tp > gpu.gpus_per_node:
+        return (f"no layout: tp {tp} spans more GPUs than one NVLink domain of the {gpu.title} ({gpu.name}: "
+                f"{gpu.gpus_per_node} GPUs, its gpus_per_node), and the search keeps tensor parallelism within one; "
+                "a custom GPU file (--gpu FILE.toml) sets another gpus_per_node and the bandwidth beyond it")
+    if isinstance(dp, int) and batch % dp:
+        return f"no layout: dp {dp} does not divide the global batch of {batch:,} {unit}"
+    layers = _layers(shape)
+    degrees = _pipeline_degrees(layers, counts, bool(space["uneven"]), pp)
+    if isinstance(pp, int) and pp not in degrees:
+        return (f"no layout: pp {pp} does not divide {shape.name}'s {layers} layers"
+                + (", nor leaves each stage a layer as torchtitan splits them" if space["uneven"] else ""))
+    single = [*pins, *(["fsdp"] if space["fsdp"] else []), *(["cp"] if cps != (1,) and len(cps) == 1 else [])]
+    culprits = []  # the pins without each of which (alone) some layout exists
+    for key in single:
+        trial = {**space, "pins": {k: v for k, v in pins.items() if k != key}}
+        trial.update({"fsdp": None} if key == "fsdp" else {"cps": (1,)} if key == "cp" else {})
+        if enumerate_layouts(shape, gpu, **trial):  # type: ignore[arg-type]
+            culprits.append(key)
+    if culprits:
+        recomputes = _recomputes(bool(space["flash"]), bool(space["ops"]), bool(space["measured"]),
+                                 bool(shape.sequence) or bool(shape.checkpoint_blocks), bool(space["compiled"]))
+        named = list(dict.fromkeys(_PIN_NEEDS[k].format(recomputes=", ".join(recomputes), gpus=gpus)
+                                   for k in sorted(culprits, key=lambda k: k in ("dp", "tp", "pp"))
+                                   if k in _PIN_NEEDS))  # the mesh's own need last
+        values = " and ".join("--fsdp" if k == "fsdp" else f"{k} {cps[0] if k == 'cp' else pins[k]}" for k in culprits)
+        head = (f"{values} rules out every layout of {gpus} that the other options allow" if len(culprits) == 1
+                else f"{values} do not combine on {gpus} (without any one of them layouts exist)")
+        return f"no layout: {head}" + (f": {'; '.join(named)}" if named else "")
+    tps = [t for t in splits if t <= gpu.gpus_per_node and pins.get("tp", t) == t]
+    return (f"no layout: no dp × tp × pp × cp makes {gpus} with dp dividing the global batch of {batch:,} {unit}"
+            f"{f' (dp {dp})' if dp else ''}, tp {', '.join(map(str, tps))} ("
+            f"{'measured on one device' if space['measured'] else 'dividing the heads'}, within a node of "
+            f"{gpu.gpus_per_node}), pp {', '.join(map(str, [pp] if pp else degrees))} and cp "
+            f"{', '.join(map(str, cps))}")
 
 
 def _layers(shape: ModelShape) -> int:
@@ -365,8 +432,10 @@ def evaluate(model: object, gpu: GPU, layouts: list[dict[str, object]], *, seq: 
         built.append((np.asarray(rows, dtype=np.int64), compiled))
     if refused and over:  # a reason may be every structure's: build the floor's too, as without it
         return evaluate(model, gpu, layouts, seq=seq, fixed=fixed, how=how, rate=rate, compute=compute)
-    if refused and not built:
-        raise UserError(f"no layout can be planned: {next(iter(refused))}")
+    if refused and not built:  # every reason, the one refusing most layouts first
+        reasons = sorted(refused.items(), key=lambda item: -len(item[1]))
+        raise UserError("no layout can be planned: " + "; ".join(
+            reason + (f" ({len(rows)} layouts)" if len(reasons) > 1 else "") for reason, rows in reasons))
     skipped = [_skipped(reason, [layouts[i] for i in rows]) for reason, rows in refused.items()]
     columns: dict[str, np.ndarray] = {"B": every["micro_batch"], "t": every["tp"], "p": every["pp"],
                                       "n_d": every["dp"], "n_mb": every["grad_accum"], "n_gpu": every["gpus"]}
@@ -771,16 +840,15 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     fsdp = _fsdp_choice(shape, options, pins)
     counts = _gpu_counts(gpus, max_gpus, gpu.gpus_per_node)
     cps = _cps or ((ptime._whole(pins.pop("cp"), "cp"),) if "cp" in pins else (1,))
-    layouts = enumerate_layouts(shape, gpu, counts=counts, global_batch=global_batch,
-                                flash=bool(options.get("flash", True)), pins=pins,
-                                ops=_ops_apply(shape, options),
-                                fsdp=fsdp, cps=cps, uneven=_uneven_apply(shape, options),
-                                measured=_measured(shape, options), cp_pp=_cp_pp or not _cps or "pp" in pins,
-                                compiled=bool(options.get("compile")))
+    space = {"counts": counts, "global_batch": global_batch, "flash": bool(options.get("flash", True)), "pins": pins,
+             "ops": _ops_apply(shape, options), "fsdp": fsdp, "cps": cps, "uneven": _uneven_apply(shape, options),
+             "measured": _measured(shape, options), "cp_pp": _cp_pp or not _cps or "pp" in pins,
+             "compiled": bool(options.get("compile"))}
+    layouts = enumerate_layouts(shape, gpu, **space)  # type: ignore[arg-type]
     notes: list[str] = []
     if not layouts:
         return SearchResult(shape.name, gpu, objective, 0, 0, [], clock.perf_counter() - started,
-                            ["no layout divides the global batch and the model's heads and layers"], budget)
+                            [no_layout(shape, gpu, space)], budget)
     loaded = _loaded(model, shape)
     memory, step, skipped = evaluate(loaded, gpu, layouts, seq=seq, fixed=options, how=how, rate=rate,
                                      compute=compute, limit=budget.bytes)
@@ -828,6 +896,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
                                   "(torchtitan's ring attention, FSDP2 over dp × cp); the step time counts the ring's "
                                   "K/V all-gathers and fp32 dK/dV, not overlapped with attention")
             return again
+        if not idx:
+            notes.append(f"cp {', '.join(map(str, wider))} were searched too: none of those layouts fits either")
     if _cps and not (_cp_pp or "pp" in pins) and not any(layouts[i]["cp"] > 1 for i in idx):
         again = search(model, budget, seq=seq, global_batch=global_batch, gpus=gpus, max_gpus=max_gpus, tokens=tokens,
                        mfu=mfu, achieved_tflops=achieved_tflops, price=price, objective=objective, top=top,
@@ -845,6 +915,8 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
                                   "states in host memory (ZeRO-Offload), whose host traffic the step time leaves out")
             again.considered += len(layouts)
             return again
+        if again.considered:  # none: no layout takes offload here (it needs a ZeRO stage)
+            notes.append(f"offload was searched too ({again.considered:,} layouts): none fits either")
     return SearchResult(shape.name, gpu, objective, len(layouts), len(idx), rows, clock.perf_counter() - started, notes,
                         budget)
 
@@ -918,8 +990,8 @@ def _ops_apply(shape: object, options: Mapping[str, object]) -> bool:
 
 
 def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, object]) -> bool | None:
-    """FSDP2 in the search (popped from ``options``): True pinned by --fsdp, None searched beside the ZeRO
-    stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch
+    """FSDP2 in the search (popped from ``options``): True pinned by --fsdp or --fp8-all-gather, None searched beside
+    the ZeRO stages, False where the planner refuses it (a pinned ZeRO stage, offload, LoRA, experts, activations pytorch
     but for a network with its own repeated blocks as FSDP2 units, ``Network.fsdp_units``)."""
     if options.pop("fsdp", False):
         return True
@@ -927,7 +999,9 @@ def _fsdp_choice(shape: object, options: dict[str, object], pins: Mapping[str, o
     refused = ("zero" in pins or "offload" in pins or getattr(shape, "moe", False)
                or (_measured(shape, options) and not own) or bool(options.get("lora_rank"))
                or int(options.get("ep", 1) or 1) > 1)  # type: ignore[call-overload]
-    return False if refused else None
+    if refused:
+        return False
+    return True if options.get("fp8_all_gather") else None  # FSDP2's float8 all-gather: the planner needs --fsdp
 
 
 def sharding(layout: Mapping[str, object]) -> str:
