@@ -3,11 +3,13 @@
 For ``test_fsdp_streams.py`` (issue 28). ``fsdp_child.py``'s Llama-shaped module, made large enough that every
 FSDP2 buffer is a large-pool block of its own (H 1024, d_ff 2816, 4 blocks, vocabulary 32,768), sharded as
 torchtitan does (each block a ``fully_shard`` group, then the root; ``MixedPrecisionPolicy(bf16, fp32)``), AdamW;
-three steps (zero_grad, forward, loss, backward, optimizer step). Every operator's output and FSDP2's in-place
-storage resizes (``fsdp_live.counting``) become alloc and free events; each alloc is tagged with the stream current
-when it is made: FSDP2 enters its streams with ``device_handle.stream(...)``, and on the CPU ``torch.cpu.stream``
-sets ``torch.cpu.current_stream()`` exactly as ``torch.cuda.stream`` would on a GPU, so the tags are the streams
-the CUDA caching allocator would see. Prints one JSON object: rank 0's events, the stream names, the sizes.
+three steps (zero_grad, forward, loss, backward, optimizer step); with an argument K, K micro-batches a step (gradient
+accumulation as torchtitan runs it: every micro-batch's backward reduce-scatters, no ``no_sync``). Every operator's
+output and FSDP2's in-place storage resizes (``fsdp_live.counting``) become alloc and free events; each alloc is
+tagged with the stream current when it is made: FSDP2 enters its streams with ``device_handle.stream(...)``, and on
+the CPU ``torch.cpu.stream`` sets ``torch.cpu.current_stream()`` exactly as ``torch.cuda.stream`` would on a GPU, so
+the tags are the streams the CUDA caching allocator would see. Prints one JSON object: rank 0's events, the stream
+names, the sizes.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ class Trace:
             self._alloc(st, st.nbytes())
 
 
-def _run() -> dict:
+def _run(micro: int) -> dict:
     import torch
     from torch import nn
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -96,9 +98,10 @@ def _run() -> dict:
     with fsdp_live.counting(trace):
         for _ in range(STEPS):
             optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(model(ids).float().flatten(0, 1), ids.flatten())
-            loss.backward()
-            del loss
+            for _ in range(micro):
+                loss = nn.functional.cross_entropy(model(ids).float().flatten(0, 1), ids.flatten())
+                loss.backward()
+                del loss
             optimizer.step()
     ctx = model._get_fsdp_state()._comm_ctx
     names = {str(id(torch.cpu.current_stream())): "compute"}
@@ -107,14 +110,14 @@ def _run() -> dict:
     return {"events": trace.events, "streams": names}
 
 
-def _worker(rank: int, world: int, port: int, out: str) -> None:
+def _worker(rank: int, world: int, port: int, out: str, micro: int) -> None:
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    found = _run()
+    found = _run(micro)
     dist.destroy_process_group()
     if rank == 0:  # a file, not a queue: the events outgrow a pipe's buffer while the parent joins
         Path(out).write_text(json.dumps(found))
@@ -125,12 +128,15 @@ def main() -> None:
 
     import torch.multiprocessing as mp
 
+    micro = int(sys.argv[1]) if len(sys.argv) > 1 else 1
     port = 33611 + os.getpid() % 2000
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "rank0.json")
-        mp.start_processes(_worker, args=(fsdp_child.WORLD, port, out), nprocs=fsdp_child.WORLD, start_method="spawn")
+        mp.start_processes(_worker, args=(fsdp_child.WORLD, port, out, micro), nprocs=fsdp_child.WORLD,
+                           start_method="spawn")
         found = json.loads(Path(out).read_text())
-    json.dump({"H": H, "d_ff": D_FF, "L": LAYERS, "V": VOCAB, "seq": SEQ, "world": fsdp_child.WORLD, **found},
+    json.dump({"H": H, "d_ff": D_FF, "L": LAYERS, "V": VOCAB, "seq": SEQ, "world": fsdp_child.WORLD, "micro": micro,
+               **found},
               sys.stdout)
 
 

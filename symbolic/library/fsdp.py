@@ -51,7 +51,7 @@ all-reduce after the optimizer step.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import sympy
 
@@ -412,6 +412,58 @@ def accumulated_grads_term(params: sympy.Expr, nbytes: int, dtype: str) -> Term:
                 "reduce_dtype and accumulated, until the last micro-batch's backward reduce-scatters it.")
 
 
+ACCUMULATION_NOTE = (
+    "Gradient accumulation (K micro-batches a step, gradient sync on every one, as torchtitan's train_step runs it: "
+    "no set_requires_gradient_sync(False) outside its chunked loss's head): a later micro-batch's post_backward "
+    "reduce-scatters each group again while the earlier sharded gradients are alive; foreach_reduce allocates a new "
+    "output on the reduce-scatter stream (cast to the parameters' dtype there when reduce_dtype differs), adds it "
+    "into the existing sharded gradient (sharded_param.grad._local_tensor += new_sharded_grad) and drops it when it "
+    "returns (returned only under HSDP's all-reduce), one group at a time: that stream's pool grows by the largest "
+    "group's output (the root's: embeddings and head) beyond the sharded gradients, in one expandable segment (its "
+    "freed tail extended); without expandable segments the largest block's output keeps a segment of its own beside "
+    "the root's (accumulation_pool; measured: tests/test_fsdp_streams.py). With gradient sync turned off for the "
+    "earlier micro-batches FSDP2 keeps the unsharded gradients instead (to_accumulated_grad_if_needed): not what "
+    "the plan assumes.")
+PIPELINE_NOTE = (
+    "Pipeline schedules (PyTorch 2.13.0 pipelining/schedules.py): ScheduleInterleaved1F1B and ScheduleZBVZeroBubble "
+    "are _PipelineScheduleRuntime schedules, lowered by _add_unshard_reshard (the next three stages a rank computes "
+    "kept unsharded, so both of its stages from the step's start), whose UNSHARD action calls unshard(async_op=True) "
+    "on every FSDP module of the stage; get_all_gather_streams returns the current (compute) stream for async_op, so "
+    "in the training steps the copy-ins and flat all-gather outputs are compute-stream tensors, each freed right "
+    "after its group's copy-out (wait_for_unshard before the stage's first compute: async_op, never kept in "
+    "all_gather_state), and FSDP2's own pre-forward finds the groups unsharded (FSDPParamGroup.unshard returns at "
+    "is_unsharded; torchtitan does not reshard after forward under pipeline parallelism). The flat outputs stand in "
+    "for the stage's unsharded parameters not yet copied out (counted whole from the step's start), one group beyond "
+    "them at its copy-out, before any activation or accumulated gradient of the step exists: below the forward "
+    "phase, whose accumulated gradients (reduce_dtype, every parameter of the rank's stages) alone exceed any group's "
+    "flat output. The copy-in stream is still used once: torchtitan builds each PipelineStage without example inputs "
+    "(pipeline_parallel.py at b5bcd76), so the first step infers the stages' metadata with a real forward and "
+    "backward (_PipelineSchedule._initialize_stages, stage.py _forward_metadata_inference), through FSDP2's own "
+    "pre-forward all-gathers on the copy-in stream, and its blocks stay cached there. Every stage is a fully_shard "
+    "root of its own (torchtitan parallelizes each model chunk apart: pipeline_parallel.py), with its own "
+    "FSDPCommContext and streams (FSDPCommContext.lazy_init draws new ones), so each stage a rank holds keeps its "
+    "own copy-in pool (its root's output: the embeddings on the first stage, the norm and head on the last) and its "
+    "own reduce-scatter pool (its sharded gradients: together the rank's). Measured on the CPU over four gloo ranks "
+    "(pp 2 × dp 2, tests/pipeline_fsdp_streams_child.py): under ScheduleInterleaved1F1B every all-gather of the "
+    "steps on the compute stream, each stage's copy-in stream allocating only in the first step. Schedule1F1B and "
+    "ScheduleGPipe (PipelineScheduleSingle) issue no unshard: each step's first forward gathers through FSDP2's "
+    "pre-forward on the copy-in stream, one stage and one pool a rank.")
+
+
+def stage_copy_in_pools(stages: Sequence[tuple[sympy.Expr, int]], block_bytes: sympy.Expr,
+                        shards: sympy.Expr | int) -> sympy.Expr:
+    """Under pipeline parallelism: each stage's own copy-in pool (``copy_in_pool``; ``stages``: each held stage's root
+    bytes and blocks), summed over the stages a rank holds (``PIPELINE_NOTE``)."""
+    return sympy.Add(*(copy_in_pool(root, block_bytes, shards, blocks) for root, blocks in stages))
+
+
+def accumulation_pool(groups: Sequence[sympy.Expr], reduce_bytes: int, grad_bytes: int) -> sympy.Expr:
+    """Gradient accumulation: what the reduce-scatter stream keeps beyond the sharded gradients, the largest group's
+    new output (``groups``: each group's parameters on this rank before sharding; ``ACCUMULATION_NOTE``)."""
+    per = reduce_bytes + (grad_bytes if reduce_bytes != grad_bytes else 0)  # the reduce_dtype output and its cast
+    return maximum(*(per * g / n_s for g in groups))
+
+
 STREAMS_NOTE = (
     "The caching allocator keeps every block on the stream it was allocated on and hands a free block only to a "
     "request of that stream (c10/cuda/CUDACachingAllocator.cpp: BlockComparatorSize orders free blocks by stream "
@@ -427,7 +479,8 @@ STREAMS_NOTE = (
     "(copy-out), the reduce-scatter input and the activations are the compute stream's. What a phase already counts "
     "of the side streams' tensors is not counted again; in the backward, moment by moment (backward_term): the "
     "blocks' moments count the prefetched block (a flat output until its copy-out) and the finished blocks' sharded "
-    "gradients, the root's end every sharded gradient, the loss's moment none of them.")
+    "gradients, the root's end every sharded gradient, the loss's moment none of them." + " " + ACCUMULATION_NOTE + " "
+    + PIPELINE_NOTE)
 
 
 def copy_in_pool(root_bytes: sympy.Expr | int, block_bytes: sympy.Expr, shards: sympy.Expr | int,

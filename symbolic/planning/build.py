@@ -619,7 +619,7 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     phases = {"forward": (*gathered, *forward), "backward": (*gathered, *backward, *rebuilt),
               "optimizer": tuple(optimizer)}
     compute = _fsdp_phase_terms(*fsdp_args, side_streams=False)[1] if r.fsdp else []
-    pools = _fsdp_pools(model, r, tp_s, phases, _per_rank(compute) if r.cp > 1 else compute) if r.fsdp else {}
+    pools = _fsdp_pools(model, r, tp_s, phases, _per_rank(compute) if r.cp > 1 else compute, stage) if r.fsdp else {}
     return Layout(tuple(resident), phases, pools), definitions, host
 
 
@@ -780,18 +780,29 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
 
 
 def _fsdp_pools(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, phases: Mapping[str, tuple[Term, ...]],
-                compute: Sequence[Term]) -> dict[str, sympy.Expr]:
+                compute: Sequence[Term], stage: Stage | None = None) -> dict[str, sympy.Expr]:
     """Per phase, what FSDP2's side streams keep reserved beyond the side-stream tensors the phase counts
-    (``fsdp.stream_pools_term``): the reduce-scatter stream's sharded gradients, the copy-in stream's flat
-    all-gather outputs (the root's, a block's). ``compute``: the backward's FSDP2 terms without the side streams'
-    tensors (the sharded gradients and the prefetched block in its moments)."""
+    (``fsdp.stream_pools_term``): the reduce-scatter stream's sharded gradients (with gradient accumulation a later
+    micro-batch's output too: ``fsdp.accumulation_pool``), the copy-in stream's flat all-gather outputs (the root's, a
+    block's; under pipeline parallelism each held stage's own: ``fsdp.PIPELINE_NOTE``). ``compute``: the backward's
+    FSDP2 terms without the side streams' tensors (the sharded gradients and the prefetched block in its moments)."""
     def of(terms: Sequence[Term], key: str) -> sympy.Expr:
         return sympy.Add(*(t.expr for t in terms if t.key == key))
 
     grads = 0 if r.optimizer_in_backward else of(phases["optimizer"], "gradients")
     layer = (N - model.first_stage - model.head) / (L * tp_s)
     block = _fsdp_block_bytes(model, r, tp_s, layer)[0]
-    copy_in = fsdp.copy_in_pool(of(phases["forward"], "fsdp_root_unsharded"), block, n_s)
+    if stage is None:
+        copy_in = fsdp.copy_in_pool(of(phases["forward"], "fsdp_root_unsharded"), block, n_s)
+    else:  # each stage its own fully_shard root with its own streams
+        param_bytes, last = int(formats.nbytes(r.fsdp_param_dtype)), len(stage.layers) - 1
+        roots = [param_bytes * ((model.first_stage if i == 0 else 0) + (model.head if i == last else 0)) / tp_s
+                 for i in stage.held]
+        copy_in = fsdp.stage_copy_in_pools([(root, stage.layers[i]) for root, i in zip(roots, stage.held)], block, n_s)
+    if r.pp == 1 and r.microbatches > 1:  # a later micro-batch's reduce-scatter outputs, beside the sharded gradients
+        grad_bytes = int(formats.nbytes(prec.get(r.precision).master or prec.get(r.precision).dtype))
+        grads += fsdp.accumulation_pool((layer, (model.first_stage + model.head) / tp_s),
+                                        int(formats.nbytes(r.fsdp_reduce_dtype)), grad_bytes)
     prefetched = fsdp.PREFETCH * block if r.pp == 1 and r.reshard_after_forward else 0  # a flat output, copy-in's
 
     def counted(phase: str) -> sympy.Expr:
