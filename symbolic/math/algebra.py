@@ -572,10 +572,35 @@ def _piecewise_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     return "unknown"
 
 
+def _distributed(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with each sum and positive multiple of one Max/Min pushed into its arguments, an identity
+    (c + k·Max(a, b) = Max(c + k·a, c + k·b) for k > 0), so an argument falling in x beside a term growing
+    faster (a rebuilt layer's moment that shrinks as the activations beside it grow) is judged with it."""
+    if not expr.has(sympy.Max, sympy.Min):
+        return expr
+    args = [_distributed(arg) for arg in expr.args]
+    kinds = (sympy.Max, sympy.Min)
+    if isinstance(expr, kinds):
+        return type(expr)(*args)
+    nodes = [arg for arg in args if isinstance(arg, kinds)]
+    rest = [arg for arg in args if not isinstance(arg, kinds)]
+    if len(nodes) != 1 or any(arg.has(*kinds) for arg in rest):
+        return expr.func(*args)
+    node = nodes[0]
+    if isinstance(expr, sympy.Add):
+        return type(node)(*(sympy.Add(*rest, arg) for arg in node.args))
+    factor = sympy.Mul(*rest)
+    if isinstance(expr, sympy.Mul) and factor.is_number and factor.is_positive:
+        return type(node)(*(factor * arg for arg in node.args))
+    return expr.func(*args)
+
+
 def _composed_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     """'grows' when expr is a polynomial with nonnegative coefficients in x and in Max/Min nodes whose
     arguments all grow (a Max or Min of nondecreasing functions is nondecreasing), e.g. a sliding-window
-    cache min(S, W − 1) far from S = 1; else 'unknown'."""
+    cache min(S, W − 1) far from S = 1, once sums and positive multiples of a Max/Min are pushed into its
+    arguments (``_distributed``); else 'unknown'."""
+    expr = _distributed(expr)
     nodes = list(expr.atoms(sympy.Max, sympy.Min))
     stand = {n: sympy.Dummy(positive=True) for n in nodes}
     poly = expr.xreplace(stand)
