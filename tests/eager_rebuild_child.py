@@ -8,14 +8,16 @@ bytes ``measure`` tracks (each ATen output's storage, weakly referenced):
 - ``block``: one Llama-shaped block with exactly the tensors ``activations.layer_parts`` counts for the eager
   gated flash layer (``Block``: separate bias-free projections, rotary by ``rotate_half`` on constant tables, the
   CPU's flash kernel, SiLU·up; each RMSNorm keeps its 16-bit input and its fp32 1/rms, as a fused kernel does:
-  ``_Norm``), plain, fully checkpointed and under the per-op policy, at two widths and three (B, S): the bytes its
-  forward leaves (over its start, the output left out) and the live peak of its backward over its start;
+  ``_Norm``), plain, fully checkpointed and under the per-op policy, at two widths and five (B, S), B·S from
+  0.17·H to 4·H: the bytes its forward leaves (over its start, the output left out) and the live peak of its
+  backward over its start, each parameter gradient freed once accumulated (a post-accumulate-grad hook, as an
+  optimizer in backward frees it);
 - ``step``: two such blocks between an embedding, a final norm and a bias-free head, the loss eager over the fp32
   upcast logits as torchtitan's ``cross_entropy_loss`` (9dec370 ``train.py``), each block wrapped as ``apply_ac``
   wraps it: one SGD step's peaks by phase (``measure.step_peak``, the dispatch method; plain SGD stepped in
   backward, each gradient freed as it is written, as the plan's backward phase holds no parameter gradient) and
   what is alive before it (parameters, token ids and labels), at a wide vocabulary (the loss leads) and a narrow
-  one with a wide MLP (the rebuild leads).
+  one with a wide MLP (the rebuild leads) at B·S of 0.5, 0.75, 1.5 and 4 H.
 
 Writes one JSON object on stdout; exits with 77 when torch is missing.
 """
@@ -27,9 +29,11 @@ from collections import defaultdict
 import child_main  # this folder: sys.path[0] of a child script
 
 WIDTHS = {"narrow": {"hidden": 64, "heads": 4, "ffn": 176}, "wide": {"hidden": 96, "heads": 6, "ffn": 320}}
-POINTS = ((2, 32), (3, 48), (4, 64))  # (B, S) of one block
+POINTS = ((1, 16), (1, 32), (2, 32), (3, 48), (4, 64))  # (B, S) of one block: B·S from 0.17·H to 4·H
+NARROW_VOCABULARY = {"hidden": 64, "heads": 4, "ffn": 512, "vocab": 64}
 STEPS = {"loss": ({"hidden": 64, "heads": 4, "ffn": 176, "vocab": 2048}, (3, 48)),
-         "rebuild": ({"hidden": 64, "heads": 4, "ffn": 512, "vocab": 64}, (4, 64))}
+         "rebuild": (NARROW_VOCABULARY, (4, 64)), "rebuild 1.5": (NARROW_VOCABULARY, (2, 48)),
+         "rebuild 0.75": (NARROW_VOCABULARY, (1, 48)), "rebuild 0.5": (NARROW_VOCABULARY, (1, 32))}
 LAYERS = 2
 
 
@@ -120,6 +124,8 @@ def block() -> dict:
     for name, w in WIDTHS.items():
         torch.manual_seed(0)
         layer = block_class(w["hidden"], w["heads"], w["ffn"]).to(torch.bfloat16)
+        for p in layer.parameters():  # each gradient freed once accumulated, as an optimizer in backward frees it
+            p.register_post_accumulate_grad_hook(lambda p: setattr(p, "grad", None))
         for how in ("none", "full", "ops"):
             wrapped, rows = _wrap(torch, layer, how), []
             for batch, seq in POINTS:
@@ -142,7 +148,6 @@ def block() -> dict:
                 rows.append({"batch": batch, "seq": seq, "kept": kept,
                              "backward": live.phase_peaks["backward"] - start})
                 x.grad = None
-                layer.zero_grad(set_to_none=True)
             out.setdefault(name, {})[how] = rows
     return {"widths": WIDTHS, "rows": out}
 

@@ -166,6 +166,12 @@ def test_solve_max_through_a_max_at_small_values() -> None:
     assert solve_max(100 * x + 50 * sympy.Max(0, 2 - x), x, 1000).value == 10
     with pytest.raises(ValueError, match="monotonically"):
         solve_max(100 * x + 1000 * sympy.Max(0, 3 - x), x, 3000)  # falls from 1 to 3, then grows
+    # crossing beyond the integers compared one by one: a falling argument beside a sum growing faster is judged
+    # with it (c + k·Max(a, b) = Max(c + k·a, c + k·b)), as an eager rebuilt layer's moment below B·S = H is
+    assert solve_max(400 * x + sympy.Max(1000 * x, 300_000 - 300 * x), x, 400_000).value == 285
+    assert solve_max(3 * (400 * x + sympy.Max(1000 * x, 300_000 - 300 * x)) / 2, x, 600_000).value == 285
+    with pytest.raises(ValueError, match="monotonically"):
+        solve_max(100 * x + sympy.Max(1000 * x, 300_000 - 300 * x), x, 400_000)  # falls to x = 230, then grows
 
 
 def test_solve_max_through_maxima_that_fall_far_from_1() -> None:

@@ -586,12 +586,10 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
             compiled = r.compile and r.compile_loss
             during_loss = [upcast_logits.forward_term(act_bytes, compiled)]
             loss_grads = [upcast_logits.backward_term(act_bytes, compiled, _head_trained(model, r))]
-            if rebuilt and r.layer_impl != "korthikanti":  # torchtune's layers rebuilt after the head's backward
-                loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads, rebuilt)], []
         if r.compile and r.compile_loss and r.logits == "chunked":  # its moments in autograd's order
             loss_grads, rebuilt = [_chunked_backward(model, r, kept, rebuilt, act_bytes, tp_s)], []
         fp8_over = loss_grads
-        if rebuilt and loss_grads and _rebuild_measured_after_loss(model, r):  # the last layer's, after them
+        if rebuilt and loss_grads and _rebuilt_after_loss_measured(model, r):  # the last layer's, after them
             loss_grads, rebuilt = [_rebuilt_after_loss(kept, loss_grads, rebuilt)], []
         forward += during_loss
         backward += loss_grads
@@ -648,16 +646,19 @@ def _compiled_block_rebuilt(model: ModelShape, r: Regime) -> bool:
     return r.recompute == "full" and r.compile and model.gated and r.layer_impl == "korthikanti"
 
 
-def _rebuild_measured_after_loss(model: ModelShape, r: Regime) -> bool:
-    """The checkpointed layer's rebuild whose backward peak is measured: the loss's moment and the rebuild never
-    coincide. The compiled block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated
-    layer under full or per-op checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``; float8: the bf16
-    layer's buffer, the eager casts counted beyond the loss's moment as without it, ``_fp8_terms``). GeLU and MoE
-    layers keep their saved set as the buffer, beside the loss's moment (a bound where the loss leads)."""
+def _rebuilt_after_loss_measured(model: ModelShape, r: Regime) -> bool:
+    """The checkpointed layer's rebuild measured apart from the loss's moment: the two never coincide. The compiled
+    block, its float8 casts inside it (``tests/test_float8_compile.py``); the eager gated layer under full or per-op
+    checkpointing (``eager_recompute``, ``tests/test_eager_rebuild.py``; float8: the bf16 layer's buffer, the eager
+    casts counted beyond the loss's moment as without it, ``_fp8_terms``); torchtune's layers, rebuilt after the
+    head's backward when the model returns fp32 logits (``tests/test_torchtune_layer.py``; never float8,
+    ``regime``). GeLU and MoE layers keep their saved set as the buffer, beside the loss's moment (a bound where
+    the loss leads)."""
     casts_apart = r.precision == "fp8" and r.recompute_every != 1  # ``_fp8_terms``: a term of their own
     eager = (r.recompute in ("full", "ops") and not r.compile and r.layer_impl == "korthikanti" and model.gated
-             and not getattr(model, "moe", False))
-    return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager
+             and not model.moe)
+    torchtune = r.layer_impl != "korthikanti" and r.logits_upcast == "model"
+    return (_compiled_block_rebuilt(model, r) and not casts_apart) or eager or torchtune
 
 
 def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term]) -> Term:
