@@ -1,18 +1,18 @@
 """torch.distributed.pipelining's stage bookkeeping and live bytes on the CPU (two gloo ranks): what a rank holds.
 
 Run as a script by ``test_pipeline.py``; prints one JSON object on stdout, per schedule (Schedule1F1B,
-ScheduleGPipe, ScheduleInterleaved1F1B with two stages per rank) and rank. Two stages of one layer each (Linear, Tanh, Linear: one saved activation a micro-batch
-beside its input), m micro-batches; under the single-stage schedules a forward hook on each stage's module reads, at every forward, what the stage
-keeps beside the layer's own activations: stage outputs in ``fwd_cache`` (the current forward's not yet among
-them), the activation receive buffers, those an earlier micro-batch in ``fwd_cache`` still holds, those whose
-``.grad`` (a finished backward's input gradient) is set, the gradient receive buffers, and the last stage's
-``output_chunks``. Every storage an operator makes is tracked through the step (``fsdp_live.Live`` and
-``measure.tracking_mode``: each storage once, from its operator to its release), beside what is alive when the
-step starts (parameters, the batch and targets, the stage's receive buffers); the live bytes are read after each
-``forward_one_chunk`` ("F") and before each ``backward_one_chunk`` ("B") of each of the rank's stages, and the
-step's own peak is kept too.
-Gradients are set to None before the step, as ``optimizer.zero_grad()`` does. A second step is recorded (the
-first sets the stage up).
+ScheduleGPipe; ScheduleInterleaved1F1B and ScheduleZBVZeroBubble with two stages per rank) and rank. Each stage is
+one layer (Linear, Tanh, Linear: one saved activation a micro-batch beside its input), m micro-batches. Under the
+single-stage schedules a forward hook on each stage's module reads, at every forward, what the stage keeps beside
+the layer's own activations: stage outputs in ``fwd_cache`` (the current forward's not yet among them), the
+activation receive buffers, those an earlier micro-batch in ``fwd_cache`` still holds, those whose ``.grad`` (a
+finished backward's input gradient) is set, the gradient receive buffers, and the last stage's ``output_chunks``.
+Every storage an operator makes is tracked through the step (``fsdp_live.Live`` and ``measure.tracking_mode``:
+each storage once, from its operator to its release), beside what is alive when the step starts (parameters, the
+batch and targets, the stages' receive buffers); the live bytes are read after each ``forward_one_chunk`` ("F")
+and before each ``backward_one_chunk`` ("B": a full backward, or ZBV's input-gradient step) of each of the rank's
+stages, and the step's own peak is kept too. Gradients are set to None before the step, as
+``optimizer.zero_grad()`` does. A second step is recorded (the first sets the stages up).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import tempfile
 from collections.abc import Callable
 
 M, WIDTH, HIDDEN, BATCH = 4, 64, 256, 16
-SCHEDULES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved": "ScheduleInterleaved1F1B"}
-STAGES_PER_RANK = {"interleaved": 2}  # torch.distributed.pipelining's loop layout: rank r holds r and r + 2
+SCHEDULES = {"1f1b": "Schedule1F1B", "gpipe": "ScheduleGPipe", "interleaved": "ScheduleInterleaved1F1B",
+             "zbv": "ScheduleZBVZeroBubble"}
+STAGES_PER_RANK = {"interleaved": 2, "zbv": 2}  # loop layout: rank r holds r and r + 2; V: r and 3 − r
 
 
 def _worker(rank: int, init: str, out: str, name: str) -> None:
@@ -41,8 +42,9 @@ def _worker(rank: int, init: str, out: str, name: str) -> None:
     v = STAGES_PER_RANK.get(name, 1)
     modules = [torch.nn.Sequential(torch.nn.Linear(WIDTH, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, WIDTH))
                for _ in range(v)]
-    stages = [pipelining.PipelineStage(module, rank + 2 * k, 2 * v, torch.device("cpu"))
-              for k, module in enumerate(modules)]
+    indices = (rank, 3 - rank) if name == "zbv" else tuple(rank + 2 * k for k in range(v))
+    stages = [pipelining.PipelineStage(module, index, 2 * v, torch.device("cpu"))
+              for index, module in zip(indices, modules, strict=True)]
     stage, module = stages[0], modules[0]
     schedule = getattr(pipelining, SCHEDULES[name])(stages if v > 1 else stage, M,
                                                     loss_fn=lambda out, target: (out * target).mean())
@@ -89,9 +91,9 @@ def _worker(rank: int, init: str, out: str, name: str) -> None:
             live.track(target)
             start = live.current
             with tracking_mode(live.track):
-                _step(schedule, rank, data, target)
+                _step(schedule, indices, 2 * v, data, target)
         else:
-            _step(schedule, rank, data, target)
+            _step(schedule, indices, 2 * v, data, target)
     sizes = {"params": sum(p.numel() * p.element_size() for p in module.parameters()), "start": start, "stages": v,
              "data": data.numel() * data.element_size()}
     with open(f"{out}.{rank}", "w") as f:
@@ -104,11 +106,10 @@ def _buffers(infos: dict) -> list:
     return [info.buffer for chunk in infos.values() for info in chunk if getattr(info, "buffer", None) is not None]
 
 
-def _step(schedule: object, rank: int, data: object, target: object) -> None:
-    if rank == 0:
-        schedule.step(data)
-    else:
-        schedule.step(target=target)
+def _step(schedule: object, indices: tuple[int, ...], stages: int, data: object, target: object) -> None:
+    """One step: the batch to the rank holding stage 0, the targets to the one holding the last stage."""
+    args = (data,) if 0 in indices else ()
+    schedule.step(*args, **({"target": target} if stages - 1 in indices else {}))
 
 
 def main() -> None:

@@ -123,6 +123,16 @@ def test_stage_buffers_measured_on_the_cpu(measured_stages: dict, schedule: str)
     assert {s["grad_recv"] for s in seen["1"]} == {0} and {b.after_step for b in first + last} == {m}
 
 
+def _stage_forwards(schedule: str, rank: int, m: int, v: int, stage: int) -> list[int]:
+    """At each moment ``pipeline.moments`` records, how many forwards ``stage`` of rank ``rank`` has run."""
+    out, count = [], 0
+    for kind, index, _ in pl.rank_ops(schedule, rank, 2, m, v):
+        count += kind == "F" and index == stage
+        if kind in ("F", "B", "I"):
+            out.append(count)
+    return out
+
+
 def _stage_units(shape: dict, v: int) -> tuple[int, list[int]]:
     """(the child's boundary tensor in bytes, each stage's bytes a micro-batch in flight in those units)."""
     boundary = shape["batch"] // shape["m"] * shape["width"] * 4
@@ -152,13 +162,16 @@ def _planned_peak(schedule: str, rank: int, shape: dict, params: int, resident: 
     return planned, resident + max(base, optimizer)
 
 
-# |planned / measured − 1| allowed: interleaved's runtime (PipelineScheduleRuntime._step_microbatches, 2.13) keeps
-# every send's work in send_ops until the step's last wait, and gloo's work holds the sent tensor: 1 KiB a send here
-WITHIN = {"1f1b": 0.01, "gpipe": 0.01, "interleaved": 0.015}
+# |planned / measured − 1| allowed: the multi-stage runtime (PipelineScheduleRuntime._step_microbatches, 2.13) keeps
+# every send's work in send_ops until the step's last wait, and gloo's work holds the sent tensor: 1 KiB a send here;
+# ZBV also keeps each micro-batch's intermediate gradients from its I to its W (stage_backward_input's param groups),
+# which the plan does not count (an open question for a transformer layer), and on the rank where the V turns the
+# second stage's input is the first's output, one tensor where the plan counts two (before any backward: −1 KiB)
+WITHIN = {"1f1b": 0.01, "gpipe": 0.01, "interleaved": 0.015, "zbv": 0.015}
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("schedule", ["1f1b", "gpipe", "interleaved"])
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe", "interleaved", "zbv"])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_gradients_beside_the_activations_measured_on_the_cpu(measured_stages: dict, schedule: str,
                                                               rank: int) -> None:
@@ -166,8 +179,8 @@ def test_gradients_beside_the_activations_measured_on_the_cpu(measured_stages: d
     later micro-batches' activations: the most live bytes the child reads after a forward or at a backward's start
     is the plan's rank peak, −0.36 % under 1F1B and GPipe on both ranks (the schedule's own lists keep one sent
     tensor a moment longer, gloo's work holding it), −0.88 and −1.25 % under interleaved 1F1B (two stages per rank:
-    every sent tensor kept to the step's end, ``WITHIN``); before the first backward every moment is the plan's to
-    the byte. Counted as before (the gradients in the optimizer phase only) the ranks' peaks were 1.8 to 5.6 % under.
+    every sent tensor kept to the step's end, ``WITHIN``), −0.54 and −1.23 % under ZBV (its I-to-W intermediate
+    gradients too); before the first backward every moment is the plan's to the byte. Counted as before (the gradients in the optimizer phase only) the ranks' peaks were 1.8 to 5.6 % under.
     The step's own peak, inside a backward, is 12 to 25 % over its moments here: mostly one linear's new weight
     gradient (64 KiB) before its in-place add, half of this tiny stage's gradients; a plan's backward leaves that
     transient out, as it does without a pipeline."""
@@ -182,9 +195,12 @@ def test_gradients_beside_the_activations_measured_on_the_cpu(measured_stages: d
     walked = pl.moments(schedule, rank, 2, measured_stages["shape"]["m"], units, v)
     assert [kind for kind, _ in walked] == [kind for kind, _ in got["moments"]]  # PyTorch's order, action by action
     first = [kind for kind, _ in walked].index("B")  # before it, the moments to the byte, with the earlier losses
+    turned = schedule == "zbv" and rank == 1  # the V's turn: stage 2's input is stage 1's output, one tensor
     assert [live for _, live in got["moments"][:first]] == [  # (the 4-byte scalars the schedule keeps)
         resident + (b.held + b.boundary + b.last_forwards) * boundary + 4 * max(b.last_forwards - 1, 0)
-        for _, b in walked[:first]]
+        - (boundary * forwards_of_stage_2 if turned else 0)
+        for forwards_of_stage_2, (_, b) in zip(_stage_forwards(schedule, rank, measured_stages["shape"]["m"], v, 2),
+                                               walked[:first])]
     assert before / measured - 1 < -0.01  # the count this replaces fails the same check
 
 
