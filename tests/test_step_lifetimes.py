@@ -56,7 +56,12 @@ def test_grad_accum_is_the_plan_s_micro_batch_count() -> None:
     piped = planning.plan("llama-3-8b", seq=2048, runtime=False, pp=4, grad_accum=8)
     assert piped.phase_bytes() == planning.plan("llama-3-8b", seq=2048, runtime=False, pp=4,
                                                 microbatches=8).phase_bytes()
-    assert any("pipeline schedule" in note for note in piped.notes)
+    assert any("from its first backward" in note for note in piped.notes)
+    terms = piped.terms()  # m > p: the first stage's peak (p in flight) follows its first backward
+    assert terms["pp_gradients"] == terms["pp_gradients_backward"] == terms["gradients"]
+    few = planning.plan("llama-3-8b", seq=2048, runtime=False, pp=4, microbatches=2, recompute="full").terms()
+    assert few["pp_gradients"] == 0  # m ≤ p: every forward before the first backward; the second beside them
+    assert few["pp_gradients_backward"] == few["gradients"] - few["activations"] // 2
 
 
 def test_plan_search_counts_the_accumulated_gradients() -> None:

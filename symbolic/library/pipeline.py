@@ -24,19 +24,24 @@
   in ``fwd_cache`` from its forward to its backward; the last stage's outputs (the logits) in
   ``output_chunks``, detached after their backward, until ``clear_runtime_states`` at the next
   step (``forward_buffers``: after each forward; measured with two gloo ranks in the tests).
+- ``moments``, ``gradient_moments``, ``gradient_terms``: each stage's parameter gradients are alive
+  from its first backward (ZBV: its first W) to the optimizer step (``param.grad`` accumulates
+  over the micro-batches), so a moment holds its activations, its boundary tensors and the
+  gradients of the stages that have run a backward by then; the rank's peak is the largest.
 - ``candidate_ranks``: the ranks whose plan can be the job's peak: the two end ranks and the
   middle ranks that no other middle rank holds at least as much as, count by count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import sympy
 
 from ..core.symbols import L, N
 from ..core.term import Term
+from ..math.extrema import maximum
 from ..math.formula import Formula
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zbv")
@@ -179,7 +184,7 @@ def peak_microbatches(schedule: str, rank: int, pp: int, m: int, stage: int, v: 
 
 @dataclass(frozen=True)
 class Buffers:
-    """Stage-boundary tensors a rank holds after one of its forwards (``forward_buffers``), in micro-batches."""
+    """Stage-boundary tensors a rank holds at one moment of its schedule (``moments``), in micro-batches."""
 
     held: int  # layer-micro-batches of activations then
     outputs: int  # stage outputs in fwd_cache (non-last stages), forward to backward
@@ -187,6 +192,7 @@ class Buffers:
     grad_recv: int  # gradient receive buffers, m per non-last stage
     last_forwards: int  # forwards the last stage has run (its outputs, the logits, stay in output_chunks)
     after_step: int  # boundary tensors after the last backward: both kinds of receive buffers
+    grads: tuple[int, ...] = ()  # the rank's stages whose gradients are alive: a backward (ZBV: a W) has run
 
     @property
     def boundary(self) -> int:
@@ -194,11 +200,15 @@ class Buffers:
         return self.outputs + self.idle_recv + self.grad_recv
 
 
-def forward_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> list[Buffers]:
-    """What rank ``rank``'s stages keep beside the activations after each of its forwards, in PyTorch's order.
+def moments(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> list[tuple[str, Buffers]]:
+    """What rank ``rank``'s stages keep beside the activations after each of its forwards ("F") and at the start of
+    each backward ("B": a full backward, ZBV's input-gradient step I), in PyTorch's order.
 
-    A received input's gradient is not counted: PyTorch 2.13's ``stage_backward`` drops the ``.grad`` once it is
-    handed to the send (2.6.0's kept it until ``clear_runtime_states``).
+    A stage's parameter gradients are alive from the end of its first backward (ZBV: its first weight-gradient step
+    W) until the optimizer step: torch.distributed.pipelining's stage accumulates ``param.grad`` over the
+    micro-batches (stage_backward, then the caller's optimizer.step). A received input's gradient is not counted:
+    PyTorch 2.13's ``stage_backward`` drops the ``.grad`` once it is handed to the send (2.6.0's kept it until
+    ``clear_runtime_states``).
     """
     frees = "W" if schedule == "zbv" else "B"
     last = len(layers) - 1
@@ -209,22 +219,32 @@ def forward_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[
     backwards = dict.fromkeys(held_stages, 0)  # B or I: the stage output leaves fwd_cache
     freed = dict.fromkeys(held_stages, 0)
     held = 0
-    out: list[Buffers] = []
+    out: list[tuple[str, Buffers]] = []
+
+    def now() -> Buffers:
+        return Buffers(held=held, outputs=sum(forwards[s] - backwards[s] for s in sending),
+                       idle_recv=sum(m - (forwards[s] - freed[s]) for s in receiving),
+                       grad_recv=m * len(sending), last_forwards=forwards.get(last, 0),
+                       after_step=m * (len(receiving) + len(sending)),
+                       grads=tuple(s for s in held_stages if freed[s]))
+
     for kind, stage, _ in rank_ops(schedule, rank, pp, m, v):
+        if kind in ("B", "I"):
+            out.append(("B", now()))
+            backwards[stage] += 1
         if kind == "F":
             held += layers[stage]
             forwards[stage] += 1
-        if kind in ("B", "I"):
-            backwards[stage] += 1
+            out.append(("F", now()))
         if kind == frees:
             held -= layers[stage]
             freed[stage] += 1
-        if kind == "F":
-            out.append(Buffers(held=held, outputs=sum(forwards[s] - backwards[s] for s in sending),
-                               idle_recv=sum(m - (forwards[s] - freed[s]) for s in receiving),
-                               grad_recv=m * len(sending), last_forwards=forwards.get(last, 0),
-                               after_step=m * (len(receiving) + len(sending))))
     return out
+
+
+def forward_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> list[Buffers]:
+    """What rank ``rank``'s stages keep beside the activations after each of its forwards, in PyTorch's order."""
+    return [b for kind, b in moments(schedule, rank, pp, m, layers, v) if kind == "F"]
 
 
 def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int], v: int = 1) -> Buffers:
@@ -232,6 +252,28 @@ def stage_buffers(schedule: str, rank: int, pp: int, m: int, layers: Sequence[in
     after = forward_buffers(schedule, rank, pp, m, layers, v)
     peak = max(b.held for b in after)
     return [b for b in after if b.held == peak][-1]
+
+
+def gradient_moments(schedule: str, rank: int, pp: int, m: int, layers: Sequence[int],
+                     v: int = 1) -> dict[str, list[Buffers]]:
+    """Per kind ("F", "B"), the moments that can lead once gradients count: for each set of stages whose gradients
+    are alive, the moment holding the most layer-micro-batches, then the most boundary tensors (the last of equals).
+
+    ``stage_buffers``'s moment stands for both phases without gradients counted; a moment with the same gradients
+    and no more activations or boundary tensors than it cannot lead and is left out."""
+    peak = stage_buffers(schedule, rank, pp, m, layers, v)
+    out: dict[str, list[Buffers]] = {"F": [], "B": []}
+    for kind in out:
+        best: dict[tuple[int, ...], Buffers] = {}
+        for k, b in moments(schedule, rank, pp, m, layers, v):
+            if k == kind and b.grads and (b.grads not in best or (b.held, b.boundary, b.last_forwards)
+                                          >= (best[b.grads].held, best[b.grads].boundary,
+                                              best[b.grads].last_forwards)):
+                best[b.grads] = b
+        out[kind] = [b for b in best.values()
+                     if not (set(b.grads) <= set(peak.grads) and b.held <= peak.held and b.boundary <= peak.boundary
+                             and b.last_forwards <= peak.last_forwards)]
+    return out
 
 
 def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: int) -> tuple[Term, Term, Term]:
@@ -261,6 +303,38 @@ def buffer_terms(buffers: Buffers, boundary: sympy.Expr, logits: sympy.Expr, m: 
     return forward, backward, after
 
 
+def moment_shift(at: Buffers, peak: Buffers, per: sympy.Expr, boundary: sympy.Expr, logits: sympy.Expr) -> sympy.Expr:
+    """Bytes a moment holds beyond ``peak`` in activations (``per``: one layer-micro-batch), boundary tensors and the
+    last stage's logits kept in output_chunks (negative where it holds less)."""
+    return ((at.held - peak.held) * per + (at.boundary - peak.boundary) * boundary
+            + (at.last_forwards - peak.last_forwards) * logits)
+
+
+def gradient_terms(peak: Buffers, candidates: dict[str, list[Buffers]], per: sympy.Expr, boundary: sympy.Expr,
+                   logits: sympy.Expr, grads: Callable[[tuple[int, ...]], sympy.Expr]) -> tuple[Term, Term]:
+    """(forward, backward) terms of a pipeline rank's accumulated gradients: ``grads(stages)`` (the optimizer's
+    gradient bytes of those stages) at the moment that leads once they count, as a shift from ``peak``'s moment.
+
+    Each phase's terms then sum to the largest, over the moments of ``gradient_moments`` and ``peak``'s own, of the
+    activations, boundary tensors and logits held then plus the gradients of the stages that have run a backward.
+    """
+    how = ("torch.distributed.pipelining accumulates each parameter's .grad over the micro-batches from the stage's "
+           "first backward (ZBV: its first weight-gradient step W) to the optimizer step, beside the later "
+           "micro-batches' activations. Megatron allocates its gradient buffer (main_grad) once and zeroes it each "
+           "step (_ParamAndGradBuffer, zero_grad_buffer), so there the same bytes are alive from the first forward.")
+    out = []
+    for kind, key, when in (("F", "pp_gradients", "after a forward"),
+                            ("B", "pp_gradients_backward", "at a backward's start")):
+        expr = maximum(grads(peak.grads), *(moment_shift(b, peak, per, boundary, logits) + grads(b.grads)
+                                            for b in candidates[kind]))
+        stages = "/".join(str(s) for s in peak.grads) or "none"
+        title = (f"gradients of the stages that have run a backward (at the peak's moment: stages {stages}), and "
+                 f"the shift to the moment {when} that holds the most with them")
+        out.append(Term(key, title, expr, "bytes", "pytorch-pipelining", "stage.py: stage_backward; schedules.py",
+                        how))
+    return out[0], out[1]
+
+
 def candidate_ranks(schedule: str, pp: int, m: int, layers: Sequence[int], v: int = 1) -> tuple[int, ...]:
     """The end ranks, then each middle rank no other middle rank covers (``_covers``), the first of equals kept."""
     if pp < 3:
@@ -269,18 +343,22 @@ def candidate_ranks(schedule: str, pp: int, m: int, layers: Sequence[int], v: in
     for rank in range(1, pp - 1):
         own = sum(layers[s] for s in rank_stages(rank, pp, v, style(schedule)))
         buffers = stage_buffers(schedule, rank, pp, m, layers, v)
-        keys[rank] = (own, peak_layers(schedule, rank, pp, m, layers, v), buffers.boundary)
+        found = moments(schedule, rank, pp, m, layers, v)
+        with_grads = [max((b.held for _, b in found if len(b.grads) >= n), default=0) for n in range(1, v + 1)]
+        keys[rank] = (own, peak_layers(schedule, rank, pp, m, layers, v), buffers.boundary, *with_grads)
     kept = [rank for rank in keys
             if not any(_covers(keys[other], keys[rank]) and (keys[other] != keys[rank] or other < rank)
                        for other in keys if other != rank)]
     return (0, pp - 1, *kept)
 
 
-def _covers(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
-    """Whether a middle rank with counts ``a`` (layers, peak layer-micro-batches, boundary tensors) holds at least
-    what one with ``b`` holds: a layer-micro-batch keeps at least its layer's input, one boundary tensor, so a
-    smaller boundary count is made up by as many more layer-micro-batches."""
-    return a[0] >= b[0] and a[1] >= b[1] and a[1] + a[2] >= b[1] + b[2]
+def _covers(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether a middle rank with counts ``a`` (layers, peak layer-micro-batches, boundary tensors, then the most
+    layer-micro-batches held once 1, 2, ... of its stages have gradients) holds at least what one with ``b``
+    holds: a layer-micro-batch keeps at least its layer's input, one boundary tensor, so a smaller boundary count
+    is made up by as many more layer-micro-batches; a middle rank's gradients are its layers' share."""
+    return (a[0] >= b[0] and a[1] >= b[1] and a[1] + a[2] >= b[1] + b[2]
+            and all(x >= y for x, y in zip(a[3:], b[3:], strict=True)))
 
 
 def bubble_fraction_text(schedule: str) -> str:

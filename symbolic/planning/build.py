@@ -596,9 +596,13 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
     if r.pp == 1 and r.microbatches > 1:  # gradient accumulation: the earlier micro-batches' gradients stay
         forward += grads
         backward += grads
+    if r.pp > 1 and stage is None and not r.fsdp and not r.optimizer_in_backward:  # from the first backward on
+        during = _stage_gradients(model, r, tp_s, act_bytes, None, kept[0], grads)
+        forward.append(during[0])
+        backward.append(during[1])
     if r.optimizer_in_backward:
         optimizer = _step_in_backward(model, r, tp_s)
-    if r.fsdp and N not in definitions:  # the FSDP2 terms count a block from N; the search substitutes it
+    if (r.fsdp or stage is not None) and N not in definitions:  # FSDP2's block, a stage's share: from N
         definitions = {**definitions, N: model.params}
     fsdp_args = (model, r, tp_s, pp_s, params, stage, kept, during_loss, (loss_grads, rebuilt))
     for extra in (_fsdp_phase_terms(*fsdp_args), _fp8_terms(model, r, tp_s, during_loss, fp8_over)):
@@ -608,6 +612,10 @@ def _train_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s: sym
         buffers = _stage_buffers(model, r, tp_s, act_bytes, stage)
         forward.append(buffers[0])
         backward.append(buffers[1])
+        if not r.fsdp and not r.optimizer_in_backward:  # FSDP2: fsdp_accumulated_grads, every moment
+            during = _stage_gradients(model, r, tp_s, act_bytes, stage, kept[0], grads)
+            forward.append(during[0])
+            backward.append(during[1])
         optimizer = [*optimizer, *(_per_rank([buffers[2]]) if r.cp > 1 else [buffers[2]])]
     if r.cp > 1:  # every token-sized term at the rank's shard, then the ring's own buffers
         forward, backward, rebuilt = _per_rank(forward), _per_rank(backward), _per_rank(rebuilt)
@@ -626,9 +634,41 @@ def _stage_buffers(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, act_byt
     """A pipeline rank's stage-boundary tensors (``pipeline.buffer_terms``): each a micro-batch's hidden states
     between two stages (sequence-parallel: B·S·H/t, the blocks' local output), and the last stage's logits (the
     vocabulary shard under tensor parallelism, loss_parallel's input)."""
+    return pipe.buffer_terms(stage.buffers, *_boundary_bytes(r, tp_s, act_bytes), r.microbatches)
+
+
+def _boundary_bytes(r: Regime, tp_s: sympy.Expr | int, act_bytes: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """(one micro-batch's hidden states between two stages, the last stage's logits of one micro-batch)."""
     sp = r.sequence_parallel and r.tp > 1
-    boundary = act_bytes * B * S * H / (tp_s if sp else 1)
-    return pipe.buffer_terms(stage.buffers, boundary, act_bytes * B * S * V / tp_s, r.microbatches)
+    return act_bytes * B * S * H / (tp_s if sp else 1), act_bytes * B * S * V / tp_s
+
+
+def _stage_gradients(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, act_bytes: int, stage: Stage | None,
+                     activations: Term, grads: list[Term]) -> tuple[Term, Term]:
+    """A pipeline rank's gradients from each stage's first backward (``pipeline.gradient_terms``): the optimizer's
+    gradient terms, at the share of the stages that have run one (``pipeline.stage_params``: their layers, the
+    embeddings on stage 0, the head on the last). Without a ``stage`` (Megatron's count: the first of p equal stages,
+    no stage buffers counted) the moments are 1F1B's first rank's."""
+    whole = sympy.Add(*(g.expr for g in grads))
+    if stage is None:
+        peak = pipe.stage_buffers("1f1b", 0, r.pp, r.microbatches, (1,) * r.pp)
+        candidates = pipe.gradient_moments("1f1b", 0, r.pp, r.microbatches, (1,) * r.pp)
+        return pipe.gradient_terms(peak, candidates, activations.expr / peak.held, sympy.Integer(0),
+                                   sympy.Integer(0), lambda stages: whole if stages else sympy.Integer(0))
+    schedule, pp, m, layers, v = _schedule_args(model, r)
+
+    def of(stages: tuple[int, ...]) -> sympy.Expr:
+        if not stages:
+            return sympy.Integer(0)
+        if set(stages) == set(stage.held):
+            return whole
+        share = pipe.stage_params(model.first_stage, model.head, sum(layers[s] for s in stages), 0 in stages,
+                                  len(layers) - 1 in stages, N, tp_s)
+        return whole.xreplace({N_gpu: sympy.Add(*(t.expr for t in share.terms))})
+
+    per = activations.expr / stage.peak
+    candidates = pipe.gradient_moments(schedule, stage.rank, pp, m, layers, v)
+    return pipe.gradient_terms(stage.buffers, candidates, per, *_boundary_bytes(r, tp_s, act_bytes), of)
 
 
 def _chunked_backward(model: ModelShape, r: Regime, kept: list[Term], rebuilt: list[Term], act_bytes: int,

@@ -510,9 +510,10 @@ def _lifetimes(pick: Callable[[str, object], object], notes: list[str], *, pp: i
     if pp == 1 and microbatches > 1:
         notes.append(f"grad_accum {microbatches}: the gradients of the earlier micro-batches are alive through the "
                      "forward and backward of each later one; activations are per micro-batch")
-    if pp > 1 and microbatches > 1:
-        notes.append("with pp > 1 the gradients' lifetime follows the pipeline schedule: counted in the optimizer "
-                     "phase only")
+    if pp > 1:
+        notes.append("pp > 1: a stage's gradients count from its first backward to the optimizer step, beside the "
+                     "activations still in flight then (PyTorch's pipeline stage accumulates param.grad over the "
+                     "micro-batches; Megatron's gradient buffer is alive all step, before it too)")
     return {"optimizer_in_backward": in_backward, "offload_activations": offloading}
 
 

@@ -339,12 +339,14 @@ def _structure(layout: dict[str, object], layers: int = 0, staged: bool = False)
     # stage's layers and its schedule's peak as numbers of (p, m): a structure per (p, m)
     split = (pp, m) if pp > 1 and (staged or layers % pp) else None  # type: ignore[operator]
     # the memory plan writes min(m, p) micro-batches in flight as a number (token ids kept per stage), and
-    # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation); FSDP2's
+    # without a pipeline m > 1 keeps the gradients through the forward and backward passes (accumulation), with one
+    # from the first stage's first backward on (before its peak when m > p, at its second backward else); FSDP2's
     # shard group n_s is a number of the plan (dp / hsdp · cp), so each dp is a structure of its own, and so is each
     # cp (c_p is a number of the plan and of the step time, not a layout symbol)
     cp = layout.get("cp", 1)
     return (layout["zero"], layout["recompute"], tp > 1, pp > 1, layout["sequence_parallel"],  # type: ignore[operator]
-            pp > 1 and m < pp, min(m, pp), layout["zero"] == 3 and dp > 1,  # type: ignore[operator, type-var]
+            pp > 1 and m < pp, pp > 1 and m > pp, min(m, pp),  # type: ignore[operator, type-var]
+            layout["zero"] == 3 and dp > 1,  # type: ignore[operator]
             pp == 1 and m > 1, dp if layout["fsdp"] else 0, cp, split,  # type: ignore[operator]
             _nccl(dp, tp, pp, cp))  # type: ignore[arg-type]
 
