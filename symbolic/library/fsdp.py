@@ -186,30 +186,44 @@ WRITTEN_NOTE = (
 
 
 def root_end_moment(layers: sympy.Expr | int, sharded_block: sympy.Expr, root: sympy.Expr, last: sympy.Expr,
-                    grad_bytes: int, reduce_bytes: int, side_streams: bool = True) -> sympy.Expr:
+                    grad_bytes: int, reduce_bytes: int, side_streams: bool = True,
+                    later: int | None = None) -> sympy.Expr:
     """The root's ``post_backward`` at the end of backward (every block's sharded gradients alive, every activation
     and gathered parameter freed): the larger of its copy-in and the moment after it (``side_streams`` False: the
-    compute stream's tensors only, without the sharded gradients and the root's reduce-scatter output)."""
+    compute stream's tensors only, without the sharded gradients and the root's reduce-scatter output).
+
+    ``later`` (a later micro-batch, ``ACCUMULATION_NOTE``): its new output's bytes an element (``output_bytes``),
+    beside the accumulated sharded gradients, which the phase counts apart (``layers`` 0)."""
     copied = (grad_bytes + reduce_bytes) * root
-    cleared = grad_bytes * last + reduce_bytes * root * (1 + (1 / n_s if side_streams else 0))
+    out = (reduce_bytes if later is None else later) if side_streams else 0
+    cleared = grad_bytes * last + reduce_bytes * root + out * root / n_s
     return (layers * sharded_block if side_streams else 0) + maximum(copied, cleared)
 
 
+def output_bytes(reduce_bytes: int, grad_bytes: int) -> int:
+    """A later micro-batch's reduce-scatter output an element at its largest: reduce_dtype, and its cast to the
+    sharded gradients' dtype beside it when the two differ (``foreach_reduce``'s ``_to_dtype_if_needed``)."""
+    return reduce_bytes + (grad_bytes if reduce_bytes != grad_bytes else 0)
+
+
 def backward_term(blocks: sympy.Expr, head: sympy.Expr, gathered: sympy.Expr, loss: sympy.Expr,
-                  root_end: sympy.Expr, held: sympy.Expr, reduce: str) -> Term:
+                  root_end: sympy.Expr, held: sympy.Expr, reduce: str, later: bool = False) -> Term:
     """Backward: FSDP2's gradient buffers beyond the loss's moment (``LOSS_APART``), the larger of the blocks' moments
     and the root's reduce-scatter at the end.
 
     ``blocks``: ``block_moments`` (over the activations and gathered blocks held); ``head``: the head's unsharded
     gradients; ``gathered``: the blocks gathered in the blocks' backward but not at the loss's moment; ``loss``: what
     the loss's moment holds that the blocks' do not (its gradients, the head's and loss's saved tensors);
-    ``root_end``: ``root_end_moment``; ``held``: what the phase's other terms count, all freed by then."""
+    ``root_end``: ``root_end_moment``; ``held``: what the phase's other terms count, all freed by then; ``later``:
+    a later micro-batch's moments (``ACCUMULATION_NOTE``), the sharded gradients counted apart."""
     expr = maximum(0, head + gathered + blocks - loss, root_end - held)
+    grown = ("new reduce-scatter outputs beside the accumulated sharded gradients" if later
+             else "the finished blocks' sharded gradients")
     return Term("fsdp_backward_grads", "FSDP2 backward beyond the loss's moment: the head's unsharded gradients, the "
-                "gathered blocks, a block's gradients and reduce-scatter input and the finished blocks' sharded "
-                f"gradients ({reduce}) less the activations they freed, once the loss's gradients are freed; or the "
-                "root's reduce-scatter at the end", expr, "bytes", SRC,
-                "FSDPParamGroup.pre_backward, post_backward, foreach_reduce", WRITTEN_NOTE + LOSS_APART)
+                f"gathered blocks, a block's gradients and reduce-scatter input ({reduce}) and {grown} less the "
+                "activations they freed, once the loss's gradients are freed; or the root's reduce-scatter at the end",
+                expr, "bytes", SRC, "FSDPParamGroup.pre_backward, post_backward, foreach_reduce",
+                WRITTEN_NOTE + LOSS_APART + (" " + ACCUMULATION_NOTE if later else ""))
 
 
 LOSS_APART = (
@@ -231,7 +245,7 @@ LOSS_APART = (
 
 def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr], freed: sympy.Expr,
                   gathered: sympy.Expr, rs_input: sympy.Expr, reshard: bool, transients: sympy.Expr | int = 0,
-                  inside: bool = False, prefetch_held: bool = True) -> sympy.Expr:
+                  inside: bool = False, prefetch_held: bool = True, output: sympy.Expr | None = None) -> sympy.Expr:
     """What FSDP2's gradient buffers add to the backward phase's other terms: max(0, …) over k = 0 … L−1 (each
     moment linear in k between its ends, 1, L−2 where the prefetched block goes, and L−1) of
 
@@ -246,7 +260,10 @@ def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr]
     prefetched; with it the prefetched block at k = L−1), and end and copy less ``transients``: what the phase's
     peak holds that neither moment does (a module's backward transients; 0 for the table families).
     ``prefetch_held`` False: the held blocks leave the prefetched one out (the compute stream's share: it is the
-    copy-in stream's flat output until its copy-out), so it is not released at k = L−1."""
+    copy-in stream's flat output until its copy-out), so it is not released at k = L−1. ``output`` (a later
+    micro-batch, whose sharded gradients the phase counts apart: ``grads`` (…, 0)): out(k) = input + output −
+    (k + 1)·freed, the block's new reduce-scatter output beside its input once its unsharded gradients are freed,
+    less the same released blocks and transients as copy(k) (``ACCUMULATION_NOTE``)."""
     unsharded, sharded = grads
     last = layers - 1
 
@@ -274,7 +291,8 @@ def block_moments(layers: sympy.Expr | int, grads: tuple[sympy.Expr, sympy.Expr]
     else:  # a symbolic L, taken to be at least 3
         ends = [0, 1, layers - 2, last]
     inners = [inner(k) for k in ends if k != 0] if inside else []
-    return maximum(0, *inners, *(end(k) for k in ends), *(copy(k) for k in ends))
+    outs = [] if output is None else [copy(k) - unsharded + output for k in ends]
+    return maximum(0, *inners, *(end(k) for k in ends), *(copy(k) for k in ends), *outs)
 
 
 def forward_outputs(reshard: bool, block_bytes: sympy.Expr, freed_block: sympy.Expr,
@@ -421,7 +439,14 @@ ACCUMULATION_NOTE = (
     "returns (returned only under HSDP's all-reduce), one group at a time: that stream's pool grows by the largest "
     "group's output (the root's: embeddings and head) beyond the sharded gradients, in one expandable segment (its "
     "freed tail extended); without expandable segments the largest block's output keeps a segment of its own beside "
-    "the root's (accumulation_pool; measured: tests/test_fsdp_streams.py). With gradient sync turned off for the "
+    "the root's (accumulation_pool; measured: tests/test_fsdp_streams.py). Every sharded gradient is alive through a "
+    "later micro-batch (the phases' gradients term, counted once), so its backward moments hold no growth of them: a "
+    "block's moments its unsharded gradients and reduce-scatter input as in one micro-batch's, and its new output "
+    "beside the input once the unsharded gradients are freed (block_moments' output); the root's end its copy-in, or "
+    "the head's unsharded gradients, its reduce-scatter input and its new output (root_end_moment's later), beside "
+    "the accumulated sharded gradients: the step's peak with two and three micro-batches (measured to 0.01 %, "
+    "tests/test_fsdp_streams.py; with one micro-batch the root's output is its sharded gradients, so a later "
+    "micro-batch's root end holds the root's output more). With gradient sync turned off for the "
     "earlier micro-batches FSDP2 keeps the unsharded gradients instead (to_accumulated_grad_if_needed): not what "
     "the plan assumes.")
 PIPELINE_NOTE = (
@@ -460,8 +485,7 @@ def stage_copy_in_pools(stages: Sequence[tuple[sympy.Expr, int]], block_bytes: s
 def accumulation_pool(groups: Sequence[sympy.Expr], reduce_bytes: int, grad_bytes: int) -> sympy.Expr:
     """Gradient accumulation: what the reduce-scatter stream keeps beyond the sharded gradients, the largest group's
     new output (``groups``: each group's parameters on this rank before sharding; ``ACCUMULATION_NOTE``)."""
-    per = reduce_bytes + (grad_bytes if reduce_bytes != grad_bytes else 0)  # the reduce_dtype output and its cast
-    return maximum(*(per * g / n_s for g in groups))
+    return maximum(*(output_bytes(reduce_bytes, grad_bytes) * g / n_s for g in groups))
 
 
 STREAMS_NOTE = (

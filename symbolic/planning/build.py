@@ -803,20 +803,27 @@ def _fsdp_phase_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_s
     freed = kept[0].expr / L if kept else sympy.Integer(0)  # a block's saved activations (offloaded: its GPU share)
     outputs = fsdp.all_gather_outputs_term(r.reshard_after_forward, layer_bytes, what, freed,
                                            sympy.Add(*(t.expr for t in during_loss)))
-    if r.microbatches > 1 or r.optimizer_in_backward:  # accumulated or stepped in backward: the buffers whole
+    if r.optimizer_in_backward:  # stepped in backward: the buffers whole
         buffers = fsdp.backward_buffers_term(layer, head_grads, param_bytes, reduce_bytes, r.fsdp_reduce_dtype)
         return [blocks, root, outputs], [blocks, root, buffers]
-    sharded = int(formats.nbytes(prec.get(r.precision).master or prec.get(r.precision).dtype)) * layer / n_s
-    moments = fsdp.block_moments(L, (param_bytes * layer, sharded if side_streams else 0), freed, layer_bytes,
-                                 reduce_bytes * layer, r.reshard_after_forward, prefetch_held=side_streams)
+    grad_bytes = int(formats.nbytes(prec.get(r.precision).master or prec.get(r.precision).dtype))
+    sharded = grad_bytes * layer / n_s
+    # a later micro-batch (fsdp.ACCUMULATION_NOTE): every sharded gradient is the phase's ``gradients`` term, and each
+    # group's new reduce-scatter output is held beside its input, then added into them
+    later = fsdp.output_bytes(reduce_bytes, grad_bytes) if r.microbatches > 1 else None
+    growth = sharded if side_streams and later is None else 0
+    output = later * layer / n_s if later is not None and side_streams else None
+    moments = fsdp.block_moments(L, (param_bytes * layer, growth), freed, layer_bytes, reduce_bytes * layer,
+                                 r.reshard_after_forward, prefetch_held=side_streams, output=output)
     loss_grads, rebuilt = after
     loss = sympy.Add(*(t.expr for t in (*kept, *loss_grads) if t.key != "activations" and t.key != "inputs"))
     held_blocks = fsdp.last_block_term(layer_bytes, what) if r.reshard_after_forward else blocks
     held = sympy.Add(*(t.expr for t in (*kept, *loss_grads, *rebuilt, root, held_blocks)))
-    root_end = fsdp.root_end_moment(L, sharded, root.expr / param_bytes, model.head / tp_s, param_bytes,
-                                    reduce_bytes, side_streams)
+    root_end = fsdp.root_end_moment(L if later is None else 0, sharded, root.expr / param_bytes, model.head / tp_s,
+                                    param_bytes, reduce_bytes, side_streams, later)
     gathered = blocks.expr - held_blocks.expr if side_streams else 0  # the prefetched block: the copy-in stream's
-    term = fsdp.backward_term(moments, param_bytes * head_grads, gathered, loss, root_end, held, r.fsdp_reduce_dtype)
+    term = fsdp.backward_term(moments, param_bytes * head_grads, gathered, loss, root_end, held, r.fsdp_reduce_dtype,
+                              later is not None)
     return [blocks, root, outputs], [held_blocks, root, term]
 
 
@@ -851,8 +858,8 @@ def _fsdp_pools(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, phases: Ma
         terms = phases[phase]
         held = prefetched if any(t.key == "fsdp_unsharded_layers" for t in terms) else 0  # the running and next
         rs = of(terms, "gradients")  # the optimizer's, or accumulated over micro-batches
-        if rs == 0 and phase == "backward":  # the moments' sharded gradients and prefetched block: by the moments
-            rs = of(terms, "fsdp_backward_grads") - of(compute, "fsdp_backward_grads")  # without them
+        if phase == "backward":  # the moments' sharded gradients (or new outputs) and prefetched block: by the moments
+            rs += of(terms, "fsdp_backward_grads") - of(compute, "fsdp_backward_grads")  # without them
         return held + of(terms, "fsdp_all_gather_outputs") + rs
 
     return {p: copy_in + grads - counted(p) for p in phases}
