@@ -14,13 +14,18 @@ attention the CPU's flash kernel, rotary by ``rotate_half``; bf16, eager, one th
   (``checkpoint_wrapper(block, preserve_rng_state=False)``, ``apply_ac``) and under 9dec370's per-op policy (``ops``); ``backward``: the live peak of each
   backward over its start (``measure._LiveBytes``, each ATen output's storage, a DTensor's local one).
 
-Writes one JSON object on stdout; exits with 77 when torch is missing.
+With ``{"what": "compiled"}`` on stdin the plain block is ``torch.compile``'d (inductor, ``fullgraph=True``, as
+torchtitan's ``apply_compile``) and only ``saved`` is reported (a dispatch mode cannot run under compile, so no live
+bytes): the partitioner's saved set, the collectives' outputs among it.
+
+Writes one JSON object on stdout; exits with 77 when torch is missing (and, compiled, without a C++ compiler).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 
 import child_main  # this folder: sys.path[0] of a child script
@@ -147,7 +152,35 @@ def _measure(torch: object, block: object, how: str) -> list[dict]:
     return rows
 
 
-def _worker(rank: int, init: str, out: str) -> None:
+def _saved_compiled(torch: object, block: object) -> list[dict]:
+    """The compiled block's saved tensors at each point (one storage each; parameters and the rope table left out)."""
+    from eager_rebuild_child import _tables
+
+    compiled, rows = torch.compile(block, fullgraph=True), []
+    params = {_local(torch, p).untyped_storage().data_ptr() for p in block.parameters()}
+    for batch, seq in POINTS:
+        torch.manual_seed(1)
+        x = torch.randn(batch, seq // RANKS, WIDTH["hidden"], dtype=torch.bfloat16, requires_grad=True)
+        rope = torch.stack(_tables(torch, seq, WIDTH["hidden"] // WIDTH["heads"]))
+        skip, saved = params | {rope.untyped_storage().data_ptr()}, {}
+
+        def pack(t: object, saved: dict = saved, skip: set = skip) -> object:
+            local = _local(torch, t)
+            storage = local.untyped_storage()
+            if storage.data_ptr() not in skip:
+                saved[storage.data_ptr()] = (storage.nbytes(), str(local.dtype).replace("torch.", ""),
+                                             list(local.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = _local(torch, compiled(x, rope))
+        y.backward(torch.randn_like(y))
+        assert x.grad is not None and bool(x.grad.float().abs().sum() > 0)
+        rows.append({"batch": batch, "seq": seq, "saved": sorted(saved.values(), reverse=True)})
+    return rows
+
+
+def _worker(rank: int, init: str, out: str, what: str) -> None:
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -159,7 +192,11 @@ def _worker(rank: int, init: str, out: str) -> None:
     torch.manual_seed(0)
     block = _block(torch)(WIDTH["hidden"], WIDTH["heads"], WIDTH["ffn"]).to(torch.bfloat16)
     parallelize_module(block, mesh, _plan())
-    result = {how: _measure(torch, block, how) for how in ("none", "full", "ops")}
+    if what == "compiled":
+        child_main.lean_inductor()
+        result = {"compiled": _saved_compiled(torch, block)}
+    else:
+        result = {how: _measure(torch, block, how) for how in ("none", "full", "ops")}
     dist.barrier()
     if rank == 0:
         with open(out, "w") as f:
@@ -167,16 +204,20 @@ def _worker(rank: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def produce(_: str) -> dict:
+def produce(what: str) -> dict:
     """Start the two ranks (fork) and return rank 0's report."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         init, out = "file://" + os.path.join(tmp, "store"), os.path.join(tmp, "out.json")
-        mp.start_processes(_worker, args=(init, out), nprocs=RANKS, start_method="fork")
+        mp.start_processes(_worker, args=(init, out, what), nprocs=RANKS, start_method="fork")
         with open(out) as f:
             return json.load(f)
 
 
 if __name__ == "__main__":
-    child_main.run(produce, threads=1)
+    raw = sys.stdin.read().strip()
+    what = json.loads(raw)["what"] if raw else "eager"
+    if what == "compiled":
+        child_main.inductor_modules("torch")
+    child_main.run(lambda _: produce(what), threads=1)

@@ -105,3 +105,19 @@ def test_the_rebuilt_blocks_backward_holds_the_gathered_inputs(measured) -> None
         assert eager_recompute.buffer(DTENSOR, "full", t, True).subs(values) - output_grad == real, row
         megatron = eager_recompute.buffer(MEGATRON, "full", t, True).subs(values) - output_grad
         assert real - megatron == 2 * 2 * tokens * w["hidden"] // t
+
+
+@pytest.mark.torch
+def test_the_compiled_block_saves_the_gathered_inputs() -> None:
+    """torch.compile'd (inductor, fullgraph): the partitioner keeps both all-gathers' outputs (force_save_collectives:
+    a collective is never recomputed outside a checkpointed region), B·S·H bf16 each; the saved set is the compiled
+    dtensor variant's (``compiled_parts``: the norms' 1/rms, the attention projection's output, SiLU recomputed), to
+    the byte."""
+    measured = torch_child("dtensor_tp_block_child.py", {"what": "compiled"})
+    w, t = measured["width"], measured["ranks"]
+    compiled = acts.LayerVariant(flash=True, gated=True, dropout=False, compiled=True, tp_impl="dtensor")
+    for row in measured["rows"]["compiled"]:
+        values, tokens = _values(w, row["batch"], row["seq"]), row["batch"] * row["seq"]
+        gathered = [s for s in row["saved"] if s[1] == "bfloat16" and s[2] == [tokens, w["hidden"]]]
+        assert len(gathered) == 2 and all(s[0] == 2 * tokens * w["hidden"] for s in gathered)
+        assert sum(s[0] for s in row["saved"]) == acts.per_layer(compiled, "none", t, True).subs(values)
