@@ -242,7 +242,8 @@ def linear_input(v: LayerVariant, key: str, title: str, nbytes: int | None = Non
     B·S·H/t under sequence parallelism, all-gathered again in backward) or, under PyTorch's tensor parallelism
     (``tp_impl`` dtensor, torchtitan's plan), the all-gathered B·S·H tensor ``PrepareModuleInput`` hands to the
     ``ColwiseParallel`` linears, which save it for their weight gradients (measured on the CPU over two gloo ranks,
-    ``tests/dtensor_tp_block_child.py``): never split by t."""
+    eager and compiled, ``tests/dtensor_tp_block_child.py``): never split by t. Eager float8 (the bf16 layer's saved
+    set) counts them at 2 bytes where torchao's float8 styles gather and keep e4m3: an over-count, not modelled."""
     b = v.act_bytes if nbytes is None else nbytes
     if v.tp_impl == "dtensor":
         return Part(key, f"{title}, all-gathered over the t ranks", b * S * B * H, "whole", source=source)

@@ -45,7 +45,8 @@ float8 casts in this backward are these tensors: under full checkpointing the se
 backward is not added beside them. Measured for the gated (Llama) layer on one rank; the shards under tensor
 parallelism follow ``activations.compiled_parts`` (not measured); under PyTorch's (``tp_impl`` dtensor) both norms'
 outputs are held as the rebuilt forward all-gathered them: B·S·H each, bf16, or e4m3 with torchao's float8 styles
-(``activations.linear_input``; the eager layer's rebuild with them measured, ``tests/test_dtensor_tp.py``).
+(``activations.linear_input``; the compiled layer's saved set and the eager layer's rebuild with them measured,
+``tests/test_dtensor_tp.py``; the compiled rebuild not).
 """
 
 from __future__ import annotations
