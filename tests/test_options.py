@@ -48,7 +48,7 @@ OWNERS = {"precision": (precision, "PRECISIONS"), "optimizer": (optimizers, "OPT
           "fsdp_param_dtype": (fsdp, "PARAM_DTYPES"), "fsdp_reduce_dtype": (fsdp, "REDUCE_DTYPES"),
           "cuda_module_loading": (runtime, "CONTEXT_BY_LOADING"), "pp_schedule": (pipeline, "SCHEDULES"),
           "logits_upcast": (upcast_logits, "CHOICES"), "layer_impl": (acts, "LAYER_IMPLS"),
-          "optimizer_impl": (adam_8bit_step, "IMPLS")}
+          "optimizer_impl": (adam_8bit_step, "IMPLS"), "tp_impl": (acts, "TP_IMPLS")}
 
 
 def _subcommand(name: str) -> argparse.ArgumentParser:

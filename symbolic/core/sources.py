@@ -212,6 +212,21 @@ register("pytorch-tp-colwise", "PyTorch 2.13.0 (and 2.6.0), torch/distributed/te
          "head ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1))",
          "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/parallel/style.py")
 
+register("pytorch-tp-prepare-input", "PyTorch 2.13.0, torch/distributed/tensor/parallel/style.py: "
+         "PrepareModuleInput(input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)) all-gathers "
+         "the norm's sequence shard before attention and before the MLP (torchtitan 9dec370 and HEAD "
+         "parallelize_llama.py apply_tp), and the ColwiseParallel wq, wk, wv, w1, w3 save the gathered B·S·H input "
+         "for their weight gradients (measured on the CPU, tests/dtensor_tp_block_child.py); under torch.compile "
+         "torch/_functorch/partitioners.py force_save_collectives marks every _c10d_functional output MUST_SAVE "
+         "outside a checkpointed region (Note [Recomputing collectives in the partitioner])",
+         "https://github.com/pytorch/pytorch/blob/v2.13.0/torch/distributed/tensor/parallel/style.py")
+
+register("torchao-float8-tp", "torchao 0.18.0 torchao/float8/float8_tensor_parallel.py: PrepareFloat8ModuleInput "
+         "casts the sequence shard to float8 (e4m3, tensorwise) before its all-gather, and Float8ColwiseParallel's "
+         "Float8Linear (float8_linear.py matmul_with_hp_or_float8_args) saves the gathered float8 input as it is "
+         "(1 byte an element); torchtitan 9dec370 apply_tp uses them whenever float8 is on (read, not measured)",
+         "https://github.com/pytorch/ao/blob/v0.18.0/torchao/float8/float8_tensor_parallel.py")
+
 # --- issue 29: image tokens of vision-language models ----------------------------------------------
 register("qwen2-vl-processor", "Hugging Face transformers 5.24.0, models/qwen2_vl/image_processing_qwen2_vl.py: "
          "smart_resize (factor patch_size·merge_size = 28, min_pixels 56·56, max_pixels 28·28·1280), 14-pixel "

@@ -90,6 +90,7 @@ RECOMPUTE = ("none", "selective", "full", "ops")
 OPS_SRC = "torchtitan-ac"
 COMPILE_SRC = "torch-partitioner"
 FLOAT8_SRC = "torchao-float8"
+FLOAT8_TP_SRC = "torchao-float8-tp"
 LOGITS = ("hf", "megatron", "fused", "chunked")
 
 # --- Korthikanti et al. 2022, Table 2, verbatim ------------------------------------------------
@@ -137,6 +138,7 @@ class LayerVariant:
     impl: str = "korthikanti"  # issue 28: "torchtune" / "torchtune-packed", torchtune's layer (torchtune_parts; compiled)
     float8: str = ""  # issue 28: torchao's float8 recipe of the linear layers ("" in bf16); changes what compile saves
     float8_gathered: bool = False  # issue 28: FSDP2 all-gathers the weights in float8 (cast before the layer runs)
+    tp_impl: str = "megatron"  # whose tensor parallelism: "dtensor", PyTorch's (the colwise linears save gathered inputs)
 
     @property
     def name(self) -> str:
@@ -154,6 +156,8 @@ class LayerVariant:
             parts.append(f"float8-{self.float8}")
         if self.impl != "korthikanti":
             parts.append(self.impl)
+        if self.tp_impl != "megatron":
+            parts.append(f"{self.tp_impl}-tp")
         return ".".join(parts)
 
 
@@ -183,7 +187,7 @@ def layer_parts(v: LayerVariant) -> list[Part]:
     sbh = S * B * H
     parts = [
         Part("ln1_input", "input of the first norm", b * sbh, "sp"),
-        Part("qkv_input", "norm output: input of the QKV projection", b * sbh, "sp"),
+        linear_input(v, "qkv_input", "norm output: input of the QKV projection"),
         Part("query", "Q (a·d_head wide)", b * S * B * a * d_head, "tp"),
         Part("key", "K (a_kv·d_head wide)", b * S * B * a_kv * d_head, "tp", source="ainslie2023"),
     ]
@@ -202,7 +206,7 @@ def layer_parts(v: LayerVariant) -> list[Part]:
         parts.append(Part("attn_out_dropout_mask", "attention-output dropout mask (1 byte)", sbh, "sp"))
     parts += [
         Part("ln2_input", "input of the second norm", b * sbh, "sp"),
-        Part("mlp_input", "norm output: input of the MLP", b * sbh, "sp"),
+        linear_input(v, "mlp_input", "norm output: input of the MLP"),
     ]
     k = k_exp if v.moe else 1
     per = " per routed expert" if v.moe else ""
@@ -226,6 +230,24 @@ def layer_parts(v: LayerVariant) -> list[Part]:
     if v.dropout:
         parts.append(Part("mlp_dropout_mask", "MLP dropout mask (1 byte)", sbh, "sp"))
     return parts
+
+
+TP_IMPLS = ("megatron", "dtensor")
+GATHERED = ("qkv_input", "mlp_input")  # the norms' outputs the column-parallel linears read
+DTENSOR_SRC = "pytorch-tp-prepare-input"
+
+
+def linear_input(v: LayerVariant, key: str, title: str, nbytes: int | None = None, source: str = DTENSOR_SRC) -> Part:
+    """A norm's output the column-parallel linears read: Megatron's sequence shard (Korthikanti §4.2.2: saved split,
+    B·S·H/t under sequence parallelism, all-gathered again in backward) or, under PyTorch's tensor parallelism
+    (``tp_impl`` dtensor, torchtitan's plan), the all-gathered B·S·H tensor ``PrepareModuleInput`` hands to the
+    ``ColwiseParallel`` linears, which save it for their weight gradients (measured on the CPU over two gloo ranks,
+    eager and compiled, ``tests/dtensor_tp_block_child.py``): never split by t. Eager float8 (the bf16 layer's saved
+    set) counts them at 2 bytes where torchao's float8 styles gather and keep e4m3: an over-count, not modelled."""
+    b = v.act_bytes if nbytes is None else nbytes
+    if v.tp_impl == "dtensor":
+        return Part(key, f"{title}, all-gathered over the t ranks", b * S * B * H, "whole", source=source)
+    return Part(key, title, b * S * B * H, "sp")
 
 
 def compiled_parts(v: LayerVariant) -> list[Part]:
@@ -273,6 +295,11 @@ def compiled_float8_parts(v: LayerVariant, parts: list[Part]) -> list[Part]:
     """What a compiled gated layer keeps when its linears are torchao's Float8Linear (measured on the CPU with
     inductor, ``tests/test_float8_compile.py``).
 
+    Under PyTorch's tensor parallelism (``tp_impl`` dtensor, torchtitan's plan with torchao's float8 styles) each norm's
+    output is cast to float8 on its sequence shard and all-gathered in float8 (``PrepareFloat8ModuleInput``); the
+    gathered e4m3 tensor is what the column-parallel linears save, and the partitioner never recomputes a collective
+    (``force_save_collectives``): kept, B·S·H bytes each (read from the sources, not measured).
+
     In backward each linear casts its saved input to float8 for the weight gradient; where that input is a
     pointwise function of tensors saved anyway (both norms' outputs, from the layer input or the attention
     projection's output and the 1/rms; the MLP's SiLU(gate)·up, from the gate and up outputs), the min-cut
@@ -281,6 +308,13 @@ def compiled_float8_parts(v: LayerVariant, parts: list[Part]) -> list[Part]:
     scale is saved (each is recomputed in backward).
     """
     kept = [part for part in parts if part.key not in FLOAT8_RECOMPUTED]
+    if v.tp_impl == "dtensor":  # a gathered input is a collective's output: saved (force_save_collectives), float8
+        if v.float8 != "tensorwise":
+            raise UnknownNameError("PyTorch's tensor parallelism with float8 is modelled for the tensorwise recipe "
+                                   "(torchao's float8 TP styles)")
+        kept += [linear_input(v, key, f"{title}, cast to float8 (e4m3) before its all-gather", 1, FLOAT8_TP_SRC)
+                 for key, title in (("qkv_input", "norm output: input of the QKV projection"),
+                                    ("mlp_input", "norm output: input of the MLP"))]
     if v.float8 != "tensorwise":
         return kept
     return [*kept, Part("fp8_weight_scales", "each linear's weight amax (bf16) and float8 scale (fp32), tensorwise",
@@ -591,6 +625,6 @@ MODELS = {
     "pytorch": "what torch.autograd saves in one step of the Hugging Face implementation (pytorch.saved.*, measured)",
 }
 
-__all__ = ["LAYER_IMPLS", "LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
+__all__ = ["GATHERED", "LAYER_IMPLS", "TP_IMPLS", "linear_input", "LOGITS", "MODELS", "RECOMPUTE", "ROWS", "LayerVariant", "Part", "korthikanti_assumptions",
            "layer_matmuls", "layer_parts", "layer_terms", "logits_terms", "ops_float8_parts", "ops_parts",
            "ops_recomputed", "per_layer", "final_norm_terms", "rms_norm_parts", "torchtune_kv", "torchtune_parts"]

@@ -43,13 +43,17 @@ the compiled bf16 layer's, its casts (``ops_float8_backward_parts``, the plan's 
 Everything is over what the block holds when its backward starts (its saved input and the incoming gradient). The
 float8 casts in this backward are these tensors: under full checkpointing the separate ``fp8_casts`` term of the
 backward is not added beside them. Measured for the gated (Llama) layer on one rank; the shards under tensor
-parallelism follow ``activations.compiled_parts`` (not measured).
+parallelism follow ``activations.compiled_parts`` (not measured); under PyTorch's (``tp_impl`` dtensor) both norms'
+outputs are held as the rebuilt forward all-gathered them: B·S·H each, bf16, or e4m3 with torchao's float8 styles
+(``activations.linear_input``; the compiled layer's saved set and the eager layer's rebuild with them measured,
+``tests/test_dtensor_tp.py``; the compiled rebuild not).
 """
 
 from __future__ import annotations
 
 import sympy
 
+from ..core.errors import UnknownNameError
 from ..core.symbols import B, H, S, a, d_ff, d_head
 from ..core.term import Term
 from ..math.extrema import maximum
@@ -64,8 +68,17 @@ SHARED = ("query", "key", "value", "attn_output", "softmax_stats", "attn_proj_ou
 def _shared(v: acts.LayerVariant, drop: tuple[str, ...] = ()) -> list[Part]:
     """The compiled bf16 layer's saved parts (``compiled_parts``) that the checkpointed backward rebuilds and holds."""
     bf16 = acts.compiled_parts(acts.LayerVariant(flash=v.flash, gated=v.gated, dropout=v.dropout, moe=v.moe,
-                                                 act_bytes=v.act_bytes, compiled=True))
+                                                 act_bytes=v.act_bytes, compiled=True, tp_impl=v.tp_impl))
     return [part for part in bf16 if part.key in SHARED and part.key not in drop]
+
+
+def _gathered_float8(v: acts.LayerVariant) -> list[Part]:
+    """Under PyTorch's tensor parallelism with torchao's float8 styles: both norms' outputs as the rebuilt forward
+    all-gathers them, e4m3 (``activations.compiled_float8_parts``); one backward graph computes each once and holds it
+    until its last weight gradient (read from the sources, not measured)."""
+    if v.tp_impl != "dtensor":
+        return []
+    return [p for p in acts.compiled_parts(v) if p.key in acts.GATHERED]
 
 
 def bf16_parts(v: acts.LayerVariant) -> list[Part]:
@@ -73,7 +86,8 @@ def bf16_parts(v: acts.LayerVariant) -> list[Part]:
     the MLP backward's three gradients."""
     b, tokens = v.act_bytes, S * B
     qkv = [p for p in acts.compiled_parts(acts.LayerVariant(flash=v.flash, gated=v.gated, dropout=v.dropout,
-                                                            act_bytes=b, compiled=True)) if p.key == "qkv_input"]
+                                                            act_bytes=b, compiled=True, tp_impl=v.tp_impl))
+           if p.key == "qkv_input"]
     return [*qkv, *_shared(v),
             Part("attn_output_copy", "the attention output laid out as the output projection's input (a second copy)",
                  b * tokens * a * d_head, "tp", source=SRC),
@@ -85,7 +99,8 @@ def float8_parts(v: acts.LayerVariant) -> list[Part]:
     """The float8 block's backward peak (4·B·S ≥ 5·H): the rebuilt layer less the attention norm's output, the casts
     the backward makes, the fused SiLU backward's outputs and the down projection's input gradient."""
     b, tokens = v.act_bytes, S * B
-    return [*_shared(v),
+    gathered = _gathered_float8(v)  # dtensor: the gathered e4m3 inputs in place of the MLP norm's bf16 output
+    return [*_shared(v, drop=("mlp_input",) if gathered else ()), *gathered,
             Part("attn_output_cast", "the attention output's e4m3 cast (the output projection's weight gradient)",
                  tokens * a * d_head, "tp", source=SRC),
             Part("wo_weight_cast", "the output projection's e4m3 weight", H * a * d_head, "tp", source=SRC),
@@ -106,6 +121,9 @@ def rowwise_parts(v: acts.LayerVariant) -> list[Part]:
     """The rowwise float8 block's backward peak: the rebuilt layer less the MLP norm's output (its two e4m3 casts
     instead) and the product (SiLU(gate) instead), the down projection's unscaled input gradient and the scales it
     waits for, and the casts the fused SiLU backward writes, each with its scale vectors."""
+    if v.tp_impl == "dtensor":
+        raise UnknownNameError("PyTorch's tensor parallelism with float8 is modelled for the tensorwise recipe "
+                               "(torchao's float8 TP styles)")
     b, tokens = v.act_bytes, S * B
     amax_scale = b + 4  # a cast's amax (bf16) and its power-of-two scale (fp32), per row or column
     return [*_shared(v, drop=("mlp_input", "product")),

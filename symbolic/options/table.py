@@ -167,6 +167,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("zero", "train", "stage", 0, "ZeRO stage over the dp ranks (default 0)", (0, 1, 2, 3), concern="parallel"),
     Option("sequence_parallel", "train", "flag", False,
            "Megatron sequence parallelism over the tp ranks (default off)", concern="parallel"),
+    Option("tp_impl", "train", "choice", None, "whose tensor parallelism the layer follows (default dtensor with "
+           "--fsdp, which composes only with it, else megatron): megatron saves each norm's output sequence-split "
+           "under --sequence-parallel and gathers it again in backward; dtensor is PyTorch's (torchtitan's plan), "
+           "whose column-parallel linears save the all-gathered B·S·H input (float8 with --precision fp8)",
+           tuple(_acts.TP_IMPLS), concern="parallel", fallback="megatron"),
     Option("microbatches", "train", "degree", None, "micro-batches per step (default pp: fills the pipeline)",
            concern="parallel", fallback=1),
     Option("interleave", "train", "degree", 1, "virtual pipeline stages per GPU (default 1)", concern="parallel"),

@@ -980,7 +980,8 @@ def _korthikanti_terms(model: ModelShape, r: Regime, tp_s: sympy.Expr | int, pp_
     variant = acts.LayerVariant(flash=r.flash, gated=model.gated, dropout=r.dropout, moe=model.moe,
                                 act_bytes=act_bytes, compiled=r.compile, impl=r.layer_impl,
                                 float8=r.fp8_recipe if fp8 and (r.compile or r.recompute == "ops") else "",
-                                float8_gathered=fp8 and r.fp8_all_gather)
+                                float8_gathered=fp8 and r.fp8_all_gather,
+                                tp_impl=r.tp_impl if r.tp > 1 else "megatron")
     sp = r.sequence_parallel and r.tp > 1
     per = model.layer_activations(variant, r.recompute, tp_s, sp)
     in_flight = min(r.microbatches, r.pp)

@@ -153,6 +153,7 @@ UNLISTED: tuple[tuple[tuple[str, ...], Callable[[Regime], bool]], ...] = (
     (("logit_chunks",), lambda r: r.logits != "chunked"),
     (("logits_upcast",), lambda r: r.logits_upcast == "loss"),  # listed when the model upcasts
     (("layer_impl",), lambda r: r.layer_impl == "korthikanti"),  # listed when another layer's tensors
+    (("tp_impl",), lambda r: r.tp == 1),  # listed under tensor parallelism
     (("grad_accum",), lambda r: "grad_accum" in r.defaulted),  # microbatches says the count
     (("optimizer_in_backward",), lambda r: not r.optimizer_in_backward),
     (("offload_activations",), lambda r: not r.offload_activations),
@@ -430,6 +431,10 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
     if own_units and sharding["fsdp"]:
         sharding = _own_fsdp(sharding, given, str(precision), in_backward=bool(lifetimes["optimizer_in_backward"]))
     context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
+    tp_impl = str(_checked("tp_impl", pick("tp_impl", "dtensor" if sharding["fsdp"] else "megatron")))
+    if tp_impl == "dtensor" and tp > 1 and compiled and precision == "fp8" and sharding["fp8_recipe"] != "tensorwise":
+        raise PlanOptionError(f"tp_impl dtensor with --compile and float8 is modelled for the tensorwise recipe "
+                              f"(torchao's float8 TP styles), not {sharding['fp8_recipe']}")
     if not pytorch and any(name in given for name in PYTORCH_ONLY):
         notes.append("attn and device choose the implementation for activations pytorch; with "
                      f"activations {activations} they change nothing")
@@ -439,7 +444,7 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
             "recompute_every": recompute_every, "logit_chunks": logit_chunks,
             "attn": attn, "device": device, "use_cache": use_cache, "dropout_masks": dropout_masks, "loss": loss,
             "grad_accum": grad_accum, "compile": compiled, "compile_loss": compile_loss, "logits_upcast": upcast,
-            "layer_impl": layer_impl, **tuning, **lifetimes, **sharding, **context}
+            "layer_impl": layer_impl, "tp_impl": tp_impl, **tuning, **lifetimes, **sharding, **context}
 
 
 def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, object], object], pp: int,
