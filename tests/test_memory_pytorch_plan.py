@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symbolic import planning
+from symbolic.math import algebra
 from symbolic.math.algebra import at_point, solve_max
 from symbolic.math.userterms import CustomTerm
 from symbolic.measured import predict
@@ -202,9 +203,59 @@ def test_a_trend_shown_holds_at_every_whole_number(pieces: list[tuple[int, int]]
     except ValueError:
         assert any(a > b for a, b in zip(values, values[1:]))  # refused only where it does fall somewhere
         return
+    _holds(solution, values, budget * 10)
+
+
+def _holds(solution: object, values: list[int], budget: int) -> None:
+    """A solve_max answer checked against the total's values at 1, 2, …: what it says fits does, and no more."""
     if solution.status == "ok":
-        assert values[solution.value - 1] <= budget * 10 < values[solution.value]
-    assert all(a <= b for a, b in zip(values, values[1:])) or solution.status in ("unbounded", "none")
+        assert all(v <= budget for v in values[:solution.value]) and values[solution.value] > budget
+    elif solution.status in ("unbounded", "independent"):
+        assert all(v <= budget for v in values)
+    else:
+        assert solution.status == "none" and values[0] > budget
+
+
+POLY = st.tuples(st.integers(-50, 50), st.integers(-9, 9), st.integers(-3, 3), st.integers(-1, 1), st.integers(1, 40))
+NODE = st.tuples(st.sampled_from(("max", "min")), st.lists(POLY, min_size=2, max_size=3),
+                 st.lists(POLY, min_size=2, max_size=2) | st.just([]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(NODE, min_size=1, max_size=3), st.integers(0, 40), st.integers(1, 40_000))
+def test_a_trend_shown_of_curved_nested_maxima_holds(nodes: list, slope: int, budget: int) -> None:
+    """The piecewise trend with quadratic and cubic arguments (turns and crossings at whole numbers, where a piece
+    can be flat for a step), Min beside Max, three arguments, and a nested Max/Min as an argument: a trend it shows
+    holds at every whole number, and solve_max's answers hold; a refusal is allowed (unknown), a wrong claim not."""
+    x = sympy.Symbol("S")
+
+    def poly(c: tuple[int, ...], at: object) -> object:
+        c0, c1, c2, c3, r = c
+        return c0 * 1000 + c1 * 100 * at + c2 * 10 * (at - r) ** 2 + c3 * (at - r) ** 3
+
+    def node(spec: tuple, at: object, pick: object) -> object:
+        kind, args, inner = spec
+        values = [poly(c, at) for c in args]
+        if inner:
+            values.append(pick(min if kind == "max" else max)(*[poly(c, at) for c in inner]))
+        return pick(max if kind == "max" else min)(*values)
+
+    def sym(f):
+        return {max: sympy.Max, min: sympy.Min}[f] if f in (max, min) else f
+
+    total = slope * 100 * x + sympy.Add(*(node(n, x, sym) for n in nodes))
+    values = [slope * 100 * k + sum(node(n, k, lambda f: f) for n in nodes) for k in range(1, 4000)]
+    trend = algebra._trend(total, x, 1)
+    steps = [b - a for a, b in zip(values, values[1:])]
+    if trend == "grows":
+        assert all(d >= 0 for d in steps)
+    elif trend == "falls":
+        assert all(d <= 0 for d in steps)
+    try:
+        solution = solve_max(total, x, budget * 100)
+    except ValueError:
+        return
+    _holds(solution, values, budget * 100)
 
 
 def test_fit_seq_of_an_fsdp2_plan() -> None:

@@ -296,3 +296,19 @@ def test_no_layout_of_a_network_without_a_sequence() -> None:
     res = search.search("mlp", "h100-80gb", gpus=1, global_batch=8, mfu=0.4, fsdp=True)
     assert res.notes == ["no layout: --fsdp rules out every layout of 1 GPU that the other options allow: FSDP2 "
                          "needs dp > 1 (or cp > 1)"]
+
+
+def test_grad_accum_and_recompute_every_pin_the_layouts() -> None:
+    """`grad_accum` is microbatches' other name: a pinned layout choice (every layout accumulates 2, pipelines and
+    single stages alike, each the plan's own memory), not a planner option every other layout is refused for (a
+    report's [regime] passes it so); `recompute_every` pins full recompute on one stage; the two counts must agree."""
+    kw = {"seq": 4096, "global_batch": 64, "max_gpus": 8, "mfu": 0.4, "top": None}
+    res = search.search("llama-3-8b", "h100-80gb", grad_accum=2, **kw)
+    assert res.layouts and {lay["grad_accum"] for lay in res.layouts} == {2}
+    assert 1 in {lay["pp"] for lay in res.layouts}  # single stages too (they were all refused)
+    for lay in res.layouts[:4]:
+        assert lay["memory_bytes"] == planning.plan("llama-3-8b", "train", **layout_flags(lay, 4096)).total
+    every = search.search("llama-3-8b", "h100-80gb", recompute_every=2, **kw)
+    assert every.layouts and all(lay["recompute"] == "full" and lay["pp"] == 1 for lay in every.layouts)
+    with pytest.raises(UserError, match="one count"):
+        search.search("llama-3-8b", "h100-80gb", grad_accum=2, microbatches=4, **kw)

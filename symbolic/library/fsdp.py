@@ -523,6 +523,7 @@ def stream_pools_term(extras: dict[str, sympy.Expr], pools: dict[str, sympy.Expr
     reserved beyond the side-stream tensors that phase counts (``pools``), the largest, less the largest phase."""
     with_pools = maximum(*(extras[p] + pools.get(p, 0) for p in extras))
     return Term("fsdp_stream_pools", "FSDP2 side streams' cached blocks (reduce-scatter: the sharded gradients; "
-                "all-gather copy-in: the root's and a block's flat outputs), beyond the peak's tensors",
+                "all-gather copy-in: the root's and a block's flat outputs), beyond the peak's tensors (net: gradients a "
+                "phase already counts, as with grad_accum, are not counted again)",
                 with_pools - maximum(*extras.values()), "bytes", SRC,
                 "get_free_block (stream match), foreach_reduce, foreach_all_gather", STREAMS_NOTE)

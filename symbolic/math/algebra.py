@@ -393,7 +393,7 @@ def solve_max(expr: sympy.Expr, x: sympy.Symbol, budget: sympy.Rational, minimum
         return result("none", None, f"nothing fits: even {x.name}={minimum} exceeds the budget")
     try:
         trend = _trend(expr, x, minimum)
-    except (ValueError, TypeError):  # SymPy's steps of a max/min of a number that is not real (sqrt(1 − x))
+    except (ValueError, TypeError, NotImplementedError):  # SymPy cannot take a max/min apart (sqrt(1 − x), irrational roots)
         trend = "unknown"
     if trend == "falls":
         covered(SEARCH_LIMIT)
@@ -515,10 +515,10 @@ def _trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     if expr.has(sympy.Max, sympy.Min):  # exact piece by piece, and far cheaper than SymPy's steps through a Max
         try:
             trend = _segments_trend(expr, x, minimum)
-        except (ValueError, TypeError, sympy.PolynomialError):  # a piece SymPy cannot take apart: the steps below
+        except (ValueError, TypeError, NotImplementedError, sympy.PolynomialError):  # e.g. irrational coefficients
             trend = "unknown"
         if trend != "unknown":
-            return trend
+            return "unknown" if trend == "neither" else trend
     derivative = sympy.diff(expr, x)
     shifted = sympy.expand(derivative.subs(x, x + minimum))  # x > 0 here means x > minimum
     if expr.is_polynomial(x):
@@ -556,12 +556,7 @@ def _piecewise_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
         for node in nodes:
             if not all(arg.is_polynomial(x) for arg in node.args):
                 return "unknown"
-            for i, first in enumerate(node.args):
-                for second in node.args[i + 1:]:
-                    gap = sympy.expand(first - second)
-                    if gap.has(x):
-                        roots = sympy.Poly(gap, x).real_roots()
-                        start = max([start] + [int(sympy.floor(r)) + 1 for r in roots])
+            start = max([start, *_crossings(node.args, x)])
         if start - minimum > HEAD_LIMIT:
             return _composed_trend(expr, x, minimum)
         tail = tail.xreplace({n: _picked(n, x, start) for n in nodes})
@@ -600,7 +595,8 @@ SEGMENT_LIMIT = 512  # polynomial pieces tried before the trend is given up as u
 
 def _segments_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     """The trend of a sum with nested Max/Min of polynomials whose arguments also fall (FSDP2's buffers less
-    the activations they free, ``max(0, a − b·S)``), piece by piece over the whole numbers.
+    the activations they free, ``max(0, a − b·S)``), piece by piece over the whole numbers: 'grows', 'falls',
+    'neither' (shown to rise somewhere and fall somewhere) or 'unknown'.
 
     Between two crossings of a Max/Min's arguments each one picks the same argument, so the expression
     is one polynomial there; the innermost maxima split [minimum, ∞) into such stretches, the next level
@@ -620,15 +616,10 @@ def _segments_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
             args = options[node] = [sympy.expand(arg) for arg in node.args]  # evaluated: the levels above are not
             if not all(arg.is_polynomial(x) for arg in args):
                 return False
-            for i, first in enumerate(args):
-                for second in args[i + 1:]:
-                    gap = sympy.expand(first - second)
-                    if gap.has(x):
-                        cuts |= {c for c in (int(sympy.floor(r)) + 1 for r in sympy.Poly(gap, x).real_roots())
-                                 if c > lo and (hi is None or c <= hi)}
+            cuts |= {c for c in _crossings(args, x) if c > lo and (hi is None or c <= hi)}
         starts = [lo, *sorted(cuts)]
         ends: list[int | None] = [c - 1 for c in starts[1:]] + [hi]
-        return all(split(_unevaluated(e, {n: _chosen(n, options[n], x, a) for n in nodes}), a, b)
+        return all(split(_unevaluated(e, {n: _picked(n, x, a, options[n]) for n in nodes}), a, b)
                    for a, b in zip(starts, ends))
 
     if not split(expr, minimum, None):
@@ -636,17 +627,24 @@ def _segments_trend(expr: sympy.Expr, x: sympy.Symbol, minimum: int) -> str:
     trends = {_stretch_trend(p, x, a, b) for a, b, p in leaves}
     steps = [sympy.Rational(right.xreplace({x: b + 1}) - left.xreplace({x: b}))
              for (_, b, left), (_, _, right) in zip(leaves, leaves[1:]) if b is not None]
-    if trends <= {"grows", "flat"} and all(step >= 0 for step in steps):
-        return "grows"
-    if trends <= {"falls", "flat"} and all(step <= 0 for step in steps):
-        return "falls"
-    return "unknown"
+    rises, falls = "grows" in trends or any(s > 0 for s in steps), "falls" in trends or any(s < 0 for s in steps)
+    if rises and falls:
+        return "neither"  # shown: it rises somewhere and falls somewhere (no other check can show a trend)
+    if "unknown" in trends:
+        return "unknown"
+    return "falls" if falls else "grows"
 
 
-def _chosen(node: sympy.Expr, args: list[sympy.Expr], x: sympy.Symbol, at: int) -> sympy.Expr:
-    """The argument of ``node`` (a Max or Min, its ``args`` evaluated) that it takes at ``at``."""
-    values = [sympy.Rational(arg.xreplace({x: at})) for arg in args]
-    return args[values.index(max(values) if isinstance(node, sympy.Max) else min(values))]
+def _crossings(args: list[sympy.Expr] | tuple[sympy.Expr, ...], x: sympy.Symbol) -> list[int]:
+    """The first whole number past each real point where two of a Max/Min's polynomial arguments cross (SymPy's
+    errors pass through: a crossing it cannot place leaves the trend unknown, never assumed absent)."""
+    found = []
+    for i, first in enumerate(args):
+        for second in args[i + 1:]:
+            gap = sympy.expand(first - second)
+            if gap.has(x):
+                found += [int(sympy.floor(r)) + 1 for r in sympy.Poly(gap, x).real_roots()]
+    return found
 
 
 def _unevaluated(expr: sympy.Expr, picks: Mapping[sympy.Expr, sympy.Expr]) -> sympy.Expr:
@@ -667,8 +665,10 @@ def _stretch_trend(poly: sympy.Expr, x: sympy.Symbol, lo: int, hi: int | None) -
         return "unknown"
     head = [sympy.Rational(poly.xreplace({x: n})) for n in range(lo, (last if hi is None else min(last, hi)) + 1)]
     steps = [b - a for a, b in zip(head, head[1:])]
-    if hi is None or last < hi:  # beyond the last turn the derivative keeps one sign
+    if hi is None:  # past every turn the derivative keeps one sign, never zero
         steps.append(sympy.Rational(derivative.xreplace({x: last + 1})))
+    elif last < hi:  # no turn inside (last, hi): monotone there, so its one step says which way
+        steps.append(sympy.Rational(poly.xreplace({x: hi})) - head[-1])
     if all(step >= 0 for step in steps):
         return "grows" if any(step > 0 for step in steps) else "flat"
     if all(step <= 0 for step in steps):
@@ -676,8 +676,9 @@ def _stretch_trend(poly: sympy.Expr, x: sympy.Symbol, lo: int, hi: int | None) -
     return "unknown"
 
 
-def _picked(node: sympy.Expr, x: sympy.Symbol, at: int) -> sympy.Expr:
-    """The argument a Max (Min) of polynomials takes at ``at``, and beyond it when no crossing is left."""
-    values = [sympy.Rational(arg.xreplace({x: at})) for arg in node.args]
-    best = max(values) if isinstance(node, sympy.Max) else min(values)
-    return node.args[values.index(best)]
+def _picked(node: sympy.Expr, x: sympy.Symbol, at: int, args: list[sympy.Expr] | None = None) -> sympy.Expr:
+    """The argument a Max (Min) of polynomials takes at ``at``, and beyond it when no crossing is left (``args``: its
+    arguments evaluated, where the node itself was built unevaluated)."""
+    args = list(node.args) if args is None else args
+    values = [sympy.Rational(arg.xreplace({x: at})) for arg in args]
+    return args[values.index(max(values) if isinstance(node, sympy.Max) else min(values))]

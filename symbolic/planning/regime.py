@@ -430,6 +430,10 @@ def _train_options(model: ModelShape, pick: Callable[[str, object], object], not
                              pytorch=pytorch and not own_units, lora=bool(tuning.get("lora_rank")))
     if own_units and sharding["fsdp"]:
         sharding = _own_fsdp(sharding, given, str(precision), in_backward=bool(lifetimes["optimizer_in_backward"]))
+    if pp > 1 and not sharding["fsdp"]:  # FSDP2's stages keep their unsharded gradients in every phase
+        notes.append("pp > 1: a stage's gradients count from its first backward to the optimizer step, beside the "
+                     "activations still in flight then (PyTorch's pipeline stage accumulates param.grad over the "
+                     "micro-batches; Megatron's gradient buffer is alive all step, before it too)")
     context = _cp_options(model, pick, fsdp=bool(sharding["fsdp"]), flash=flash, activations=activations)
     tp_impl = str(_checked("tp_impl", pick("tp_impl", "dtensor" if sharding["fsdp"] else "megatron")))
     if tp_impl == "dtensor" and tp > 1 and compiled and precision == "fp8" and sharding["fp8_recipe"] != "tensorwise":
@@ -515,10 +519,6 @@ def _lifetimes(pick: Callable[[str, object], object], notes: list[str], *, pp: i
     if pp == 1 and microbatches > 1:
         notes.append(f"grad_accum {microbatches}: the gradients of the earlier micro-batches are alive through the "
                      "forward and backward of each later one; activations are per micro-batch")
-    if pp > 1:
-        notes.append("pp > 1: a stage's gradients count from its first backward to the optimizer step, beside the "
-                     "activations still in flight then (PyTorch's pipeline stage accumulates param.grad over the "
-                     "micro-batches; Megatron's gradient buffer is alive all step, before it too)")
     return {"optimizer_in_backward": in_backward, "offload_activations": offloading}
 
 

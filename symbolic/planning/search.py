@@ -831,6 +831,14 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     options = {k: v for k, v in options.items() if v is not None}
     layout_pins = ("dp", "tp", "pp", "cp", "zero", "recompute", "batch", "microbatches", "sequence_parallel")
     pins = {k: options.pop(k) for k in layout_pins if k in options}
+    if "grad_accum" in options:  # microbatches' other name (regime._accumulation): a layout choice, pinned
+        accum = options.pop("grad_accum")
+        if pins.setdefault("microbatches", accum) != accum:
+            raise UserError(f"grad_accum {accum} and microbatches {pins['microbatches']} are one count (micro-batches "
+                            "per optimizer step); give one of them")
+    if int(options.get("recompute_every", 1)) > 1:  # every N-th layer checkpointed: full recompute, one stage
+        pins.setdefault("recompute", "full")
+        pins.setdefault("pp", 1)
     if options.get("offload"):
         pins["offload"] = True
     if "seq" in options:

@@ -153,8 +153,11 @@ EARLY_STOP_PLAN_NOTE = ("full recompute as torch's non-reentrant checkpoint (tra
 REENTRANT_PLAN_NOTE = ("full recompute as a reentrant checkpoint (Megatron's; torchtitan's FullAC, early_stop=False): "
                        "every layer's whole forward again, Narayanan et al. 2021's count")
 EVERY_PLAN_NOTE = ("recompute every {n}: only the checkpointed layers run their forward again, ⌊L/{n}⌋ of L (torchtitan "
-                   "checkpoints block k, counted from 1, when k % {n} == 0; the last L mod {n} layers never); layers of "
-                   "different kinds (dense and MoE, attention and convolution) each counted where the config puts them")
+                   "checkpoints block k, counted from 1, when k % {n} == 0; the last L mod {n} layers never)")
+KINDS_PLACED = ("; layers of different kinds (dense and MoE, attention and convolution) each counted where the config "
+                "puts them")
+KINDS_AVERAGED = ("; layers of different kinds counted as the average layer ({why}): ⌊L/{n}⌋/L of the whole rerun, "
+                  "not the checkpointed layers' own")
 MATRIX_EARLY_STOP_NOTE = ("full recompute counted as the whole forward again (this network's matrices do not say which "
                           "matmul ends a layer, which torch's non-reentrant checkpoint does not run again)")
 
@@ -242,18 +245,41 @@ def _checkpointed(spec: ModelSpec, terms: list[Term], matmuls: list[tuple[str, s
     every N-th layer is checkpointed and the layers' kinds differ (dense and MoE MLPs, attention and convolution
     mixers), less their last matmuls under early stop; None when the layers are alike (⌊L/N⌋/L of the rerun is then
     exact) or where the kinds' positions are not known."""
-    from ..networks.transformer import formulas as arch
-
-    if every == 1 or not arch.mixed(spec):
+    kinds = _placed_kinds(spec) if every > 1 else None
+    if not kinds:
         return None
-    given = [(L_dense, spec.dense_at, spec.dense_layers if spec.is_moe else 0), (L_conv, spec.conv_at, spec.conv_layers)]
-    if any(len(at) != count for _, at, count in given):
-        return None
-    kinds = {symbol: at for symbol, at, count in given if count}
     counts = fl.checkpointed_counts(spec.layers, every, kinds)
     layer_keys = {m[0] for m in matmuls} | {"attention.scores", "attention.values"}
     rerun = fl.checkpointed_forward([term.expr for term in terms if term.key in layer_keys], counts)
     return rerun - fl.last_matmuls(matmuls).subs(counts) if early_stop else rerun
+
+
+def _placed_kinds(spec: ModelSpec) -> dict[sympy.Symbol, tuple[int, ...]] | None:
+    """Where the config puts each layer kind (dense layers of a mixture of experts, convolution layers of a hybrid);
+    None when the layers are alike or the positions are not known."""
+    from ..networks.transformer import formulas as arch
+
+    if not arch.mixed(spec):
+        return None
+    given = [(L_dense, spec.dense_at, spec.dense_layers if spec.is_moe else 0), (L_conv, spec.conv_at, spec.conv_layers)]
+    if any(len(at) != count for _, at, count in given):
+        return None
+    return {symbol: at for symbol, at, count in given if count}
+
+
+def _every_note(model: object, every: int, trained: ft.Trained | None) -> str:
+    """The plan's line on recompute every N, saying how layers of different kinds were counted."""
+    from ..networks.transformer import formulas as arch
+
+    note = EVERY_PLAN_NOTE.format(n=every)
+    spec = _spec(model)
+    if isinstance(spec, ModelShape) or not arch.mixed(spec):
+        return note
+    if trained is not None and trained.adapters:
+        return note + KINDS_AVERAGED.format(why="adapters trained", n=every)
+    if _placed_kinds(spec) is None:
+        return note + KINDS_AVERAGED.format(why="their positions are not in the config", n=every)
+    return note + KINDS_PLACED
 
 
 def trained_of(model: ModelShape, regime: object) -> ft.Trained | None:
@@ -289,7 +315,7 @@ def plan_flops(memory: Plan, model: object) -> Flops:
     if trained is not None and trained.lora and not trained.adapters:
         return replace(found, notes=(MATRIX_LORA_NOTE,))
     if r.recompute == "full" and not found.notes:
-        notes = (_rerun_note(found, early_stop_of(r)),) + ((EVERY_PLAN_NOTE.format(n=every),) if every > 1 else ())
+        notes = (_rerun_note(found, early_stop_of(r)),) + ((_every_note(model, every, trained),) if every > 1 else ())
         return replace(found, notes=notes)
     return found
 
