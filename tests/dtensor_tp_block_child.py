@@ -122,13 +122,7 @@ def _measure(torch: object, block: object, how: str) -> list[dict]:
 
         skip = weights | {rope.untyped_storage().data_ptr()}
 
-        def pack(t: object, saved: dict = saved, skip: set = skip) -> object:
-            local = _local(torch, t)
-            storage = local.untyped_storage()
-            if storage.data_ptr() not in skip:
-                saved[storage.data_ptr()] = (storage.nbytes(), str(local.dtype).replace("torch.", ""),
-                                             list(local.shape))
-            return t
+        pack = _packer(torch, saved, skip)
 
         live = _LiveBytes()
         track = (lambda t, live=live: live.track(_local(torch, t)))  # noqa: E731
@@ -152,6 +146,17 @@ def _measure(torch: object, block: object, how: str) -> list[dict]:
     return rows
 
 
+def _packer(torch: object, saved: dict, skip: set) -> object:
+    """A saved-tensors pack hook recording each saved storage once (bytes, dtype, shape), ``skip``'s storages left out."""
+    def pack(t: object) -> object:
+        local = _local(torch, t)
+        storage = local.untyped_storage()
+        if storage.data_ptr() not in skip:
+            saved[storage.data_ptr()] = (storage.nbytes(), str(local.dtype).replace("torch.", ""), list(local.shape))
+        return t
+    return pack
+
+
 def _saved_compiled(torch: object, block: object) -> list[dict]:
     """The compiled block's saved tensors at each point (one storage each; parameters and the rope table left out)."""
     from eager_rebuild_child import _tables
@@ -164,13 +169,7 @@ def _saved_compiled(torch: object, block: object) -> list[dict]:
         rope = torch.stack(_tables(torch, seq, WIDTH["hidden"] // WIDTH["heads"]))
         skip, saved = params | {rope.untyped_storage().data_ptr()}, {}
 
-        def pack(t: object, saved: dict = saved, skip: set = skip) -> object:
-            local = _local(torch, t)
-            storage = local.untyped_storage()
-            if storage.data_ptr() not in skip:
-                saved[storage.data_ptr()] = (storage.nbytes(), str(local.dtype).replace("torch.", ""),
-                                             list(local.shape))
-            return t
+        pack = _packer(torch, saved, skip)
 
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             y = _local(torch, compiled(x, rope))

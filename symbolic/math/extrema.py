@@ -43,6 +43,19 @@ def maximum(*args: sympy.Expr) -> sympy.Expr:
     return _maximum(*map(sympy.sympify, args))
 
 
+def shifted(expr: sympy.Expr, delta: sympy.Expr) -> sympy.Expr:
+    """``expr + delta`` with ``delta`` moved inside a Max at the top of ``expr`` (max(a, b) + c = max(a + c, b + c), an
+    identity), so that the sum joins an enclosing ``maximum`` as more arguments and a printed max breaks at its
+    commas instead of holding a max inside a sum."""
+    if isinstance(expr, sympy.Add):
+        tops = [arg for arg in expr.args if isinstance(arg, sympy.Max)]
+        if len(tops) == 1:
+            return maximum(*(expr - tops[0] + arg + delta for arg in tops[0].args))
+    if isinstance(expr, sympy.Max):
+        return maximum(*(arg + delta for arg in expr.args))
+    return expr + delta
+
+
 @lru_cache(maxsize=4096)
 def _maximum(*args: sympy.Expr) -> sympy.Expr:
     flat = (y for x in args for y in (x.args if isinstance(x, sympy.Max) else (x,)))

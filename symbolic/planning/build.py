@@ -62,7 +62,7 @@ from ..library import peak_pytorch as pypeak
 from ..library import pipeline as pipe
 from ..library import precision as prec
 from ..math.algebra import Solution
-from ..math.extrema import maximum
+from ..math.extrema import maximum, shifted
 from ..math.formula import Evaluation, Formula, to_plain
 from ..math.userterms import CustomTerm, with_terms
 from ..networks import stored
@@ -713,7 +713,7 @@ def _rebuilt_after_loss(kept: list[Term], loss: list[Term], rebuilt: list[Term])
     first = loss[0]
     title = " + ".join(t.title for t in loss)
     return first.replace(title=f"{title}, or the last layer rebuilt once the loss and head freed theirs",
-                         expr=maximum(moment, again - saved))
+                         expr=maximum(moment, shifted(again, -saved)))
 
 
 def _head_trained(model: ModelShape, r: Regime) -> bool:
