@@ -482,6 +482,12 @@ def _schedule(model: ModelShape, given: Collection[str], pick: Callable[[str, ob
     return schedule, interleave
 
 
+def one_count(grad_accum: object, microbatches: object) -> str:
+    """The refusal of a grad_accum and a microbatches that differ (one count under two names)."""
+    return (f"grad_accum {grad_accum} and microbatches {microbatches} are one count (micro-batches per optimizer "
+            "step); give one of them")
+
+
 def _accumulation(pick: Callable[[str, object], object], given: Collection[str], pp: int) -> tuple[int, int]:
     """(microbatches, grad_accum): one count, micro-batches per optimizer step (``plan``'s grad_accum, time's m).
 
@@ -494,8 +500,7 @@ def _accumulation(pick: Callable[[str, object], object], given: Collection[str],
     # grad_accum sets the count: microbatches is not a default then (the options line would star it)
     microbatches = _checked("microbatches", pick("microbatches", count)) if "microbatches" in given else count
     if microbatches != count:
-        raise PlanOptionError(f"grad_accum {count} and microbatches {microbatches} are one count (micro-batches per "
-                              "optimizer step); give one of them")
+        raise PlanOptionError(one_count(count, microbatches))
     return microbatches, count  # type: ignore[return-value]
 
 

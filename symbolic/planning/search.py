@@ -76,6 +76,7 @@ from ..networks.shape import ModelShape, divisors
 from . import own_fsdp
 from . import time as ptime
 from .build import Plan, build, framework_pipeline, rank_plans
+from .regime import one_count
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -834,8 +835,7 @@ def search(model: object, gpu: GPU | Budget | str, *, seq: int | None = None, gl
     if "grad_accum" in options:  # microbatches' other name (regime._accumulation): a layout choice, pinned
         accum = options.pop("grad_accum")
         if pins.setdefault("microbatches", accum) != accum:
-            raise UserError(f"grad_accum {accum} and microbatches {pins['microbatches']} are one count (micro-batches "
-                            "per optimizer step); give one of them")
+            raise UserError(one_count(accum, pins["microbatches"]))
     if int(options.get("recompute_every", 1)) > 1:  # every N-th layer checkpointed: full recompute, one stage
         pins.setdefault("recompute", "full")
         pins.setdefault("pp", 1)
